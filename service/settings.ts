@@ -1,0 +1,46 @@
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+import { CronwardenError } from "../src/index.js";
+
+const serviceRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
+
+const optionalInt = (min: number) =>
+  z
+    .string()
+    .regex(/^\d+$/, "must be a whole number")
+    .transform(Number)
+    .pipe(z.number().int().min(min))
+    .optional();
+
+/** The reference service's settings: environment variables, each documented in the README. */
+const environmentSchema = z.object({
+  DATABASE_URL: z.string().url("must be a postgres:// URL").optional(),
+  CRONWARDEN_DATA_DIR: z.string().min(1).default(".data"),
+  CRONWARDEN_EMBEDDED_PG_PORT: optionalInt(1).refine((port) => port !== 5432, "must not be 5432"),
+  CRONWARDEN_CONFIG_FILE: z
+    .string()
+    .min(1)
+    .default(path.join(serviceRoot, "config", "tasks.yaml")),
+  CRONWARDEN_TIMEZONE: z.string().optional(),
+  CRONWARDEN_MIN_INTERVAL_MS: optionalInt(1000),
+  CRONWARDEN_PROCESS_EVERY_MS: optionalInt(100),
+  CRONWARDEN_LOCK_LIFETIME_MS: optionalInt(1000),
+  CRONWARDEN_DRAIN_TIMEOUT_MS: optionalInt(0),
+  CRONWARDEN_INSTANCE_ID: z.string().min(1).optional(),
+  CRONWARDEN_PG_POOL_MAX: optionalInt(2),
+});
+
+export type ServiceSettings = z.output<typeof environmentSchema>;
+
+export function loadServiceSettings(environment: NodeJS.ProcessEnv = process.env): ServiceSettings {
+  const blankAsUnset = Object.fromEntries(Object.entries(environment).filter(([, value]) => value !== ""));
+  const result = environmentSchema.safeParse(blankAsUnset);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map((issue) => {
+    const name = String(issue.path[0]);
+    const value = name === "DATABASE_URL" ? "(hidden)" : JSON.stringify(environment[name]);
+    return `${name}=${value}: ${issue.message}`;
+  });
+  throw new CronwardenError("INVALID_SETTINGS", `invalid environment: ${problems.join("; ")}`);
+}

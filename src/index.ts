@@ -1,0 +1,45 @@
+/**
+ * cronwarden's public API. Task modules import from here only; nothing here exposes Agenda.
+ */
+
+export type { RunRecord, TaskJob } from "./engine/agendaEngine.js";
+export type { ReconcileResult } from "./scheduler/configReconciler.js";
+export {
+  type CronRules,
+  checkSchedule,
+  DEFAULT_MIN_INTERVAL_MS,
+  nextRunTimes,
+  type ScheduleCheck,
+} from "./scheduler/cronValidator.js";
+export { describeRejection, parseDesiredState } from "./scheduler/desiredState.js";
+export { CronwardenError, type CronwardenErrorCode } from "./scheduler/errors.js";
+export { createLogger, type Logger, type LoggerOptions } from "./scheduler/logger.js";
+export type { FieldChange, LiveJob, ReconcileAction, ReconcilePlan } from "./scheduler/reconcilePlan.js";
+export { planReconcile } from "./scheduler/reconcilePlan.js";
+export {
+  createScheduler,
+  type RunFinishedEvent,
+  type RunStartedEvent,
+  Scheduler,
+  type SchedulerEvents,
+  type SchedulerOptions,
+  type StopResult,
+} from "./scheduler/scheduler.js";
+export type { SchedulerSettings, SchedulerSettingsInput } from "./scheduler/settings.js";
+export { handleShutdownSignals, type ShutdownOptions } from "./scheduler/shutdown.js";
+export type { RegisteredTask } from "./scheduler/taskRegistry.js";
+export type {
+  DesiredState,
+  DesiredTask,
+  RejectedEntry,
+  TaskContext,
+  TaskHandler,
+  TaskRegistration,
+} from "./scheduler/types.js";
+export type { ConfigDocument, ConfigListener, ConfigSource } from "./sources/configSource.js";
+export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";
+
+/** What task modules need of the scheduler: a place to register. */
+export interface TaskRegistrar {
+  register(task: import("./scheduler/types.js").TaskRegistration): void;
+}

@@ -1,0 +1,146 @@
+import type { ConfigDocument, ConfigSource } from "../sources/configSource.js";
+import type { CronRules } from "./cronValidator.js";
+import { parseDesiredState } from "./desiredState.js";
+import type { Logger } from "./logger.js";
+import type { DesiredState } from "./types.js";
+
+/** A snapshot whose apply failed (database unreachable) is applied again after this delay. */
+const APPLY_RETRY_MS = 5_000;
+
+export interface ConfigWatcherOptions {
+  source: ConfigSource;
+  defaultTimezone: string;
+  rules: CronRules;
+  logger: Logger;
+  /** Called with each new valid snapshot, one at a time; a burst coalesces to the latest. */
+  onSnapshot: (state: DesiredState) => Promise<void>;
+  now?: () => Date;
+}
+
+/**
+ * Reads a ConfigSource, validates each version into a DesiredState and keeps the last valid one.
+ * A version that cannot be read or parsed is logged and ignored; invalid entries are logged and
+ * dropped from their snapshot while the valid ones go on to the reconciler.
+ */
+export class ConfigWatcher {
+  readonly #options: ConfigWatcherOptions;
+  readonly #logger: Logger;
+  #current: DesiredState | undefined;
+  #lastRevision: string | undefined;
+  #pending: DesiredState | undefined;
+  #delivering: Promise<void> | undefined;
+  #unsubscribe: (() => Promise<void>) | undefined;
+  #retryTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: ConfigWatcherOptions) {
+    this.#options = options;
+    this.#logger = options.logger.child({ component: "config", source: options.source.description });
+  }
+
+  /** The desired state in force: the last valid snapshot. */
+  get current(): DesiredState | undefined {
+    return this.#current;
+  }
+
+  /** Reads the full desired state once. Returns undefined (and logs why) if it cannot be used. */
+  async loadInitial(): Promise<DesiredState | undefined> {
+    try {
+      return this.#accept(await this.#options.source.load());
+    } catch (error) {
+      this.#logger.error(
+        { err: error },
+        `${(error as Error).message}; starting without a config: the jobs already in the database keep their schedules until a valid config arrives`,
+      );
+      return undefined;
+    }
+  }
+
+  start(): void {
+    if (this.#unsubscribe) return;
+    this.#unsubscribe = this.#options.source.subscribe({
+      next: (document) => this.#onDocument(document),
+      error: (error) => {
+        const kept = this.#current
+          ? `revision ${this.#current.revision}`
+          : "the jobs as they are in the database";
+        this.#logger.error({ err: error }, `${error.message}; keeping ${kept}`);
+      },
+    });
+  }
+
+  async stop(): Promise<void> {
+    const unsubscribe = this.#unsubscribe;
+    this.#unsubscribe = undefined;
+    clearTimeout(this.#retryTimer);
+    await unsubscribe?.();
+    await this.#delivering;
+  }
+
+  #onDocument(document: ConfigDocument): void {
+    if (document.revision === this.#lastRevision) return;
+    let state: DesiredState;
+    try {
+      state = this.#accept(document);
+    } catch (error) {
+      const kept = this.#current
+        ? `revision ${this.#current.revision}`
+        : "the jobs as they are in the database";
+      this.#logger.error(
+        { err: error, revision: document.revision },
+        `${(error as Error).message}; keeping ${kept}`,
+      );
+      return;
+    }
+    this.#pending = state;
+    this.#delivering ??= this.#deliver();
+  }
+
+  async #deliver(): Promise<void> {
+    try {
+      while (this.#pending) {
+        const state = this.#pending;
+        this.#pending = undefined;
+        try {
+          await this.#options.onSnapshot(state);
+        } catch (error) {
+          this.#logger.error(
+            { err: error, revision: state.revision },
+            `applying config revision ${state.revision} failed; retrying in ${APPLY_RETRY_MS / 1000} s`,
+          );
+          this.#scheduleRetry(state);
+        }
+      }
+    } finally {
+      this.#delivering = undefined;
+    }
+  }
+
+  #scheduleRetry(state: DesiredState): void {
+    clearTimeout(this.#retryTimer);
+    this.#retryTimer = setTimeout(() => {
+      if (this.#current !== state || this.#pending) return; // a newer snapshot supersedes it
+      this.#pending = state;
+      this.#delivering ??= this.#deliver();
+    }, APPLY_RETRY_MS);
+    this.#retryTimer.unref();
+  }
+
+  /** Validates a document; throws when it is unusable as a whole. */
+  #accept(document: ConfigDocument): DesiredState {
+    const { source, defaultTimezone, rules } = this.#options;
+    const state = parseDesiredState(document.content, {
+      defaultTimezone,
+      rules,
+      now: this.#options.now?.() ?? new Date(),
+      source: source.description,
+      revision: document.revision,
+    });
+    this.#lastRevision = document.revision;
+    this.#current = state;
+    this.#logger.info(
+      { revision: state.revision, valid: state.tasks.length, rejected: state.rejected.length },
+      `config loaded: ${state.tasks.length} valid entr${state.tasks.length === 1 ? "y" : "ies"}, ${state.rejected.length} rejected`,
+    );
+    return state;
+  }
+}

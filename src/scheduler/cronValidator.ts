@@ -1,0 +1,149 @@
+import { CronExpressionParser } from "cron-parser";
+
+/**
+ * One place for cron rules. Agenda stores whatever it is given and computes next runs with
+ * cron-parser (the same version, pinned by a test), so everything Agenda would store silently
+ * or run wrongly is refused here, before Agenda ever sees an expression.
+ */
+
+export const DEFAULT_MIN_INTERVAL_MS = 60_000;
+
+/** How many upcoming occurrences are sampled to find the shortest gap of an expression. */
+const GAP_SAMPLE_SIZE = 64;
+
+export interface CronRules {
+  /** Schedules that fire more often than this are refused. */
+  minIntervalMs: number;
+}
+
+export type ScheduleCheck =
+  | { ok: true; cron: string; timezone: string; shortestGapMs: number }
+  | { ok: false; field: "cron" | "timezone"; value: string; reason: string };
+
+interface FieldSpec {
+  name: string;
+  min: number;
+  max: number;
+}
+
+const SECOND: FieldSpec = { name: "second", min: 0, max: 59 };
+const FIVE_FIELDS: FieldSpec[] = [
+  { name: "minute", min: 0, max: 59 },
+  { name: "hour", min: 0, max: 23 },
+  { name: "day of month", min: 1, max: 31 },
+  { name: "month", min: 1, max: 12 },
+  { name: "day of week", min: 0, max: 7 },
+];
+
+const ALIASES = new Set(["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@hourly"]);
+
+export function isValidTimezone(timezone: string): boolean {
+  if (!/^[A-Za-z]/.test(timezone)) return false; // offsets like "+08:00" are not IANA names
+  try {
+    new Intl.DateTimeFormat("en-US", { timeZone: timezone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Checks a cron expression and timezone; `now` is where the gap sampling starts. */
+export function checkSchedule(cron: string, timezone: string, rules: CronRules, now: Date): ScheduleCheck {
+  if (typeof timezone !== "string" || !isValidTimezone(timezone)) {
+    return {
+      ok: false,
+      field: "timezone",
+      value: String(timezone),
+      reason: 'is not an IANA timezone name (examples: "UTC", "Europe/Berlin", "Asia/Shanghai")',
+    };
+  }
+  const expression = cron.trim().replace(/\s+/g, " ");
+  const syntaxProblem = checkSyntax(expression);
+  if (syntaxProblem) return { ok: false, field: "cron", value: cron, reason: syntaxProblem };
+
+  let occurrences: Date[];
+  try {
+    const parsed = CronExpressionParser.parse(expression, { currentDate: now, tz: timezone });
+    occurrences = parsed.take(GAP_SAMPLE_SIZE).map((date) => date.toDate());
+  } catch (error) {
+    return { ok: false, field: "cron", value: cron, reason: (error as Error).message };
+  }
+  if (occurrences.length === 0) {
+    return { ok: false, field: "cron", value: cron, reason: "never fires" };
+  }
+  const shortestGapMs = shortestGap(occurrences);
+  if (shortestGapMs < rules.minIntervalMs) {
+    return {
+      ok: false,
+      field: "cron",
+      value: cron,
+      reason: `fires every ${formatMs(shortestGapMs)} at its most frequent, more often than the minimum interval of ${formatMs(rules.minIntervalMs)}`,
+    };
+  }
+  return { ok: true, cron: expression, timezone, shortestGapMs };
+}
+
+/** The next `count` run times after `from`, as Agenda would compute them. */
+export function nextRunTimes(cron: string, timezone: string, from: Date, count: number): Date[] {
+  const parsed = CronExpressionParser.parse(cron, { currentDate: from, tz: timezone });
+  return parsed.take(count).map((date) => date.toDate());
+}
+
+function checkSyntax(expression: string): string | undefined {
+  if (expression.startsWith("@")) {
+    return ALIASES.has(expression.toLowerCase())
+      ? undefined
+      : `unknown alias "${expression}"; use one of ${[...ALIASES].join(", ")} or a 5- or 6-field expression`;
+  }
+  const parts = expression.split(" ");
+  if (parts.length !== 5 && parts.length !== 6) {
+    return `has ${parts.length} field${parts.length === 1 ? "" : "s"}; use 5 (minute hour day-of-month month day-of-week) or 6 (with seconds first)`;
+  }
+  const specs = parts.length === 6 ? [SECOND, ...FIVE_FIELDS] : FIVE_FIELDS;
+  for (const [index, part] of parts.entries()) {
+    const spec = specs[index] as FieldSpec;
+    const problem = checkField(part, spec);
+    if (problem) return `${spec.name} field "${part}": ${problem}`;
+  }
+  return undefined;
+}
+
+function checkField(field: string, spec: FieldSpec): string | undefined {
+  if (/(^|[^a-z])h([^a-z]|$)/i.test(field)) {
+    return '"H" (hashed value) is not supported: its value is not stable across restarts';
+  }
+  for (const item of field.split(",")) {
+    if (item === "") return "has an empty list item";
+    const [base = "", step, extra] = item.split("/");
+    if (extra !== undefined) return `"${item}" has more than one "/"`;
+    if (step !== undefined) {
+      if (!/^\d+$/.test(step)) return `step "${step}" is not a whole number`;
+      const span = spec.max - spec.min;
+      const value = Number(step);
+      if (value < 1 || value > span) return `step ${value} is outside 1-${span}`;
+    }
+    for (const number of base.match(/\d+/g) ?? []) {
+      if (/[#]/.test(base)) break; // "5#3": the nth weekday; cron-parser checks it
+      const value = Number(number);
+      if (value < spec.min || value > spec.max) return `value ${value} is outside ${spec.min}-${spec.max}`;
+    }
+  }
+  return undefined;
+}
+
+function shortestGap(occurrences: Date[]): number {
+  let shortest = Number.POSITIVE_INFINITY;
+  for (let i = 1; i < occurrences.length; i++) {
+    const gap = (occurrences[i] as Date).getTime() - (occurrences[i - 1] as Date).getTime();
+    if (gap < shortest) shortest = gap;
+  }
+  return shortest;
+}
+
+export function formatMs(ms: number): string {
+  if (!Number.isFinite(ms)) return "never";
+  if (ms % 3_600_000 === 0) return `${ms / 3_600_000} h`;
+  if (ms % 60_000 === 0) return `${ms / 60_000} min`;
+  if (ms % 1000 === 0) return `${ms / 1000} s`;
+  return `${ms} ms`;
+}

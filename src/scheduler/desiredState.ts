@@ -1,0 +1,132 @@
+import { z } from "zod";
+import { type CronRules, checkSchedule } from "./cronValidator.js";
+import { CronwardenError } from "./errors.js";
+import { TASK_NAME_PATTERN } from "./taskRegistry.js";
+import type { DesiredState, DesiredTask, RejectedEntry } from "./types.js";
+
+/**
+ * The boundary where raw config becomes a DesiredState the rest of the code trusts.
+ * A document without a readable `tasks` list is refused whole (the last valid snapshot stays);
+ * an invalid entry is refused alone and the others are applied.
+ */
+
+const documentSchema = z.object({ tasks: z.array(z.unknown()) }, { error: "expected an object" });
+
+const entrySchema = z.strictObject({
+  name: z.string().regex(TASK_NAME_PATTERN, "must be 1-200 letters, digits, '.', '_', '-' or ':'"),
+  enabled: z.boolean({ error: "must be true or false" }),
+  cron: z.string({ error: "must be a string" }).min(1, "must not be empty"),
+  timezone: z.string({ error: "must be a string" }).optional(),
+});
+
+export interface ParseOptions {
+  defaultTimezone: string;
+  rules: CronRules;
+  now: Date;
+  source: string;
+  revision: string;
+}
+
+export function parseDesiredState(document: unknown, options: ParseOptions): DesiredState {
+  const top = documentSchema.safeParse(document);
+  if (!top.success) {
+    throw new CronwardenError(
+      "INVALID_CONFIG",
+      `config from ${options.source} is not a desired-state document: ${describeTopLevel(document)}; expected { "tasks": [ { "name", "enabled", "cron", "timezone"? } ] }`,
+    );
+  }
+
+  const tasks: DesiredTask[] = [];
+  const rejected: RejectedEntry[] = [];
+  const indexesByName = new Map<string, number[]>();
+
+  top.data.tasks.forEach((raw, index) => {
+    const name = readableName(raw);
+    const entry = entrySchema.safeParse(raw);
+    if (!entry.success) {
+      const issue = entry.error.issues[0];
+      const field = issue?.path.join(".") || "(entry)";
+      const value = issue?.path.length ? valueAt(raw, issue.path) : raw;
+      const reason =
+        issue?.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue?.message;
+      rejected.push({
+        index,
+        name,
+        field: field || issue?.code || "entry",
+        value,
+        reason: reason ?? "invalid",
+      });
+      return;
+    }
+    const timezone = entry.data.timezone ?? options.defaultTimezone;
+    const check = checkSchedule(entry.data.cron, timezone, options.rules, options.now);
+    if (!check.ok) {
+      rejected.push({ index, name, field: check.field, value: check.value, reason: check.reason });
+      return;
+    }
+    indexesByName.set(entry.data.name, [...(indexesByName.get(entry.data.name) ?? []), index]);
+    tasks.push({
+      name: entry.data.name,
+      enabled: entry.data.enabled,
+      cron: check.cron,
+      timezone: check.timezone,
+    });
+  });
+
+  const duplicates = new Set(
+    [...indexesByName].filter(([, indexes]) => indexes.length > 1).map(([name]) => name),
+  );
+  for (const name of duplicates) {
+    const indexes = indexesByName.get(name) ?? [];
+    for (const index of indexes) {
+      rejected.push({
+        index,
+        name,
+        field: "name",
+        value: name,
+        reason: `appears ${indexes.length} times (tasks[${indexes.join("], tasks[")}]); keep exactly one entry per task`,
+      });
+    }
+  }
+  rejected.sort((a, b) => a.index - b.index);
+
+  return {
+    tasks: tasks.filter((task) => !duplicates.has(task.name)),
+    rejected,
+    source: options.source,
+    revision: options.revision,
+  };
+}
+
+/** `config tasks[3] "syncReport": cron "*\/61 * * * *" is invalid: minute field ...` */
+export function describeRejection(rejection: RejectedEntry): string {
+  const who = rejection.name ? ` "${rejection.name}"` : "";
+  return `config tasks[${rejection.index}]${who}: ${rejection.field} ${formatValue(rejection.value)} is invalid: ${rejection.reason}`;
+}
+
+function formatValue(value: unknown): string {
+  const text = JSON.stringify(value);
+  return text === undefined ? "(missing)" : text.length > 120 ? `${text.slice(0, 117)}...` : text;
+}
+
+function readableName(raw: unknown): string | undefined {
+  const name = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>).name : undefined;
+  return typeof name === "string" ? name : undefined;
+}
+
+function valueAt(raw: unknown, path: readonly PropertyKey[]): unknown {
+  let current: unknown = raw;
+  for (const key of path) {
+    if (typeof current !== "object" || current === null) return undefined;
+    current = (current as Record<PropertyKey, unknown>)[key];
+  }
+  return current;
+}
+
+function describeTopLevel(document: unknown): string {
+  if (document === null || document === undefined || document === "") return "the document is empty";
+  if (Array.isArray(document)) return "the document is a list";
+  if (typeof document !== "object") return `the document is a ${typeof document}`;
+  if (!("tasks" in document)) return 'it has no "tasks" key';
+  return '"tasks" is not a list';
+}

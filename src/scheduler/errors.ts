@@ -1,0 +1,23 @@
+/**
+ * Errors the framework raises on purpose. `code` is stable, for callers that branch on it;
+ * `message` says where, what and how to fix.
+ */
+export type CronwardenErrorCode =
+  | "DUPLICATE_TASK"
+  | "INVALID_TASK_DEFINITION"
+  | "INVALID_SETTINGS"
+  | "INVALID_CONFIG"
+  | "CONFIG_UNREADABLE"
+  | "DATABASE_UNAVAILABLE"
+  | "EMBEDDED_POSTGRES_FAILED"
+  | "SCHEDULER_STATE";
+
+export class CronwardenError extends Error {
+  readonly code: CronwardenErrorCode;
+
+  constructor(code: CronwardenErrorCode, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "CronwardenError";
+    this.code = code;
+  }
+}

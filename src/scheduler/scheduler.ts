@@ -1,0 +1,207 @@
+import { EventEmitter } from "node:events";
+import { hostname } from "node:os";
+import type { Pool } from "pg";
+import { AgendaEngine, type EngineRun, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
+import type { ConfigSource } from "../sources/configSource.js";
+import { ConfigReconciler, type ReconcileResult } from "./configReconciler.js";
+import { ConfigWatcher } from "./configWatcher.js";
+import { CronwardenError } from "./errors.js";
+import { createLogger, type Logger, toError } from "./logger.js";
+import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
+import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
+import type { DesiredState, TaskContext, TaskRegistration } from "./types.js";
+
+export interface SchedulerOptions extends SchedulerSettingsInput {
+  /** The PostgreSQL pool the scheduler uses. It is not closed by stop(): end it after. */
+  pool: Pool;
+  /** Where the desired state comes from. */
+  config: ConfigSource;
+  logger?: Logger;
+}
+
+export interface RunStartedEvent {
+  taskName: string;
+  scheduledAt: Date;
+  startedAt: Date;
+  instanceId: string;
+}
+
+export interface RunFinishedEvent extends RunStartedEvent {
+  outcome: "succeeded" | "failed";
+  durationMs: number;
+  error?: Error;
+}
+
+export interface StopResult {
+  /** Runs that finished while draining. */
+  completed: number;
+  /** Tasks still running at the drain deadline: their signal fired, their lock expires normally. */
+  abandoned: string[];
+}
+
+/** The typed events a scheduler emits; the hook for logs, metrics and tests. */
+export interface SchedulerEvents {
+  "run:started": [RunStartedEvent];
+  "run:finished": [RunFinishedEvent];
+  reconciled: [ReconcileResult];
+}
+
+type State = "new" | "starting" | "running" | "stopping" | "stopped";
+
+/**
+ * The public face of the framework. Start-up follows SPEC §5: every task is registered before
+ * start(); start() defines the handlers in Agenda, reads the full desired state, reconciles it,
+ * starts the workers and then watches the config for changes.
+ */
+export class Scheduler extends EventEmitter<SchedulerEvents> {
+  readonly settings: SchedulerSettings & { instanceId: string };
+  readonly #registry = new TaskRegistry();
+  readonly #logger: Logger;
+  readonly #engine: AgendaEngine;
+  readonly #reconciler: ConfigReconciler;
+  readonly #watcher: ConfigWatcher;
+  #state: State = "new";
+
+  constructor(options: SchedulerOptions) {
+    super();
+    const { pool, config, logger, ...settingsInput } = options;
+    const settings = parseSchedulerSettings(settingsInput);
+    const instanceId =
+      settings.instanceId ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 6)}`;
+    this.settings = { ...settings, instanceId };
+    this.#logger = (logger ?? createLogger()).child({ instanceId });
+    this.#engine = new AgendaEngine({
+      pool,
+      instanceId,
+      processEveryMs: settings.processEveryMs,
+      lockLifetimeMs: settings.lockLifetimeMs,
+      logger: this.#logger,
+    });
+    this.#reconciler = new ConfigReconciler(this.#engine, this.#registry, this.#logger);
+    this.#watcher = new ConfigWatcher({
+      source: config,
+      defaultTimezone: settings.defaultTimezone,
+      rules: { minIntervalMs: settings.minIntervalMs },
+      logger: this.#logger,
+      onSnapshot: (state) => this.#reconcile(state),
+    });
+  }
+
+  get instanceId(): string {
+    return this.settings.instanceId;
+  }
+
+  /** Registers a task handler. Names are unique; every task must be registered before start(). */
+  register(task: TaskRegistration): void {
+    this.#registry.register(task);
+  }
+
+  /** The registered tasks, by name. */
+  tasks(): RegisteredTask[] {
+    return this.#registry.list();
+  }
+
+  async start(): Promise<void> {
+    if (this.#state !== "new")
+      throw new CronwardenError("SCHEDULER_STATE", `start() called on a scheduler that is ${this.#state}`);
+    this.#state = "starting";
+    this.#registry.seal();
+    await this.#engine.prepare();
+    for (const task of this.#registry.list()) {
+      this.#engine.defineTask(task.name, (run) => this.#run(task, run));
+    }
+    const desired = await this.#watcher.loadInitial();
+    if (desired) await this.#reconcile(desired);
+    await this.#engine.start();
+    this.#watcher.start();
+    this.#state = "running";
+    this.#logger.info(
+      { tasks: this.#registry.list().map((task) => task.name), config: desired?.revision ?? null },
+      `scheduler started with ${this.#registry.list().length} registered task(s)`,
+    );
+  }
+
+  /** Stops taking new runs and waits for running ones (up to drainTimeoutMs). Idempotent. */
+  async stop(options: { drainTimeoutMs?: number } = {}): Promise<StopResult> {
+    if (this.#state === "stopped" || this.#state === "stopping" || this.#state === "new") {
+      this.#state = "stopped";
+      return { completed: 0, abandoned: [] };
+    }
+    this.#state = "stopping";
+    const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
+    this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
+    await this.#watcher.stop();
+    const outcome = await this.#engine.drain(drainTimeoutMs);
+    if (outcome.abandoned.length > 0) {
+      this.#logger.error(
+        { abandoned: outcome.abandoned, drainTimeoutMs },
+        `stopped with ${outcome.abandoned.length} run(s) still going after ${drainTimeoutMs} ms; their abort signal fired and their lock will expire`,
+      );
+    } else {
+      this.#logger.info({ completed: outcome.completed }, "stopped: every run finished");
+    }
+    this.#state = "stopped";
+    return outcome;
+  }
+
+  /** The desired state in force (last valid snapshot), if any. */
+  desiredState(): DesiredState | undefined {
+    return this.#watcher.current;
+  }
+
+  lastReconcile(): ReconcileResult | undefined {
+    return this.#reconciler.lastResult;
+  }
+
+  /** The job rows of the tasks (runtime state). */
+  jobs(): Promise<TaskJob[]> {
+    return this.#engine.listJobs();
+  }
+
+  /** Finished runs of a task, newest first. */
+  runs(taskName: string, limit?: number): Promise<RunRecord[]> {
+    return this.#engine.listRuns(taskName, limit);
+  }
+
+  async #reconcile(state: DesiredState): Promise<void> {
+    const result = await this.#reconciler.reconcile(state);
+    this.emit("reconciled", result);
+  }
+
+  async #run(task: RegisteredTask, run: EngineRun): Promise<void> {
+    const { instanceId } = this;
+    const started: RunStartedEvent = {
+      taskName: task.name,
+      scheduledAt: run.scheduledAt,
+      startedAt: run.startedAt,
+      instanceId,
+    };
+    const logger = this.#logger.child({
+      task: task.name,
+      slot: run.scheduledAt.toISOString(),
+      attempt: run.attempt,
+    });
+    const context: TaskContext = { ...started, attempt: run.attempt, signal: run.signal, logger };
+    logger.info("run started");
+    this.emit("run:started", started);
+    try {
+      await task.handler(context);
+      const durationMs = Date.now() - run.startedAt.getTime();
+      logger.info({ durationMs, outcome: "succeeded" }, `run succeeded in ${durationMs} ms`);
+      this.emit("run:finished", { ...started, outcome: "succeeded", durationMs });
+    } catch (thrown) {
+      const error = toError(thrown, `task "${task.name}" threw without an error value`);
+      const durationMs = Date.now() - run.startedAt.getTime();
+      logger.error(
+        { err: error, durationMs, outcome: "failed" },
+        `run failed after ${durationMs} ms: ${error.message}`,
+      );
+      this.emit("run:finished", { ...started, outcome: "failed", durationMs, error });
+      throw error;
+    }
+  }
+}
+
+export function createScheduler(options: SchedulerOptions): Scheduler {
+  return new Scheduler(options);
+}

@@ -1,0 +1,44 @@
+import { z } from "zod";
+import { DEFAULT_MIN_INTERVAL_MS, formatMs, isValidTimezone } from "./cronValidator.js";
+import { CronwardenError } from "./errors.js";
+
+/** Agenda's own default poll interval; lowered to the minimum interval when that is shorter. */
+const AGENDA_DEFAULT_PROCESS_EVERY_MS = 5_000;
+
+export const schedulerSettingsSchema = z
+  .object({
+    instanceId: z.string().min(1).max(200).optional(),
+    defaultTimezone: z.string().refine(isValidTimezone, "is not an IANA timezone name").default("UTC"),
+    /** Schedules firing more often than this are refused (seed: minute-level). */
+    minIntervalMs: z.number().int().min(1000).default(DEFAULT_MIN_INTERVAL_MS),
+    /** How often Agenda looks for due runs; must not exceed minIntervalMs or runs are skipped. */
+    processEveryMs: z.number().int().min(100).optional(),
+    /** A run whose lock is older than this is taken over by another instance. */
+    lockLifetimeMs: z.number().int().min(1000).default(600_000),
+    /** How long stop() waits for running handlers. */
+    drainTimeoutMs: z.number().int().min(0).default(30_000),
+  })
+  .transform((settings, context) => {
+    const processEveryMs =
+      settings.processEveryMs ?? Math.min(AGENDA_DEFAULT_PROCESS_EVERY_MS, settings.minIntervalMs);
+    if (processEveryMs > settings.minIntervalMs) {
+      context.addIssue({
+        code: "custom",
+        path: ["processEveryMs"],
+        message: `${formatMs(processEveryMs)} exceeds minIntervalMs ${formatMs(settings.minIntervalMs)}: Agenda would skip runs; lower processEveryMs`,
+      });
+    }
+    return { ...settings, processEveryMs };
+  });
+
+export type SchedulerSettingsInput = z.input<typeof schedulerSettingsSchema>;
+export type SchedulerSettings = z.output<typeof schedulerSettingsSchema>;
+
+export function parseSchedulerSettings(input: SchedulerSettingsInput): SchedulerSettings {
+  const result = schedulerSettingsSchema.safeParse(input);
+  if (result.success) return result.data;
+  const problems = result.error.issues.map(
+    (issue) => `${issue.path.join(".") || "settings"}: ${issue.message}`,
+  );
+  throw new CronwardenError("INVALID_SETTINGS", `invalid scheduler settings: ${problems.join("; ")}`);
+}

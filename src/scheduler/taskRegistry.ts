@@ -1,0 +1,81 @@
+import { CronwardenError } from "./errors.js";
+import type { TaskHandler, TaskRegistration } from "./types.js";
+
+export const TASK_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;
+
+export interface RegisteredTask {
+  readonly name: string;
+  readonly handler: TaskHandler;
+  readonly description: string | undefined;
+  /** `file:line` of the register() call, to name both sides of a duplicate. */
+  readonly registeredAt: string;
+}
+
+/** The tasks code has registered. Config can only switch on/off and re-time these. */
+export class TaskRegistry {
+  readonly #tasks = new Map<string, RegisteredTask>();
+  #sealed = false;
+
+  register(registration: TaskRegistration, registeredAt = callerLocation()): RegisteredTask {
+    if (this.#sealed) {
+      throw new CronwardenError(
+        "SCHEDULER_STATE",
+        `task "${registration.name}" registered at ${registeredAt} after the scheduler started; register every task before start()`,
+      );
+    }
+    const { name, handler } = registration;
+    if (typeof name !== "string" || !TASK_NAME_PATTERN.test(name)) {
+      throw new CronwardenError(
+        "INVALID_TASK_DEFINITION",
+        `task name ${JSON.stringify(name)} at ${registeredAt} is invalid: use 1-200 letters, digits, ".", "_", "-" or ":", starting with a letter or digit`,
+      );
+    }
+    if (typeof handler !== "function") {
+      throw new CronwardenError(
+        "INVALID_TASK_DEFINITION",
+        `task "${name}" at ${registeredAt} has no handler function: pass register({ name, handler: async (ctx) => { ... } })`,
+      );
+    }
+    const existing = this.#tasks.get(name);
+    if (existing) {
+      throw new CronwardenError(
+        "DUPLICATE_TASK",
+        `task "${name}" is registered twice: first at ${existing.registeredAt}, again at ${registeredAt}; task names must be unique`,
+      );
+    }
+    const task: RegisteredTask = { name, handler, description: registration.description, registeredAt };
+    this.#tasks.set(name, task);
+    return task;
+  }
+
+  /** After this, register() throws: the first reconcile must see every task. */
+  seal(): void {
+    this.#sealed = true;
+  }
+
+  get(name: string): RegisteredTask | undefined {
+    return this.#tasks.get(name);
+  }
+
+  has(name: string): boolean {
+    return this.#tasks.has(name);
+  }
+
+  list(): RegisteredTask[] {
+    return [...this.#tasks.values()].sort((a, b) => a.name.localeCompare(b.name));
+  }
+
+  names(): ReadonlySet<string> {
+    return new Set(this.#tasks.keys());
+  }
+}
+
+/** The first stack frame outside the framework: where the user called register(). */
+function callerLocation(): string {
+  const frames = (new Error().stack ?? "").split("\n").slice(1);
+  const outside = frames.find(
+    (frame) => !/[\\/]src[\\/]scheduler[\\/]/.test(frame) && !frame.includes("node:"),
+  );
+  const match = (outside ?? frames[0] ?? "").match(/\(?((?:file:\/\/)?[^\s()]+:\d+):\d+\)?\s*$/);
+  return match?.[1]?.replace(/^file:\/\//, "").replace(`${process.cwd()}/`, "") ?? "unknown location";
+}

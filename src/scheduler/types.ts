@@ -1,0 +1,59 @@
+import type { Logger } from "./logger.js";
+
+/** What a handler receives for one run. */
+export interface TaskContext {
+  /** The registered task name. */
+  readonly taskName: string;
+  /** The slot this run is for: the scheduled time Agenda picked the job up for (not the start time). */
+  readonly scheduledAt: Date;
+  /** When the framework started the handler. */
+  readonly startedAt: Date;
+  /** 1 for a scheduled run; counts up for retries of the same slot. */
+  readonly attempt: number;
+  /** Fires when the run must stop (shutdown past the drain timeout, and later: timeout, lock lost). */
+  readonly signal: AbortSignal;
+  /** A child logger bound to this task and run. */
+  readonly logger: Logger;
+  /** The instance that runs this slot. */
+  readonly instanceId: string;
+}
+
+export type TaskHandler = (context: TaskContext) => Promise<void> | void;
+
+/** What task code passes to `scheduler.register()`. */
+export interface TaskRegistration {
+  /** Unique name; the config center refers to the task by it. Letters, digits, `.`, `_`, `-`, `:`, 1-200 chars. */
+  name: string;
+  handler: TaskHandler;
+  /** Shown in logs and listings. */
+  description?: string;
+}
+
+/** One task's entry in the desired state, after validation. */
+export interface DesiredTask {
+  name: string;
+  enabled: boolean;
+  cron: string;
+  /** Always set: the entry's own timezone or the service default. */
+  timezone: string;
+}
+
+/** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
+export interface RejectedEntry {
+  /** Position in the snapshot's `tasks` list. */
+  index: number;
+  /** The entry's name when it had a readable one. */
+  name: string | undefined;
+  field: string;
+  value: unknown;
+  reason: string;
+}
+
+/** A validated snapshot of the desired state. Only `parseDesiredState` creates one. */
+export interface DesiredState {
+  tasks: DesiredTask[];
+  rejected: RejectedEntry[];
+  /** Where it came from (file path, URL) and its revision (content hash, etag). */
+  source: string;
+  revision: string;
+}

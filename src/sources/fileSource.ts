@@ -1,0 +1,155 @@
+import { createHash } from "node:crypto";
+import { type FSWatcher, watch } from "node:fs";
+import { readFile, stat } from "node:fs/promises";
+import path from "node:path";
+import YAML from "yaml";
+import { CronwardenError } from "../scheduler/errors.js";
+import { toError } from "../scheduler/logger.js";
+import type { ConfigDocument, ConfigListener, ConfigSource } from "./configSource.js";
+
+export interface FileSourceOptions {
+  /** JSON (`.json`) or YAML (`.yaml`, `.yml`); other extensions are tried as JSON, then YAML. */
+  path: string;
+  /** Bursts of file events within this window cause one reload. */
+  debounceMs?: number;
+  /**
+   * A stat() check at this interval catches changes that file events miss (network and overlay
+   * file systems, a replaced parent directory). 0 turns it off.
+   */
+  pollIntervalMs?: number;
+}
+
+const DEFAULT_DEBOUNCE_MS = 200;
+const DEFAULT_POLL_INTERVAL_MS = 5_000;
+
+/**
+ * A watched config file. It watches the file's directory rather than the file, so that editors
+ * that save by rename and Kubernetes config-map mounts (a `..data` symlink swapped atomically)
+ * are seen: a watch on the file itself would stay on the replaced inode.
+ */
+export class FileConfigSource implements ConfigSource {
+  readonly path: string;
+  readonly description: string;
+  readonly #debounceMs: number;
+  readonly #pollIntervalMs: number;
+
+  constructor(options: FileSourceOptions) {
+    this.path = path.resolve(options.path);
+    this.description = `file ${this.path}`;
+    this.#debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
+    this.#pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+  }
+
+  async load(): Promise<ConfigDocument> {
+    let text: string;
+    try {
+      text = await readFile(this.path, "utf8");
+    } catch (thrown) {
+      const error = toError(thrown);
+      const code = (thrown as NodeJS.ErrnoException).code;
+      const hint =
+        code === "ENOENT"
+          ? "create it or point CRONWARDEN_CONFIG_FILE at the right path"
+          : "check its permissions";
+      throw new CronwardenError(
+        "CONFIG_UNREADABLE",
+        `config ${this.description} cannot be read (${error.message}); ${hint}`,
+        {
+          cause: error,
+        },
+      );
+    }
+    return {
+      content: this.#parse(text),
+      revision: createHash("sha256").update(text).digest("hex").slice(0, 16),
+    };
+  }
+
+  subscribe(listener: ConfigListener): () => Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    let lastStamp: string | undefined;
+    let closed = false;
+    let reading = Promise.resolve();
+
+    const reload = () => {
+      reading = reading.then(async () => {
+        if (closed) return;
+        try {
+          listener.next(await this.load());
+        } catch (thrown) {
+          listener.error(toError(thrown));
+        }
+      });
+    };
+    const schedule = () => {
+      if (closed) return;
+      clearTimeout(timer);
+      timer = setTimeout(reload, this.#debounceMs);
+    };
+    const stamp = async () => {
+      const info = await stat(this.path).catch(() => undefined);
+      return info ? `${info.ino}:${info.size}:${info.mtimeMs}` : "missing";
+    };
+
+    let watcher: FSWatcher | undefined;
+    try {
+      watcher = watch(path.dirname(this.path), { persistent: false }, schedule);
+      watcher.on("error", (error) => listener.error(toError(error)));
+    } catch (thrown) {
+      listener.error(
+        new Error(`cannot watch ${path.dirname(this.path)} (${toError(thrown).message}); relying on polling`),
+      );
+    }
+
+    void stamp().then((initial) => {
+      lastStamp = initial;
+    });
+    const poller =
+      this.#pollIntervalMs > 0
+        ? setInterval(async () => {
+            const current = await stamp();
+            if (lastStamp !== undefined && current !== lastStamp) schedule();
+            lastStamp = current;
+          }, this.#pollIntervalMs)
+        : undefined;
+    poller?.unref();
+
+    return async () => {
+      closed = true;
+      clearTimeout(timer);
+      clearInterval(poller);
+      watcher?.close();
+      await reading;
+    };
+  }
+
+  #parse(text: string): unknown {
+    const extension = path.extname(this.path).toLowerCase();
+    const parsers: Array<["JSON" | "YAML", (input: string) => unknown]> =
+      extension === ".json"
+        ? [["JSON", JSON.parse]]
+        : extension === ".yaml" || extension === ".yml"
+          ? [["YAML", parseYaml]]
+          : [
+              ["JSON", JSON.parse],
+              ["YAML", parseYaml],
+            ];
+    let lastError: Error | undefined;
+    for (const [format, parse] of parsers) {
+      try {
+        return parse(text);
+      } catch (thrown) {
+        lastError = new Error(`not valid ${format}: ${toError(thrown).message}`);
+      }
+    }
+    throw new CronwardenError(
+      "INVALID_CONFIG",
+      `config ${this.description} cannot be parsed (${lastError?.message}); fix the syntax, the last valid config stays in force`,
+      { cause: lastError },
+    );
+  }
+}
+
+function parseYaml(text: string): unknown {
+  return YAML.parse(text, { prettyErrors: true, uniqueKeys: true });
+}

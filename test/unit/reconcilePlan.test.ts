@@ -1,0 +1,168 @@
+import { describe, expect, it } from "vitest";
+import { type LiveJob, planReconcile } from "../../src/scheduler/reconcilePlan.js";
+import type { DesiredState, DesiredTask, RejectedEntry } from "../../src/scheduler/types.js";
+
+const registered = new Set(["report", "cleanup", "digest"]);
+
+function desired(tasks: DesiredTask[], rejected: RejectedEntry[] = []): DesiredState {
+  return { tasks, rejected, source: "file tasks.yaml", revision: "r1" };
+}
+function task(name: string, overrides: Partial<DesiredTask> = {}): DesiredTask {
+  return { name, enabled: true, cron: "*/5 * * * *", timezone: "UTC", ...overrides };
+}
+function job(name: string, overrides: Partial<LiveJob> = {}): LiveJob {
+  return {
+    name,
+    disabled: false,
+    cron: "*/5 * * * *",
+    timezone: "UTC",
+    nextRunAt: new Date("2026-03-01T00:05:00Z"),
+    ...overrides,
+  };
+}
+
+describe("planReconcile (SPEC §4)", () => {
+  it("rule 1: an entry whose name is not registered is rejected, the other entries proceed", () => {
+    const plan = planReconcile(desired([task("nope"), task("report")]), [], registered);
+    expect(plan.actions).toContainEqual({
+      kind: "reject",
+      task: "nope",
+      reason: expect.stringContaining("no task of that name is registered in code"),
+    });
+    expect(plan.actions).toContainEqual(expect.objectContaining({ kind: "create", task: "report" }));
+  });
+
+  it("rule 2: an invalid entry is rejected and its task keeps its job untouched (not disabled as missing)", () => {
+    const rejected: RejectedEntry = {
+      index: 0,
+      name: "report",
+      field: "cron",
+      value: "*/61 * * * *",
+      reason: "step",
+    };
+    const plan = planReconcile(desired([], [rejected]), [job("report")], registered);
+    expect(plan.actions).toEqual([
+      {
+        kind: "reject",
+        task: "report",
+        reason: 'config tasks[0] "report": cron "*/61 * * * *" is invalid: step',
+      },
+    ]);
+  });
+
+  it("rule 3: no job for a task -> create it, enabled or disabled as configured", () => {
+    const plan = planReconcile(
+      desired([task("report"), task("cleanup", { enabled: false })]),
+      [],
+      registered,
+    );
+    expect(plan.actions).toEqual([
+      {
+        kind: "create",
+        task: "report",
+        cron: "*/5 * * * *",
+        timezone: "UTC",
+        enabled: true,
+        reason: 'no job yet for "report"',
+      },
+      {
+        kind: "create",
+        task: "cleanup",
+        cron: "*/5 * * * *",
+        timezone: "UTC",
+        enabled: false,
+        reason: 'no job yet for "cleanup"',
+      },
+    ]);
+  });
+
+  it("rule 4: enabled false -> disable (never delete)", () => {
+    const plan = planReconcile(desired([task("report", { enabled: false })]), [job("report")], registered);
+    expect(plan.actions).toEqual([{ kind: "disable", task: "report", reason: "disabled in the config" }]);
+  });
+
+  it("rule 5: enabled true on a disabled job -> enable", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report", { disabled: true })], registered);
+    expect(plan.actions).toEqual([{ kind: "enable", task: "report", reason: "enabled in the config" }]);
+  });
+
+  it("rule 6: a cron or timezone change -> one in-place update naming both changes", () => {
+    const plan = planReconcile(
+      desired([task("report", { cron: "0 * * * *", timezone: "Asia/Shanghai" })]),
+      [job("report")],
+      registered,
+    );
+    expect(plan.actions).toEqual([
+      {
+        kind: "update",
+        task: "report",
+        cron: "0 * * * *",
+        timezone: "Asia/Shanghai",
+        changes: [
+          { field: "cron", from: "*/5 * * * *", to: "0 * * * *" },
+          { field: "timezone", from: "UTC", to: "Asia/Shanghai" },
+        ],
+        reason: "cron */5 * * * * -> 0 * * * *, timezone UTC -> Asia/Shanghai",
+      },
+    ]);
+  });
+
+  it("a job stored without a timezone gets the desired one written (the stored timezone is never left empty)", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report", { timezone: null })], registered);
+    expect(plan.actions).toEqual([
+      expect.objectContaining({ kind: "update", changes: [{ field: "timezone", from: null, to: "UTC" }] }),
+    ]);
+  });
+
+  it("an update and an enable for the same task are planned update first", () => {
+    const plan = planReconcile(
+      desired([task("report", { cron: "0 * * * *" })]),
+      [job("report", { disabled: true })],
+      registered,
+    );
+    expect(plan.actions.map((action) => action.kind)).toEqual(["update", "enable"]);
+  });
+
+  it("an enabled job that lost its next run is re-timed from now", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report", { nextRunAt: null })], registered);
+    expect(plan.actions).toEqual([
+      expect.objectContaining({
+        kind: "update",
+        changes: [{ field: "nextRunAt", from: null, to: "next slot from now" }],
+      }),
+    ]);
+  });
+
+  it("choice: a registered task missing from the config is disabled, not deleted; without a job nothing is created", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report"), job("cleanup")], registered);
+    expect(plan.actions).toEqual([
+      {
+        kind: "disable",
+        task: "cleanup",
+        reason: expect.stringContaining('"cleanup" is registered but not in the config from file tasks.yaml'),
+      },
+    ]);
+    expect(plan.unchanged).toEqual(["report"]);
+  });
+
+  it("choice: a job row whose task is not registered is left untouched and reported", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report"), job("legacyTask")], registered);
+    expect(plan.actions).toEqual([
+      {
+        kind: "orphan",
+        task: "legacyTask",
+        reason: expect.stringContaining("no task of that name is registered"),
+      },
+    ]);
+  });
+
+  it("a job that already matches needs no action", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report")], registered);
+    expect(plan).toEqual({ actions: [], unchanged: ["report"] });
+  });
+
+  it("a disabled job missing from the config stays as it is", () => {
+    const plan = planReconcile(desired([]), [job("digest", { disabled: true })], registered);
+    expect(plan.actions).toEqual([]);
+  });
+});
