@@ -92,10 +92,14 @@ export class AgendaEngine {
     await ensureAgendaSchema(pool);
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
     this.#recorder = new RunRecorder(jobLogger, this.#ledger, instanceId, this.#logger);
+    const notificationChannel = new PostgresNotificationChannel({ pool });
+    // The channel is an EventEmitter that emits 'error' when its LISTEN connection drops (a
+    // database restart); without a listener that is an uncaught exception. It reconnects itself.
+    notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
     const backend: AgendaBackend = {
       name: "PostgreSQL (cronwarden)",
       repository: new CronwardenJobRepository(pool, this.#ledger),
-      notificationChannel: new PostgresNotificationChannel({ pool }),
+      notificationChannel,
       logger: this.#recorder,
       ownsConnection: false,
       connect: async () => {},
@@ -126,7 +130,7 @@ export class AgendaEngine {
     await this.#requireAgenda().start();
     this.#started = true;
     this.#logger.info(
-      { instanceId: this.instanceId, processEveryMs: this.#options.processEveryMs },
+      { processEveryMs: this.#options.processEveryMs, lockLifetimeMs: this.#options.lockLifetimeMs },
       "engine started: polling for due runs",
     );
   }
@@ -287,13 +291,13 @@ export class AgendaEngine {
     return { taskName, jobId, scheduledAt: run.scheduledAt, startedAt, attempt: run.attempt ?? 1, signal };
   }
 
-  #logAgendaError(error: Error): void {
+  #logAgendaError(error: Error, origin = "agenda"): void {
     const now = Date.now();
-    const key = error.message;
+    const key = `${origin}: ${error.message}`;
     const last = this.#lastErrorLog.get(key);
     if (last !== undefined && now - last < ERROR_LOG_WINDOW_MS) return;
     this.#lastErrorLog.set(key, now);
-    this.#logger.error({ err: error }, `agenda: ${error.message}`);
+    this.#logger.error({ err: error }, key);
   }
 
   #requireAgenda(): Agenda {

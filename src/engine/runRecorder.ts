@@ -63,6 +63,12 @@ export class RunRecorder implements JobLogger {
       meta.outcome = run.outcome ?? (entry.event === "success" ? "succeeded" : "failed");
       if (run.detail) meta.detail = run.detail;
     }
-    return { ...entry, meta };
+    // Agenda records no duration on a failed run
+    const duration =
+      entry.duration ??
+      (entry.event === "fail" && run.startedAt
+        ? entry.timestamp.getTime() - run.startedAt.getTime()
+        : undefined);
+    return { ...entry, meta, duration };
   }
 }

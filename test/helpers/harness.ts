@@ -1,0 +1,105 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import type { Pool } from "pg";
+import YAML from "yaml";
+import {
+  createScheduler,
+  FileConfigSource,
+  type ReconcileResult,
+  type Scheduler,
+  type TaskRegistration,
+} from "../../src/index.js";
+import { LogCapture } from "./logs.js";
+import { pollUntil } from "./poll.js";
+
+export interface ConfigEntry {
+  name: string;
+  enabled?: boolean;
+  cron?: string;
+  timezone?: string;
+}
+
+/** One in-process scheduler on a watched temp config file, with its logs captured. */
+export class SchedulerHarness {
+  readonly logs = new LogCapture();
+  readonly configPath: string;
+  readonly scheduler: Scheduler;
+  readonly #dir: string;
+
+  private constructor(dir: string, pool: Pool, tasks: TaskRegistration[]) {
+    this.#dir = dir;
+    this.configPath = path.join(dir, "tasks.yaml");
+    this.scheduler = createScheduler({
+      pool,
+      config: new FileConfigSource({ path: this.configPath, debounceMs: 50, pollIntervalMs: 500 }),
+      logger: this.logs.logger,
+      minIntervalMs: 1000,
+      processEveryMs: 500,
+      drainTimeoutMs: 10_000,
+    });
+    for (const task of tasks) this.scheduler.register(task);
+  }
+
+  static async start(
+    pool: Pool,
+    tasks: TaskRegistration[],
+    config: ConfigEntry[],
+  ): Promise<SchedulerHarness> {
+    const dir = await mkdtemp(path.join(tmpdir(), "cronwarden-config-"));
+    const harness = new SchedulerHarness(dir, pool, tasks);
+    await harness.writeRaw(yamlOf(config));
+    await harness.scheduler.start();
+    return harness;
+  }
+
+  /** Writes the config file by rename (as editors do) and resolves when a reconcile of it finished. */
+  async writeConfig(config: ConfigEntry[]): Promise<ReconcileResult> {
+    const reconciled = this.nextReconcile();
+    await this.writeRaw(yamlOf(config));
+    return reconciled;
+  }
+
+  nextReconcile(): Promise<ReconcileResult> {
+    return new Promise((resolve) => this.scheduler.once("reconciled", resolve));
+  }
+
+  async writeRaw(text: string): Promise<void> {
+    const temporary = `${this.configPath}.tmp-${process.hrtime.bigint()}`;
+    await writeFile(temporary, text);
+    const { rename } = await import("node:fs/promises");
+    await rename(temporary, this.configPath);
+  }
+
+  /** Resolves after `count` more runs of `taskName` have finished. */
+  runsOf(taskName: string, count: number, timeoutMs = 20_000): Promise<void> {
+    let seen = 0;
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => {
+        this.scheduler.off("run:finished", listener);
+        reject(new Error(`timed out waiting for ${count} run(s) of ${taskName} (saw ${seen})`));
+      }, timeoutMs);
+      const listener = (event: { taskName: string }) => {
+        if (event.taskName !== taskName) return;
+        seen += 1;
+        if (seen >= count) {
+          clearTimeout(timer);
+          this.scheduler.off("run:finished", listener);
+          resolve();
+        }
+      };
+      this.scheduler.on("run:finished", listener);
+    });
+  }
+
+  async stop(): Promise<void> {
+    await this.scheduler.stop();
+    await rm(this.#dir, { recursive: true, force: true });
+  }
+}
+
+export function yamlOf(config: ConfigEntry[]): string {
+  return YAML.stringify({ tasks: config.map((entry) => ({ enabled: true, cron: "* * * * * *", ...entry })) });
+}
+
+export { pollUntil };

@@ -1,0 +1,184 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { AgendaEngine } from "../../src/engine/agendaEngine.js";
+import { ConfigReconciler } from "../../src/scheduler/configReconciler.js";
+import { TaskRegistry } from "../../src/scheduler/taskRegistry.js";
+import type { DesiredState, DesiredTask } from "../../src/scheduler/types.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { LogCapture } from "../helpers/logs.js";
+
+/** Each reconcile rule against Agenda's own table (no workers running). */
+
+let db: TestDatabase;
+let engine: AgendaEngine;
+let reconciler: ConfigReconciler;
+let logs: LogCapture;
+const now = () => new Date();
+
+function state(tasks: Array<Partial<DesiredTask> & { name: string }>, revision = "r"): DesiredState {
+  return {
+    tasks: tasks.map((task) => ({ enabled: true, cron: "*/5 * * * *", timezone: "UTC", ...task })),
+    rejected: [],
+    source: "test",
+    revision,
+  };
+}
+
+async function row(name: string) {
+  const result = await db.pool.query(
+    "SELECT id, disabled, repeat_interval, repeat_timezone, next_run_at, type, updated_at FROM agenda_jobs WHERE name = $1",
+    [name],
+  );
+  return result.rows;
+}
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  logs = new LogCapture();
+  const registry = new TaskRegistry();
+  for (const name of ["report", "cleanup", "digest"]) registry.register({ name, handler: async () => {} });
+  engine = new AgendaEngine({
+    pool: db.pool,
+    instanceId: "test",
+    processEveryMs: 1000,
+    lockLifetimeMs: 60_000,
+    logger: logs.logger,
+  });
+  await engine.prepare();
+  reconciler = new ConfigReconciler(engine, registry, logs.logger, now);
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+beforeEach(async () => {
+  await db.pool.query("DELETE FROM agenda_jobs");
+});
+
+describe("ConfigReconciler against Agenda's table", () => {
+  it("creates one single job per task, its next run the next slot after now", async () => {
+    const before = new Date();
+    await reconciler.reconcile(state([{ name: "report", cron: "0 9 * * *", timezone: "Asia/Shanghai" }]));
+    const [job, ...others] = await row("report");
+    expect(others).toEqual([]);
+    expect(job).toMatchObject({
+      type: "single",
+      disabled: false,
+      repeat_interval: "0 9 * * *",
+      repeat_timezone: "Asia/Shanghai",
+    });
+    const next: Date = job.next_run_at;
+    expect(next.getTime()).toBeGreaterThan(before.getTime());
+    expect(next.getUTCHours()).toBe(1); // 09:00 in Shanghai
+    expect(next.getTime() - before.getTime()).toBeLessThanOrEqual(24 * 3600_000);
+  });
+
+  it("creates a job disabled when the config says enabled: false", async () => {
+    await reconciler.reconcile(state([{ name: "report", enabled: false }]));
+    expect(await row("report")).toEqual([expect.objectContaining({ disabled: true })]);
+  });
+
+  it("disables and re-enables the same row, never deleting it", async () => {
+    await reconciler.reconcile(state([{ name: "report" }]));
+    const [created] = await row("report");
+    await reconciler.reconcile(state([{ name: "report", enabled: false }]));
+    expect(await row("report")).toEqual([expect.objectContaining({ id: created.id, disabled: true })]);
+    await reconciler.reconcile(state([{ name: "report", enabled: true }]));
+    expect(await row("report")).toEqual([expect.objectContaining({ id: created.id, disabled: false })]);
+  });
+
+  it("changes cron and timezone in place: same row, next run from now in the new timezone", async () => {
+    await reconciler.reconcile(state([{ name: "report", cron: "*/5 * * * *" }]));
+    const [created] = await row("report");
+    // a last run long ago: Agenda's repeatEvery() would compute from it and land in the past
+    await db.pool.query(
+      "UPDATE agenda_jobs SET last_run_at = now() - interval '3 days' WHERE name = 'report'",
+    );
+    const before = new Date();
+    await reconciler.reconcile(state([{ name: "report", cron: "30 8 * * *", timezone: "America/New_York" }]));
+    const [updated] = await row("report");
+    expect(updated).toMatchObject({
+      id: created.id,
+      repeat_interval: "30 8 * * *",
+      repeat_timezone: "America/New_York",
+    });
+    const next: Date = updated.next_run_at;
+    expect(next.getTime()).toBeGreaterThan(before.getTime());
+    const local = new Intl.DateTimeFormat("en-GB", {
+      timeZone: "America/New_York",
+      hour: "2-digit",
+      minute: "2-digit",
+      hour12: false,
+    }).format(next);
+    expect(local).toBe("08:30");
+  });
+
+  it("a registered task missing from the config is disabled, not deleted", async () => {
+    await reconciler.reconcile(state([{ name: "report" }, { name: "cleanup" }]));
+    await reconciler.reconcile(state([{ name: "report" }]));
+    expect(await row("cleanup")).toEqual([expect.objectContaining({ disabled: true })]);
+  });
+
+  it("leaves a job row of an unregistered task untouched and reports it", async () => {
+    await db.pool.query(
+      "INSERT INTO agenda_jobs (name, type, repeat_interval, next_run_at, data) VALUES ('retiredTask', 'single', '* * * * *', now(), '{}')",
+    );
+    const [before] = await row("retiredTask");
+    const result = await reconciler.reconcile(state([{ name: "report" }]));
+    expect(await row("retiredTask")).toEqual([before]);
+    expect(result.plan.actions).toContainEqual(
+      expect.objectContaining({ kind: "orphan", task: "retiredTask" }),
+    );
+    expect(logs.find((line) => line.action === "orphan" && line.task === "retiredTask")).toBeDefined();
+  });
+
+  it("rejects an unknown name with a logged error and applies the other entries", async () => {
+    await reconciler.reconcile(state([{ name: "reprot" }, { name: "digest" }]));
+    expect(await row("reprot")).toEqual([]);
+    expect(await row("digest")).toHaveLength(1);
+    const error = logs.find((line) => line.action === "reject" && line.task === "reprot");
+    expect(error?.msg).toMatch(/config entry "reprot" is rejected: no task of that name is registered/);
+  });
+
+  it("repairs an enabled job whose next run was lost", async () => {
+    await reconciler.reconcile(state([{ name: "report" }]));
+    await db.pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'report'");
+    await reconciler.reconcile(state([{ name: "report" }], "r2"));
+    const [job] = await row("report");
+    expect(job.next_run_at).toBeInstanceOf(Date);
+  });
+
+  it("serializes concurrent reconciles in the database: they converge on one row per task", async () => {
+    const registry = new TaskRegistry();
+    for (const name of ["report", "cleanup", "digest"]) registry.register({ name, handler: async () => {} });
+    const others = await Promise.all(
+      [1, 2, 3].map(async (n) => {
+        const other = new AgendaEngine({
+          pool: db.pool,
+          instanceId: `peer${n}`,
+          processEveryMs: 1000,
+          lockLifetimeMs: 60_000,
+          logger: logs.logger,
+        });
+        await other.prepare();
+        return new ConfigReconciler(other, registry, logs.logger, now);
+      }),
+    );
+    const desired = state([
+      { name: "report", cron: "0 * * * *" },
+      { name: "cleanup", enabled: false },
+      { name: "digest" },
+    ]);
+    const results = await Promise.all([reconciler, ...others].map((peer) => peer.reconcile(desired)));
+    const counts = await db.pool.query(
+      "SELECT name, count(*)::int AS n FROM agenda_jobs GROUP BY name ORDER BY name",
+    );
+    expect(counts.rows).toEqual([
+      { name: "cleanup", n: 1 },
+      { name: "digest", n: 1 },
+      { name: "report", n: 1 },
+    ]);
+    // exactly one of the four did the work; the others found nothing left to change
+    expect(results.map((result) => result.applied.length).sort()).toEqual([0, 0, 0, 3]);
+  });
+});

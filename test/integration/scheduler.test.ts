@@ -1,0 +1,226 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+
+/**
+ * The whole loop in one process against a real PostgreSQL: a watched config file, the reconciler,
+ * Agenda's workers. Every test uses its own task names, so they share one database.
+ */
+
+let db: TestDatabase;
+const harnesses: SchedulerHarness[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+afterAll(async () => {
+  for (const harness of harnesses) await harness.stop();
+  await db?.drop();
+});
+
+async function harness(
+  ...args: Parameters<typeof SchedulerHarness.start> extends [unknown, ...infer Rest] ? Rest : never
+) {
+  const started = await SchedulerHarness.start(db.pool, ...args);
+  harnesses.push(started);
+  return started;
+}
+
+async function jobRow(name: string) {
+  const result = await db.pool.query("SELECT * FROM agenda_jobs WHERE name = $1", [name]);
+  return result.rows[0];
+}
+
+describe("scheduler with a watched config file", () => {
+  it("records every run in Agenda's log: slot, start, end, duration, outcome, error", async () => {
+    const h = await harness(
+      [
+        { name: "rec-ok", handler: async () => {} },
+        {
+          name: "rec-fail",
+          handler: async () => {
+            throw new Error("upstream returned 503");
+          },
+        },
+      ],
+      [{ name: "rec-ok" }, { name: "rec-fail" }],
+    );
+    await Promise.all([h.runsOf("rec-ok", 2), h.runsOf("rec-fail", 2)]);
+    await pollUntil(
+      "both run records",
+      async () => (await h.scheduler.runs("rec-fail")).length >= 2 || undefined,
+    );
+    const [ok] = await h.scheduler.runs("rec-ok", 1);
+    const [failed] = await h.scheduler.runs("rec-fail", 1);
+    expect(ok).toMatchObject({
+      taskName: "rec-ok",
+      outcome: "succeeded",
+      error: null,
+      instanceId: h.scheduler.instanceId,
+      attempt: 1,
+    });
+    expect(failed).toMatchObject({ taskName: "rec-fail", outcome: "failed", error: "upstream returned 503" });
+    for (const run of [ok, failed]) {
+      if (!run?.startedAt) throw new Error("run record without start");
+      expect(run.scheduledAt.getUTCMilliseconds()).toBe(0); // a cron slot, not a clock reading
+      expect(run.startedAt.getTime()).toBeGreaterThanOrEqual(run.scheduledAt.getTime());
+      expect(run.finishedAt.getTime()).toBeGreaterThanOrEqual(run.startedAt.getTime());
+      expect(run.durationMs).toEqual(expect.any(Number));
+    }
+  });
+
+  it("a cron change keeps the same job row and stores the new next run", async () => {
+    const h = await harness(
+      [{ name: "re-time", handler: async () => {} }],
+      [{ name: "re-time", cron: "* * * * * *" }],
+    );
+    const before = await jobRow("re-time");
+    await h.writeConfig([{ name: "re-time", cron: "0 0 * * * *" }]);
+    const after = await jobRow("re-time");
+    expect(after.id).toBe(before.id);
+    expect(after.repeat_interval).toBe("0 0 * * * *");
+    const next: Date = after.next_run_at;
+    expect(next.getUTCMinutes()).toBe(0);
+    expect(next.getUTCSeconds()).toBe(0);
+    expect(next.getTime()).toBeGreaterThan(Date.now());
+  });
+
+  it("after a disable, the task runs no more while the others go on", async () => {
+    let stoppedRuns = 0;
+    const h = await harness(
+      [
+        { name: "dis-target", handler: async () => void stoppedRuns++ },
+        { name: "dis-witness", handler: async () => {} },
+      ],
+      [{ name: "dis-target" }, { name: "dis-witness" }],
+    );
+    await h.runsOf("dis-target", 1);
+    await h.writeConfig([{ name: "dis-target", enabled: false }, { name: "dis-witness" }]);
+    // a slot pre-locked before the change may still settle (skipped); count from after that
+    await h.runsOf("dis-witness", 1);
+    const countAfterDisable = stoppedRuns;
+    await h.runsOf("dis-witness", 3);
+    expect(stoppedRuns).toBe(countAfterDisable);
+    expect((await jobRow("dis-target")).disabled).toBe(true);
+  });
+
+  it("an invalid cron is rejected with its reason and the old schedule keeps running", async () => {
+    const h = await harness(
+      [{ name: "bad-cron", handler: async () => {} }],
+      [{ name: "bad-cron", cron: "*/2 * * * * *" }],
+    );
+    await h.writeConfig([{ name: "bad-cron", cron: "*/61 * * * *" }]);
+    const error = await h.logs.waitFor(
+      "the rejection",
+      (line) => line.action === "reject" && line.task === "bad-cron",
+    );
+    expect(error.msg).toBe(
+      'config tasks[0] "bad-cron": cron "*/61 * * * *" is invalid: minute field "*/61": step 61 is outside 1-59; the task keeps its schedule "*/2 * * * * *" (UTC, enabled)',
+    );
+    await h.runsOf("bad-cron", 2);
+    expect((await jobRow("bad-cron")).repeat_interval).toBe("*/2 * * * * *");
+  });
+
+  it("an unknown name is rejected and the other entries of the snapshot are applied", async () => {
+    const h = await harness(
+      [
+        { name: "known-a", handler: async () => {} },
+        { name: "known-b", handler: async () => {} },
+      ],
+      [{ name: "known-a" }],
+    );
+    const result = await h.writeConfig([
+      { name: "known-a" },
+      { name: "unknwon" },
+      { name: "known-b", cron: "0 0 * * * *" },
+    ]);
+    expect(result.plan.actions).toContainEqual(expect.objectContaining({ kind: "reject", task: "unknwon" }));
+    expect((await jobRow("known-b")).repeat_interval).toBe("0 0 * * * *");
+    expect(await jobRow("unknwon")).toBeUndefined();
+  });
+
+  it("a malformed file is ignored: the last valid snapshot stays in force until the file is fixed", async () => {
+    const h = await harness(
+      [{ name: "malformed", handler: async () => {} }],
+      [{ name: "malformed", cron: "*/2 * * * * *" }],
+    );
+    const revision = h.scheduler.desiredState()?.revision;
+    await h.writeRaw("tasks:\n  - name: malformed\n    cron: [unclosed\n");
+    const error = await h.logs.waitFor("the parse error", (line) =>
+      /cannot be parsed/.test(String(line.msg)),
+    );
+    expect(error.msg).toMatch(/not valid YAML.*keeping revision/s);
+    expect(h.scheduler.desiredState()?.revision).toBe(revision);
+    await h.runsOf("malformed", 2);
+    await h.writeConfig([{ name: "malformed", cron: "0 0 * * * *" }]);
+    expect((await jobRow("malformed")).repeat_interval).toBe("0 0 * * * *");
+  });
+
+  it("a task disabled after Agenda pre-locked its slot does not run its handler", async () => {
+    let calls = 0;
+    const h = await harness(
+      [{ name: "prelocked", handler: async () => void calls++ }],
+      [{ name: "prelocked", cron: "*/5 * * * * *" }],
+    );
+    // Agenda locks a job due within the next poll (500 ms here) ahead of its slot
+    const locked = await pollUntil(
+      "the slot to be pre-locked",
+      async () =>
+        (await jobRow("prelocked")).locked_at !== null &&
+        (await jobRow("prelocked")).next_run_at > new Date() &&
+        (await jobRow("prelocked")),
+      { intervalMs: 10, timeoutMs: 15_000 },
+    );
+    const callsBefore = calls;
+    await db.pool.query("UPDATE agenda_jobs SET disabled = true WHERE name = 'prelocked'");
+    const skipped = await pollUntil("the skipped run record", async () =>
+      (await h.scheduler.runs("prelocked", 5)).find(
+        (run) => run.scheduledAt.getTime() === locked.next_run_at.getTime(),
+      ),
+    );
+    expect(skipped).toMatchObject({
+      outcome: "skipped",
+      detail: "the task was disabled after this slot was locked",
+    });
+    expect(calls).toBe(callsBefore);
+  });
+
+  it("a cron change during a long run: no second concurrent run, and the new cron decides the next slot", async () => {
+    let active = 0;
+    let maxActive = 0;
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const h = await harness(
+      [
+        {
+          name: "long-run",
+          handler: async () => {
+            active++;
+            maxActive = Math.max(maxActive, active);
+            await released;
+            active--;
+          },
+        },
+      ],
+      [{ name: "long-run", cron: "* * * * * *" }],
+    );
+    await new Promise<void>((resolve) => h.scheduler.once("run:started", () => resolve()));
+    await h.writeConfig([{ name: "long-run", cron: "0 0 * * * *" }]);
+    const planned: Date = (await jobRow("long-run")).next_run_at;
+    expect(planned.getUTCMinutes()).toBe(0);
+    // give two slots of the old 1 s cron the chance to (wrongly) start a second run
+    await new Promise((resolve) => setTimeout(resolve, 2500));
+    const finished = h.runsOf("long-run", 1);
+    release();
+    await finished;
+    const after = await pollUntil("the run's final save", async () => {
+      const row = await jobRow("long-run");
+      return row.locked_at === null ? row : undefined;
+    });
+    expect(after.next_run_at.getTime()).toBe(planned.getTime());
+    expect(maxActive).toBe(1);
+  });
+});
