@@ -1,0 +1,83 @@
+import path from "node:path";
+import pg from "pg";
+import {
+  createLogger,
+  createScheduler,
+  FileConfigSource,
+  handleShutdownSignals,
+  type Logger,
+  type TaskRegistrar,
+} from "../src/index.js";
+import { startEmbeddedPostgres } from "../src/infra/embeddedPostgres.js";
+import { loadServiceSettings } from "./settings.js";
+
+export interface ServiceOptions {
+  /** Step 4 of the start-up: registers every task module. */
+  registerTasks: (scheduler: TaskRegistrar) => void;
+  environment?: NodeJS.ProcessEnv;
+  logger?: Logger;
+}
+
+/**
+ * Runs the service until SIGTERM/SIGINT. Start-up follows SPEC §5; shutdown goes in the reverse
+ * order: drain the scheduler, end the pool, stop the embedded PostgreSQL, exit.
+ */
+export async function runService(options: ServiceOptions): Promise<void> {
+  const logger = options.logger ?? createLogger();
+  const cleanups: Array<() => Promise<void>> = [];
+  const cleanUp = async () => {
+    for (const cleanup of cleanups.splice(0).reverse()) {
+      await cleanup().catch((error: unknown) => logger.error({ err: error }, "clean-up step failed"));
+    }
+  };
+  // installed first, so that a signal during start-up still shuts down in order
+  handleShutdownSignals({ logger, shutdown: cleanUp });
+
+  try {
+    // 1. service settings
+    const settings = loadServiceSettings(options.environment);
+
+    // 2. PostgreSQL: DATABASE_URL, or an embedded server with its data under CRONWARDEN_DATA_DIR
+    let connectionString = settings.DATABASE_URL;
+    if (!connectionString) {
+      const embedded = await startEmbeddedPostgres({
+        dataDir: path.resolve(settings.CRONWARDEN_DATA_DIR, "postgres"),
+        port: settings.CRONWARDEN_EMBEDDED_PG_PORT,
+        logger: logger.child({ component: "embedded-postgres" }),
+      });
+      cleanups.push(() => embedded.stop());
+      connectionString = embedded.connectionString;
+    }
+    const pool = new pg.Pool({ connectionString, max: settings.CRONWARDEN_PG_POOL_MAX ?? 10 });
+    pool.on("error", (error) =>
+      logger.warn({ err: error }, "an idle PostgreSQL connection failed; the pool replaces it"),
+    );
+    cleanups.push(() => pool.end());
+
+    // 3. the scheduler and its TaskRegistry
+    const scheduler = createScheduler({
+      pool,
+      config: new FileConfigSource({ path: settings.CRONWARDEN_CONFIG_FILE }),
+      logger,
+      instanceId: settings.CRONWARDEN_INSTANCE_ID,
+      defaultTimezone: settings.CRONWARDEN_TIMEZONE,
+      minIntervalMs: settings.CRONWARDEN_MIN_INTERVAL_MS,
+      processEveryMs: settings.CRONWARDEN_PROCESS_EVERY_MS,
+      lockLifetimeMs: settings.CRONWARDEN_LOCK_LIFETIME_MS,
+      drainTimeoutMs: settings.CRONWARDEN_DRAIN_TIMEOUT_MS,
+    });
+    cleanups.push(async () => {
+      await scheduler.stop();
+    });
+
+    // 4. task modules
+    options.registerTasks(scheduler);
+
+    // 5-9. define handlers, read the desired state, reconcile, start the workers, watch the config
+    await scheduler.start();
+  } catch (error) {
+    logger.fatal({ err: error }, `cronwarden could not start: ${(error as Error)?.message ?? String(error)}`);
+    await cleanUp();
+    process.exit(1);
+  }
+}

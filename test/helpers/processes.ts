@@ -1,0 +1,73 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import type { LogLine } from "./logs.js";
+import { pollUntil } from "./poll.js";
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
+
+/** A service process whose JSON log lines the test reads. */
+export class ServiceProcess {
+  readonly child: ChildProcess;
+  readonly lines: LogLine[] = [];
+  readonly stderr: string[] = [];
+  readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+
+  constructor(entry: string, environment: NodeJS.ProcessEnv) {
+    this.child = spawn(process.execPath, ["--import", "tsx", path.resolve(root, entry)], {
+      cwd: root,
+      env: { ...process.env, LOG_LEVEL: "debug", ...environment },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let buffered = "";
+    this.child.stdout?.on("data", (chunk: Buffer) => {
+      buffered += chunk.toString("utf8");
+      const complete = buffered.split("\n");
+      buffered = complete.pop() ?? "";
+      for (const text of complete) {
+        if (!text.trim()) continue;
+        try {
+          this.lines.push(JSON.parse(text) as LogLine);
+        } catch {
+          this.stderr.push(text);
+        }
+      }
+    });
+    this.child.stderr?.on("data", (chunk: Buffer) => this.stderr.push(chunk.toString("utf8")));
+    this.exited = new Promise((resolve) =>
+      this.child.once("exit", (code, signal) => resolve({ code, signal })),
+    );
+  }
+
+  find(predicate: (line: LogLine) => boolean): LogLine | undefined {
+    return this.lines.find(predicate);
+  }
+
+  waitFor(what: string, predicate: (line: LogLine) => boolean, timeoutMs = 30_000): Promise<LogLine> {
+    return pollUntil(
+      what,
+      () => {
+        if (this.child.exitCode !== null) {
+          throw new Error(
+            `process exited (${this.child.exitCode}) before ${what}: ${this.stderr.join("").slice(-2000)}`,
+          );
+        }
+        return this.find(predicate);
+      },
+      { timeoutMs, intervalMs: 25 },
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}\nlast log lines:\n${this.messages().slice(-15).join("\n")}`, {
+        cause: error,
+      });
+    });
+  }
+
+  messages(): string[] {
+    return this.lines.map((line) => String(line.msg));
+  }
+
+  async kill(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
+    if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
+    await this.exited;
+  }
+}

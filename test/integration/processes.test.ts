@@ -1,0 +1,100 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { yamlOf } from "../helpers/harness.js";
+import { ServiceProcess } from "../helpers/processes.js";
+
+/** The service as real OS processes against one PostgreSQL. */
+
+let db: TestDatabase;
+let dir: string;
+const processes: ServiceProcess[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  dir = await mkdtemp(path.join(tmpdir(), "cronwarden-processes-"));
+});
+
+afterEach(async () => {
+  await Promise.all(processes.splice(0).map((child) => child.kill()));
+  await db.pool.query("DROP TABLE IF EXISTS agenda_jobs, agenda_logs CASCADE");
+});
+
+afterAll(async () => {
+  await db?.drop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+async function instance(name: string, config: Parameters<typeof yamlOf>[0], extra: NodeJS.ProcessEnv = {}) {
+  const configFile = path.join(dir, `${name}.yaml`);
+  await writeFile(configFile, yamlOf(config));
+  const child = new ServiceProcess("test/fixtures/instance.ts", {
+    DATABASE_URL: db.url,
+    CRONWARDEN_CONFIG_FILE: configFile,
+    CRONWARDEN_INSTANCE_ID: name,
+    CRONWARDEN_MIN_INTERVAL_MS: "1000",
+    CRONWARDEN_PROCESS_EVERY_MS: "500",
+    ...extra,
+  });
+  processes.push(child);
+  return child;
+}
+
+const started = (line: { msg?: unknown }) => /^scheduler started/.test(String(line.msg));
+
+describe("service processes", () => {
+  it("three instances started at the same moment on an empty database all start, with one job per task", async () => {
+    const config = [{ name: "quick" }, { name: "slow", enabled: false }];
+    const peers = await Promise.all(["a", "b", "c"].map((name) => instance(name, config)));
+    await Promise.all(peers.map((peer) => peer.waitFor(`${peer.child.pid} to start`, started)));
+    const rows = await db.pool.query(
+      "SELECT name, count(*)::int AS n FROM agenda_jobs GROUP BY name ORDER BY name",
+    );
+    expect(rows.rows).toEqual([
+      { name: "quick", n: 1 },
+      { name: "slow", n: 1 },
+    ]);
+  });
+
+  it("SIGTERM with a run in progress: no new runs, the run completes and is recorded, then the process exits 0", async () => {
+    const service = await instance("drain", [{ name: "slow", cron: "* * * * * *" }], {
+      SLOW_TASK_MS: "3000",
+    });
+    const runStart = await service.waitFor(
+      "a slow run",
+      (line) => line.task === "slow" && line.msg === "run started",
+    );
+    service.child.kill("SIGTERM");
+    expect(await service.exited).toEqual({ code: 0, signal: null });
+
+    const messages = service.messages();
+    const signalAt = messages.indexOf("SIGTERM received: shutting down (send it again to exit at once)");
+    const finishedAt = messages.findIndex((msg) => /^run succeeded in \d+ ms$/.test(msg));
+    expect(signalAt).toBeGreaterThanOrEqual(0);
+    expect(finishedAt).toBeGreaterThan(signalAt);
+    expect(messages.at(-1)).toBe("stopped: every run finished");
+    expect(messages.slice(signalAt).filter((msg) => msg === "run started")).toEqual([]);
+
+    const recorded = await db.pool.query(
+      "SELECT event, meta->>'outcome' AS outcome FROM agenda_logs WHERE job_name = 'slow' AND meta->>'scheduledAt' = $1 AND event IN ('success', 'fail')",
+      [runStart.slot],
+    );
+    expect(recorded.rows).toEqual([{ event: "success", outcome: "succeeded" }]);
+    const job = await db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = 'slow'");
+    expect(job.rows).toEqual([{ locked_at: null }]);
+  });
+
+  it("a second signal exits at once without waiting for the run", async () => {
+    const service = await instance("impatient", [{ name: "slow", cron: "* * * * * *" }], {
+      SLOW_TASK_MS: "60000",
+    });
+    await service.waitFor("a slow run", (line) => line.task === "slow" && line.msg === "run started");
+    service.child.kill("SIGTERM");
+    await service.waitFor("the first signal", (line) => /^SIGTERM received/.test(String(line.msg)));
+    service.child.kill("SIGTERM");
+    expect(await service.exited).toEqual({ code: 130, signal: null });
+    expect(service.find((line) => /^run succeeded/.test(String(line.msg)))).toBeUndefined();
+  });
+});
