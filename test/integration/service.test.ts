@@ -1,0 +1,36 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { ServiceProcess } from "../helpers/processes.js";
+
+/** `npm start` as a user runs it: the reference service on its own embedded PostgreSQL. */
+
+let dataDir: string;
+
+beforeAll(async () => {
+  dataDir = await mkdtemp(path.join(tmpdir(), "cronwarden-service-"));
+});
+
+afterAll(async () => {
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+it("the reference service starts on an embedded PostgreSQL, logs a heartbeat run within a minute and stops cleanly", async () => {
+  const service = new ServiceProcess("service/main.ts", { CRONWARDEN_DATA_DIR: dataDir, LOG_LEVEL: "info" });
+  try {
+    const started = await service.waitFor("the scheduler to start", (line) => /^scheduler started/.test(String(line.msg)), 60_000);
+    expect(started.tasks).toEqual(["heartbeat", "reportRollup"]);
+    const run = await service.waitFor(
+      "a heartbeat run",
+      (line) => line.task === "heartbeat" && /^run succeeded/.test(String(line.msg)),
+      65_000,
+    );
+    expect(run.outcome).toBe("succeeded");
+    service.child.kill("SIGTERM");
+    expect(await service.exited).toEqual({ code: 0, signal: null });
+    expect(service.messages().slice(-2)).toEqual(["stopped: every run finished", "embedded PostgreSQL stopped"]);
+  } finally {
+    await service.kill();
+  }
+}, 150_000);
