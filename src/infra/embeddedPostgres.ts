@@ -65,16 +65,16 @@ const STOP_TIMEOUT_SECONDS = 60;
 // ---------------------------------------------------------------------------------------------------------------
 
 export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): Promise<EmbeddedPostgres> {
-  const log = options.logger.child({ component: "embedded-postgres" });
+  const log =
+    "component" in options.logger.bindings()
+      ? options.logger
+      : options.logger.child({ component: "embedded-postgres" });
   const dataDir = path.resolve(options.dataDir);
   const database = options.database ?? DEFAULT_DATABASE;
   validateOptions(options, database);
 
-  if (options.port !== undefined && !(await isPortFree(options.port))) {
-    throw failure(`embedded PostgreSQL cannot start: port ${options.port} on 127.0.0.1 is already in use.`, {
-      hint: `stop what listens on port ${options.port} (\`ss -ltnp 'sport = :${options.port}'\`), choose another port, or leave the port unset so a free one is picked.`,
-    });
-  }
+  // Fail fast, before any initdb, when the requested port is taken.
+  if (options.port !== undefined && !(await isPortFree(options.port))) throw portInUse(options.port);
 
   const parent = path.dirname(dataDir);
   const name = path.basename(dataDir);
@@ -111,7 +111,12 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
 
   await recoverFromPreviousRun(ctx);
   const socketDir = await prepareSocketDir(ctx);
-  const port = await startServer(ctx, socketDir, options.port, credentials.port);
+  const port = await startServer(ctx, socketDir, options.port, credentials.port).catch(
+    async (error: unknown) => {
+      await fs.rmdir(socketDir).catch(() => {});
+      throw error;
+    },
+  );
   if (credentials.port !== port) await writeCredentials(files, { ...credentials, port });
 
   const stop = makeStop(ctx, socketDir);
@@ -201,7 +206,7 @@ interface SpawnSpec {
   file: string;
   args: string[];
   options: SpawnOptions;
-  /** Human-readable command for error messages (without setpriv/uid plumbing). */
+  /** Human-readable command for error messages: the program, its arguments and who runs it. */
   display: string;
 }
 
@@ -573,10 +578,10 @@ function serverCommand(ctx: Ctx, tool: "initdb" | "pg_ctl", args: string[]): Spa
   const exe = path.join(ctx.bins.binDir, tool);
   // pg_ctl gets the data dir through PGDATA, never through its shell command line (it only double-quotes -D).
   const env = childEnv(tool === "pg_ctl" ? { PGDATA: dataDirArg(ctx) } : {});
-  let display = `${tool === "pg_ctl" ? `PGDATA=${shellQuote(ctx.files.dataDir)} ` : ""}${[exe, ...args].map(shellQuote).join(" ")}`;
   const { launch } = ctx;
-  const as = launch.kind === "self" ? "" : ` (as user ${launch.user.name}, ${launch.kind})`;
-  display += as;
+  const envPrefix = tool === "pg_ctl" ? `PGDATA=${shellQuote(ctx.files.dataDir)} ` : "";
+  const runAs = launch.kind === "self" ? "" : ` (as user ${launch.user.name}, ${launch.kind})`;
+  const display = `${envPrefix}${[exe, ...args].map(shellQuote).join(" ")}${runAs}`;
   switch (launch.kind) {
     case "self":
       return { file: exe, args, options: { env }, display };
@@ -995,15 +1000,7 @@ async function choosePort(
   files: ClusterFiles,
 ): Promise<number> {
   if (explicitPort !== undefined) {
-    if (!(await isPortFree(explicitPort))) {
-      throw failure(
-        `embedded PostgreSQL cannot start: port ${explicitPort} on 127.0.0.1 is already in use.`,
-        {
-          files,
-          hint: `stop what listens on port ${explicitPort} (\`ss -ltnp 'sport = :${explicitPort}'\`), choose another port, or leave the port unset so a free one is picked.`,
-        },
-      );
-    }
+    if (!(await isPortFree(explicitPort))) throw portInUse(explicitPort, files);
     return explicitPort;
   }
   if (
@@ -1022,6 +1019,13 @@ async function choosePort(
     "EMBEDDED_POSTGRES_FAILED",
     "embedded PostgreSQL: could not find a free TCP port on 127.0.0.1",
   );
+}
+
+function portInUse(port: number, files?: ClusterFiles): CronwardenError {
+  return failure(`embedded PostgreSQL cannot start: port ${port} on 127.0.0.1 is already in use.`, {
+    ...(files ? { files } : {}),
+    hint: `stop what listens on port ${port} (\`ss -ltnp 'sport = :${port}'\`), choose another port, or leave the port unset so a free one is picked.`,
+  });
 }
 
 function isPortFree(port: number): Promise<boolean> {
@@ -1106,8 +1110,13 @@ function makeStop(ctx: Ctx, socketDir: string): () => Promise<void> {
       log.info({ dataDir: files.dataDir }, "embedded PostgreSQL stopped");
       return;
     }
-    if (!(await exists(path.join(files.dataDir, "postmaster.pid")))) {
-      log.info({ dataDir: files.dataDir }, "embedded PostgreSQL was already stopped");
+    const pidText = await fs
+      .readFile(path.join(files.dataDir, "postmaster.pid"), "utf8")
+      .catch(() => undefined);
+    const pid = pidText === undefined ? undefined : Number.parseInt(pidText.split("\n")[0] ?? "", 10);
+    if (pid === undefined || Number.isNaN(pid) || !(await isLive(pid))) {
+      await fs.rmdir(socketDir).catch(() => {});
+      log.info({ dataDir: files.dataDir }, "embedded PostgreSQL was not running");
       return;
     }
     throw failure(`embedded PostgreSQL: stopping the server failed (${describeExit(result)}).`, {
@@ -1137,6 +1146,14 @@ async function exists(p: string): Promise<boolean> {
   } catch {
     return false;
   }
+}
+
+/** The process exists and is not a zombie (container inits do not always reap orphans). */
+async function isLive(pid: number): Promise<boolean> {
+  const stat = await fs.readFile(`/proc/${pid}/stat`, "utf8").catch(() => undefined);
+  if (stat === undefined) return false;
+  const state = stat.slice(stat.lastIndexOf(")") + 2).charAt(0);
+  return state !== "Z" && state !== "X";
 }
 
 function delay(ms: number): Promise<void> {

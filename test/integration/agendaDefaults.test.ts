@@ -29,18 +29,22 @@ function collect(harness: SchedulerHarness, taskName: string): RunFinishedEvent[
 }
 
 it("catch-up: slots missed while no worker ran give one run at start, then the schedule resumes (no backfill)", async () => {
-  const first = await SchedulerHarness.start(db.pool, [{ name: "catch-up", handler: async () => {} }], [
-    { name: "catch-up", cron: "*/2 * * * * *" },
-  ]);
+  const first = await SchedulerHarness.start(
+    db.pool,
+    [{ name: "catch-up", handler: async () => {} }],
+    [{ name: "catch-up", cron: "*/2 * * * * *" }],
+  );
   await first.stop();
   // as if every worker had been down for 20 s: ten slots missed
   const missedSince = new Date(Math.floor(Date.now() / 2000) * 2000 - 20_000);
   await db.pool.query("UPDATE agenda_jobs SET next_run_at = $1 WHERE name = 'catch-up'", [missedSince]);
 
   const restartedAt = Date.now();
-  const second = await SchedulerHarness.start(db.pool, [{ name: "catch-up", handler: async () => {} }], [
-    { name: "catch-up", cron: "*/2 * * * * *" },
-  ]);
+  const second = await SchedulerHarness.start(
+    db.pool,
+    [{ name: "catch-up", handler: async () => {} }],
+    [{ name: "catch-up", cron: "*/2 * * * * *" }],
+  );
   harnesses.push(second);
   const runs = collect(second, "catch-up");
   await second.runsOf("catch-up", 3);
@@ -51,9 +55,11 @@ it("catch-up: slots missed while no worker ran give one run at start, then the s
 });
 
 it("re-enable: a job disabled over several slots runs once at once for its frozen slot, then on schedule", async () => {
-  const harness = await SchedulerHarness.start(db.pool, [{ name: "re-enable", handler: async () => {} }], [
-    { name: "re-enable", cron: "*/2 * * * * *", enabled: false },
-  ]);
+  const harness = await SchedulerHarness.start(
+    db.pool,
+    [{ name: "re-enable", handler: async () => {} }],
+    [{ name: "re-enable", cron: "*/2 * * * * *", enabled: false }],
+  );
   harnesses.push(harness);
   const frozen = new Date(Math.floor(Date.now() / 2000) * 2000 - 10_000);
   await db.pool.query("UPDATE agenda_jobs SET next_run_at = $1 WHERE name = 're-enable'", [frozen]);
