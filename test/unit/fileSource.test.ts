@@ -1,0 +1,94 @@
+import { mkdir, mkdtemp, rename, rm, symlink, unlink, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { ConfigDocument } from "../../src/index.js";
+import { FileConfigSource } from "../../src/index.js";
+import { pollUntil } from "../helpers/poll.js";
+
+let dir: string;
+let unsubscribe: (() => Promise<void>) | undefined;
+
+beforeEach(async () => {
+  dir = await mkdtemp(path.join(tmpdir(), "cronwarden-file-source-"));
+});
+
+afterEach(async () => {
+  await unsubscribe?.();
+  unsubscribe = undefined;
+  await rm(dir, { recursive: true, force: true });
+});
+
+function listen(source: FileConfigSource) {
+  const documents: ConfigDocument[] = [];
+  const errors: Error[] = [];
+  unsubscribe = source.subscribe({ next: (document) => documents.push(document), error: (error) => errors.push(error) });
+  return { documents, errors };
+}
+
+const doc = (cron: string) => JSON.stringify({ tasks: [{ name: "a", enabled: true, cron }] });
+
+describe("FileConfigSource", () => {
+  it("parses YAML and JSON, with a revision per content", async () => {
+    await writeFile(path.join(dir, "t.yaml"), "tasks:\n  - name: a\n    enabled: true\n    cron: '* * * * *'\n");
+    await writeFile(path.join(dir, "t.json"), doc("* * * * *"));
+    const yaml = await new FileConfigSource({ path: path.join(dir, "t.yaml") }).load();
+    const json = await new FileConfigSource({ path: path.join(dir, "t.json") }).load();
+    expect(yaml.content).toEqual(json.content);
+    expect(yaml.revision).toMatch(/^[0-9a-f]{16}$/);
+    expect(yaml.revision).not.toBe(json.revision);
+  });
+
+  it("names the file and the parser's position when the content is malformed", async () => {
+    const file = path.join(dir, "bad.yaml");
+    await writeFile(file, "tasks:\n  - name: a\n    cron: [unclosed\n");
+    await expect(new FileConfigSource({ path: file }).load()).rejects.toThrow(
+      new RegExp(`config file ${file} cannot be parsed \\(not valid YAML: .*line \\d+`, "s"),
+    );
+    await expect(new FileConfigSource({ path: path.join(dir, "missing.json") }).load()).rejects.toThrow(
+      /cannot be read \(ENOENT.*create it or point CRONWARDEN_CONFIG_FILE at the right path/,
+    );
+  });
+
+  it("sees a file replaced by rename, and debounces a burst of writes into one reload", async () => {
+    const file = path.join(dir, "tasks.json");
+    await writeFile(file, doc("1 * * * *"));
+    const { documents } = listen(new FileConfigSource({ path: file, debounceMs: 100, pollIntervalMs: 0 }));
+    for (const minute of [2, 3, 4, 5]) await writeFile(file, doc(`${minute} * * * *`));
+    await pollUntil("one reload", () => documents.length === 1);
+    expect(documents[0]?.content).toEqual(JSON.parse(doc("5 * * * *")));
+    await writeFile(`${file}.new`, doc("9 * * * *"));
+    await rename(`${file}.new`, file);
+    await pollUntil("the renamed file", () => documents.length === 2);
+    expect(documents[1]?.content).toEqual(JSON.parse(doc("9 * * * *")));
+  });
+
+  it("follows a Kubernetes config-map mount: the ..data symlink swapped to a new directory", async () => {
+    const mount = path.join(dir, "mount");
+    await mkdir(path.join(mount, "..2026_v1"), { recursive: true });
+    await writeFile(path.join(mount, "..2026_v1", "tasks.json"), doc("1 * * * *"));
+    await symlink("..2026_v1", path.join(mount, "..data"));
+    await symlink("..data/tasks.json", path.join(mount, "tasks.json"));
+    const source = new FileConfigSource({ path: path.join(mount, "tasks.json"), debounceMs: 50, pollIntervalMs: 0 });
+    expect((await source.load()).content).toEqual(JSON.parse(doc("1 * * * *")));
+    const { documents } = listen(source);
+    // what the kubelet does: write a new timestamped dir, then atomically swap ..data
+    await mkdir(path.join(mount, "..2026_v2"));
+    await writeFile(path.join(mount, "..2026_v2", "tasks.json"), doc("2 * * * *"));
+    await symlink("..2026_v2", path.join(mount, "..data_tmp"));
+    await rename(path.join(mount, "..data_tmp"), path.join(mount, "..data"));
+    await pollUntil("the swapped config", () => documents.at(-1)?.content !== undefined && documents.length > 0);
+    expect(documents.at(-1)?.content).toEqual(JSON.parse(doc("2 * * * *")));
+  });
+
+  it("reports a deleted file as an error and picks it up again when it comes back (polling)", async () => {
+    const file = path.join(dir, "tasks.json");
+    await writeFile(file, doc("1 * * * *"));
+    const { documents, errors } = listen(new FileConfigSource({ path: file, debounceMs: 20, pollIntervalMs: 100 }));
+    await unlink(file);
+    await pollUntil("the read error", () => errors.length > 0);
+    expect(errors[0]?.message).toMatch(/cannot be read/);
+    await writeFile(file, doc("3 * * * *"));
+    await pollUntil("the restored file", () => documents.some((d) => JSON.stringify(d.content).includes("3 * * * *")));
+  });
+});
