@@ -2,7 +2,7 @@
  * cronwarden's public API. Task modules import from here only; nothing here exposes Agenda.
  */
 
-export type { RunRecord, TaskJob } from "./engine/agendaEngine.js";
+export type { PreviousRun, RunRecord, TaskJob } from "./engine/agendaEngine.js";
 export type { ReconcileResult } from "./scheduler/configReconciler.js";
 export {
   type CronRules,
@@ -20,6 +20,7 @@ export {
   createScheduler,
   type RunFinishedEvent,
   type RunStartedEvent,
+  type RunTroubleEvent,
   Scheduler,
   type SchedulerEvents,
   type SchedulerOptions,

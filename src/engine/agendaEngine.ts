@@ -3,11 +3,14 @@ import { Agenda, type AgendaBackend, type Job } from "agenda";
 import type { Pool } from "pg";
 import { type Logger, toError } from "../scheduler/logger.js";
 import type { LiveJob } from "../scheduler/reconcilePlan.js";
+import { DatabaseHealth } from "./databaseHealth.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
-import { type RunEntry, RunLedger } from "./runLedger.js";
+import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
+import { superviseRun } from "./runSupervisor.js";
 import { ensureAgendaSchema } from "./schema.js";
 import * as sql from "./sql.js";
+import { Watchdog } from "./watchdog.js";
 
 /**
  * The only module that knows Agenda. It owns the Agenda instance on a `pg` Pool it is given
@@ -20,7 +23,12 @@ export interface EngineOptions {
   instanceId: string;
   processEveryMs: number;
   lockLifetimeMs: number;
+  /** After a timeout, how long a handler that ignores its signal keeps the lock before it is abandoned. */
+  timeoutGraceMs?: number;
+  /** How often the database is probed for the outage log. */
+  healthProbeMs?: number;
   logger: Logger;
+  hooks?: EngineHooks;
 }
 
 /** What the engine hands the scheduler for one run. */
@@ -31,9 +39,36 @@ export interface EngineRun {
   startedAt: Date;
   attempt: number;
   signal: AbortSignal;
+  /** Set when the previous run of this job started and never finished (its instance died). */
+  rerunOf: PreviousRun | undefined;
+}
+
+export interface PreviousRun {
+  scheduledAt: Date | null;
+  startedAt: Date;
+  instanceId: string | null;
+}
+
+export interface RunResult {
+  outcome: "succeeded" | "failed";
+  durationMs: number;
+  error?: Error;
+}
+
+/** Where the engine reports what happens to runs; the scheduler turns these into events and logs. */
+export interface EngineHooks {
+  runStarted?(run: EngineRun): void;
+  runFinished?(run: EngineRun, result: RunResult): void;
+  lockLost?(run: EngineRun, reason: string): void;
+  abandoned?(run: EngineRun, reason: string): void;
 }
 
 export type RunHandler = (run: EngineRun) => Promise<void>;
+
+export interface TaskDefinitionOptions {
+  /** The run is stopped (its signal fires) and recorded as failed after this long. */
+  timeoutMs?: number | undefined;
+}
 
 export interface TaskJob extends LiveJob {
   id: string;
@@ -56,12 +91,16 @@ export interface RunRecord {
   detail: string | null;
   instanceId: string | null;
   attempt: number | null;
+  rerun: boolean;
 }
 
 export interface DrainOutcome {
   completed: number;
   abandoned: string[];
 }
+
+const DEFAULT_TIMEOUT_GRACE_MS = 30_000;
+const DEFAULT_HEALTH_PROBE_MS = 2_000;
 
 /** Agenda 'error' events repeat on every poll while the database is down: log each message once per window. */
 const ERROR_LOG_WINDOW_MS = 30_000;
@@ -72,6 +111,8 @@ export class AgendaEngine {
   readonly #ledger = new RunLedger();
   readonly #running = new Map<string, { controller: AbortController; taskName: string }>();
   readonly #lastErrorLog = new Map<string, number>();
+  readonly #health: DatabaseHealth;
+  #watchdog: Watchdog | undefined;
   #agenda: Agenda | undefined;
   #recorder: RunRecorder | undefined;
   #started = false;
@@ -79,6 +120,16 @@ export class AgendaEngine {
   constructor(options: EngineOptions) {
     this.#options = options;
     this.#logger = options.logger.child({ component: "engine" });
+    this.#health = new DatabaseHealth({
+      pool: options.pool,
+      logger: this.#logger,
+      probeEveryMs: options.healthProbeMs ?? DEFAULT_HEALTH_PROBE_MS,
+    });
+    // An idle pooled connection that dies (database restart) is an 'error' event on the pool:
+    // unhandled, it would end the process. The health probe reports the outage.
+    options.pool.on("error", (error) =>
+      this.#logger.debug({ err: error }, "idle database connection closed"),
+    );
   }
 
   get instanceId(): string {
@@ -96,9 +147,11 @@ export class AgendaEngine {
     // The channel is an EventEmitter that emits 'error' when its LISTEN connection drops (a
     // database restart); without a listener that is an uncaught exception. It reconnects itself.
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
+    const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger);
+    this.#watchdog = new Watchdog({ renewer: repository, lockLifetimeMs, logger: this.#logger });
     const backend: AgendaBackend = {
       name: "PostgreSQL (cronwarden)",
-      repository: new CronwardenJobRepository(pool, this.#ledger),
+      repository,
       notificationChannel,
       logger: this.#recorder,
       ownsConnection: false,
@@ -119,8 +172,8 @@ export class AgendaEngine {
   }
 
   /** Defines the Agenda job for a task; `handler` runs once per slot this instance locks. */
-  defineTask(taskName: string, handler: RunHandler): void {
-    this.#requireAgenda().define(taskName, (job: Job) => this.#runJob(taskName, job, handler), {
+  defineTask(taskName: string, handler: RunHandler, options: TaskDefinitionOptions = {}): void {
+    this.#requireAgenda().define(taskName, (job: Job) => this.#runJob(taskName, job, handler, options), {
       concurrency: 1,
       lockLimit: 1,
     });
@@ -128,6 +181,7 @@ export class AgendaEngine {
 
   async start(): Promise<void> {
     await this.#requireAgenda().start();
+    this.#health.start();
     this.#started = true;
     this.#logger.info(
       { processEveryMs: this.#options.processEveryMs, lockLifetimeMs: this.#options.lockLifetimeMs },
@@ -143,6 +197,7 @@ export class AgendaEngine {
     const agenda = this.#agenda;
     if (!agenda || !this.#started) return { completed: 0, abandoned: [] };
     this.#started = false;
+    await this.#health.stop();
     const result = await agenda.drain({ timeout: timeoutMs, closeConnection: false });
     const abandoned = [...this.#running.values()].map((run) => run.taskName);
     for (const run of this.#running.values())
@@ -239,32 +294,89 @@ export class AgendaEngine {
         detail: text("detail"),
         instanceId: text("instanceId") ?? row.agenda_name,
         attempt: typeof meta.attempt === "number" ? meta.attempt : null,
+        rerun: meta.rerun === true,
       };
     });
   }
 
-  async #runJob(taskName: string, job: Job, handler: RunHandler): Promise<void> {
+  async #runJob(
+    taskName: string,
+    job: Job,
+    handler: RunHandler,
+    options: TaskDefinitionOptions,
+  ): Promise<void> {
     const jobId = String(job.attrs._id);
     const startedAt = new Date();
-    const run = this.#ledger.starting(jobId, startedAt, 1);
+    const entry = this.#ledger.starting(jobId, startedAt, 1);
     const skipReason = await this.#whySkip(jobId, job);
     if (skipReason) {
       this.#ledger.settle(jobId, "skipped", skipReason);
-      this.#logger.info({ task: taskName, slot: run.scheduledAt, reason: skipReason }, "run skipped");
+      this.#logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
       return;
     }
+    const rerunOf = entry.previousRunUnfinished
+      ? await this.#previousRun(jobId, job.attrs.lastRunAt ?? startedAt)
+      : undefined;
+    if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
+    entry.rerun = rerunOf !== undefined;
+
     const controller = new AbortController();
+    const run: EngineRun = {
+      taskName,
+      jobId,
+      scheduledAt: entry.scheduledAt,
+      startedAt,
+      attempt: entry.attempt ?? 1,
+      signal: controller.signal,
+      rerunOf,
+    };
+    const hooks = this.#options.hooks ?? {};
     this.#running.set(jobId, { controller, taskName });
+    hooks.runStarted?.(run);
+
+    let loseLock: (reason: string) => void = () => {};
+    const lockLost = new Promise<string>((resolve) => {
+      loseLock = resolve;
+    });
+    const stopWatchdog = this.#requireWatchdog().watch({
+      jobId,
+      taskName,
+      lockedAt: entry.lockToken ?? startedAt,
+      onRenewed: (lockedAt) => {
+        this.#ledger.renewed(jobId, lockedAt);
+        job.attrs.lockedAt = lockedAt; // Agenda's own expiry check reads this
+      },
+      onLost: (reason) => loseLock(reason),
+    });
+    let result: RunResult;
     try {
-      await handler(this.#engineRun(taskName, jobId, run, startedAt, controller.signal));
-      this.#ledger.settle(jobId, "succeeded");
-    } catch (thrown) {
-      const error = toError(thrown, `task "${taskName}" failed without an error value`);
-      this.#ledger.settle(jobId, "failed", error.message);
-      throw error;
+      result = await superviseRun({
+        run: () => handler(run),
+        abort: (error) => controller.abort(error),
+        lockLost,
+        timeoutMs: options.timeoutMs,
+        graceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
+        taskName,
+        onLockLost: (reason) => {
+          this.#logger.error(
+            { task: taskName, slot: run.scheduledAt, reason },
+            `lock lost: ${reason}; the run's signal fired`,
+          );
+          hooks.lockLost?.(run, reason);
+        },
+        onAbandoned: (reason) => {
+          this.#logger.error({ task: taskName, slot: run.scheduledAt, reason }, `run abandoned: ${reason}`);
+          hooks.abandoned?.(run, reason);
+        },
+        startedAt,
+      });
     } finally {
+      await stopWatchdog();
       this.#running.delete(jobId);
     }
+    this.#ledger.settle(jobId, result.outcome, result.error?.message);
+    hooks.runFinished?.(run, result);
+    if (result.error) throw result.error;
   }
 
   /** Agenda pre-locks jobs due within one poll; the config may have changed since. */
@@ -281,14 +393,13 @@ export class AgendaEngine {
     return undefined;
   }
 
-  #engineRun(
-    taskName: string,
-    jobId: string,
-    run: RunEntry,
-    startedAt: Date,
-    signal: AbortSignal,
-  ): EngineRun {
-    return { taskName, jobId, scheduledAt: run.scheduledAt, startedAt, attempt: run.attempt ?? 1, signal };
+  /** The run that died: the last start recorded before this run's own. */
+  async #previousRun(jobId: string, before: Date): Promise<PreviousRun> {
+    const row = await sql.selectLastStart(this.#options.pool, jobId, before);
+    const scheduledAt = typeof row?.meta?.scheduledAt === "string" ? new Date(row.meta.scheduledAt) : null;
+    const instanceId =
+      typeof row?.meta?.instanceId === "string" ? row.meta.instanceId : (row?.agenda_name ?? null);
+    return { scheduledAt, startedAt: row?.timestamp ?? before, instanceId };
   }
 
   #logAgendaError(error: Error, origin = "agenda"): void {
@@ -298,6 +409,11 @@ export class AgendaEngine {
     if (last !== undefined && now - last < ERROR_LOG_WINDOW_MS) return;
     this.#lastErrorLog.set(key, now);
     this.#logger.error({ err: error }, key);
+  }
+
+  #requireWatchdog(): Watchdog {
+    if (!this.#watchdog) throw new Error("AgendaEngine.prepare() must complete first");
+    return this.#watchdog;
   }
 
   #requireAgenda(): Agenda {

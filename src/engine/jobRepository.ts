@@ -1,25 +1,35 @@
 import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
+import type { Logger } from "../scheduler/logger.js";
 import type { RunLedger } from "./runLedger.js";
-import { JOBS_TABLE } from "./sql.js";
+import { JOBS_TABLE, renewLock } from "./sql.js";
+import type { LockRenewer } from "./watchdog.js";
 
 /**
- * Agenda's PostgreSQL repository with two changes:
- * - every lock records the slot (`next_run_at` at lock time) in the RunLedger, because
- *   Agenda overwrites `nextRunAt` before the handler starts;
- * - `saveJobState` does not overwrite `next_run_at` when the row's cron or timezone changed
- *   since the job was loaded. Without this, a run that finishes after an in-place schedule
- *   change writes a next run computed from the old cron (AGENDA-NOTES).
+ * Agenda's PostgreSQL repository with these changes:
+ * - every lock records in the RunLedger what the row held (the slot, the lock time, whether
+ *   the previous run finished), because Agenda overwrites those fields before the handler starts;
+ * - a job taken over from a dead instance (its run unfinished, its lock expired) runs at once,
+ *   even if the dead run had already moved `next_run_at` to a later slot;
+ * - `saveJobState` is fenced: it writes only while the row still holds this instance's lock
+ *   time, so a run that lost its lock cannot unlock or re-time the new owner's run;
+ * - `saveJobState` does not overwrite `next_run_at` when the row's cron or timezone changed since
+ *   the job was loaded (a run that finishes after an in-place schedule change would otherwise
+ *   write a next run computed from the old cron, AGENDA-NOTES);
+ * - `unlockJob`, which Agenda calls without awaiting, never rejects (an unhandled rejection
+ *   would end the process while the database is down).
  */
-export class CronwardenJobRepository extends PostgresJobRepository {
+export class CronwardenJobRepository extends PostgresJobRepository implements LockRenewer {
   readonly #db: Pool;
   readonly #ledger: RunLedger;
+  readonly #logger: Logger;
 
-  constructor(pool: Pool, ledger: RunLedger) {
+  constructor(pool: Pool, ledger: RunLedger, logger: Logger) {
     super({ pool, tableName: JOBS_TABLE, ensureSchema: false });
     this.#db = pool;
     this.#ledger = ledger;
+    this.#logger = logger;
   }
 
   override async getNextJobToRun(
@@ -30,8 +40,7 @@ export class CronwardenJobRepository extends PostgresJobRepository {
     options: JobRepositoryOptions | undefined,
   ): Promise<JobParameters | undefined> {
     const job = await super.getNextJobToRun(jobName, nextScanAt, lockDeadline, now, options);
-    if (job?._id) this.#ledger.locked(String(job._id), job.nextRunAt);
-    return job;
+    return job ? this.#locked(job) : undefined;
   }
 
   override async lockJob(
@@ -39,13 +48,28 @@ export class CronwardenJobRepository extends PostgresJobRepository {
     options: JobRepositoryOptions | undefined,
   ): Promise<JobParameters | undefined> {
     const locked = await super.lockJob(job, options);
-    if (locked?._id) this.#ledger.locked(String(locked._id), locked.nextRunAt);
-    return locked;
+    return locked ? this.#locked(locked) : undefined;
   }
 
-  /** Same statement as PostgresJobRepository 3.0.6, plus the guard on next_run_at. */
+  override async unlockJob(job: JobParameters): Promise<void> {
+    try {
+      await super.unlockJob(job);
+    } catch (error) {
+      this.#logger.debug(
+        { err: error, task: job.name },
+        "could not release a pre-locked job; its lock will expire",
+      );
+    }
+  }
+
+  async renewLock(jobId: string, expected: Date, next: Date): Promise<boolean> {
+    return renewLock(this.#db, jobId, expected, next);
+  }
+
+  /** Same statement as PostgresJobRepository 3.0.6, plus the fence and the next-run guard. */
   override async saveJobState(job: JobParameters, options: JobRepositoryOptions | undefined): Promise<void> {
     if (!job._id) throw new Error("Cannot save job state without job ID");
+    const fence = this.#ledger.get(String(job._id))?.lockToken ?? null;
     const result = await this.#db.query(
       `UPDATE "${JOBS_TABLE}"
           SET locked_at = $2,
@@ -59,7 +83,7 @@ export class CronwardenJobRepository extends PostgresJobRepository {
               failed_at = $8,
               last_finished_at = $9,
               last_modified_by = $11
-        WHERE id = $1 AND name = $10`,
+        WHERE id = $1 AND name = $10 AND ($14::timestamptz IS NULL OR date_trunc('milliseconds', locked_at) = $14)`,
       [
         String(job._id),
         job.lockedAt ?? null,
@@ -74,12 +98,26 @@ export class CronwardenJobRepository extends PostgresJobRepository {
         options?.lastModifiedBy ?? null,
         job.repeatInterval === undefined ? null : String(job.repeatInterval),
         job.repeatTimezone ?? null,
+        fence,
       ],
     );
     if (result.rowCount !== 1) {
       throw new Error(
-        `job ${job._id} (name: ${job.name}) cannot be updated in the database, maybe it does not exist anymore?`,
+        fence
+          ? `job ${job._id} (${job.name}): not saved, this instance no longer holds its lock`
+          : `job ${job._id} (name: ${job.name}) cannot be updated in the database, maybe it does not exist anymore?`,
       );
     }
+    // after the final save the lock is released: later writes (the next run) are not fenced on it
+    if (!job.lockedAt) this.#ledger.renewed(String(job._id), undefined);
+  }
+
+  #locked(job: JobParameters): JobParameters {
+    const entry = this.#ledger.locked(String(job._id), job);
+    if (entry.previousRunUnfinished && job.nextRunAt && job.nextRunAt > new Date()) {
+      // the dead run had already computed its next slot; re-run now instead of waiting for it
+      return { ...job, nextRunAt: new Date() };
+    }
+    return job;
   }
 }

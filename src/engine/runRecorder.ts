@@ -57,6 +57,7 @@ export class RunRecorder implements JobLogger {
       instanceId: this.#instanceId,
     };
     if (run.attempt !== undefined) meta.attempt = run.attempt;
+    if (run.rerun) meta.rerun = true;
     if (entry.event === "success" || entry.event === "fail") {
       if (run.startedAt) meta.startedAt = run.startedAt.toISOString();
       meta.finishedAt = entry.timestamp.toISOString();

@@ -104,3 +104,32 @@ export async function selectRuns(db: Queryable, name: string, limit: number): Pr
   );
   return result.rows;
 }
+
+/** The watchdog's fenced renewal: moves the lock only if the row still holds the time we wrote. */
+export async function renewLock(db: Queryable, jobId: string, expected: Date, next: Date): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET locked_at = $3 WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
+    [jobId, expected, next],
+  );
+  return result.rowCount === 1;
+}
+
+export interface StartLogRow {
+  timestamp: Date;
+  agenda_name: string | null;
+  meta: Record<string, unknown> | null;
+}
+
+/** The last recorded start of a job: the run that a re-run after a crash repeats. */
+export async function selectLastStart(
+  db: Queryable,
+  jobId: string,
+  before: Date,
+): Promise<StartLogRow | undefined> {
+  const result = await db.query<StartLogRow>(
+    `SELECT timestamp, agenda_name, meta FROM "${LOGS_TABLE}"
+      WHERE job_id = $1 AND event = 'start' AND timestamp < $2 ORDER BY timestamp DESC LIMIT 1`,
+    [jobId, before],
+  );
+  return result.rows[0];
+}

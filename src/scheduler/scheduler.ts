@@ -1,12 +1,18 @@
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { Pool } from "pg";
-import { AgendaEngine, type EngineRun, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
+import {
+  AgendaEngine,
+  type EngineRun,
+  type RunRecord,
+  type RunResult,
+  type TaskJob,
+} from "../engine/agendaEngine.js";
 import type { ConfigSource } from "../sources/configSource.js";
 import { ConfigReconciler, type ReconcileResult } from "./configReconciler.js";
 import { ConfigWatcher } from "./configWatcher.js";
 import { CronwardenError } from "./errors.js";
-import { createLogger, type Logger, toError } from "./logger.js";
+import { createLogger, type Logger } from "./logger.js";
 import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
 import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
 import type { DesiredState, TaskContext, TaskRegistration } from "./types.js";
@@ -24,12 +30,18 @@ export interface RunStartedEvent {
   scheduledAt: Date;
   startedAt: Date;
   instanceId: string;
+  /** This run repeats one that died (see TaskContext.rerunOf). */
+  rerun: boolean;
 }
 
 export interface RunFinishedEvent extends RunStartedEvent {
   outcome: "succeeded" | "failed";
   durationMs: number;
   error?: Error;
+}
+
+export interface RunTroubleEvent extends RunStartedEvent {
+  reason: string;
 }
 
 export interface StopResult {
@@ -43,6 +55,10 @@ export interface StopResult {
 export interface SchedulerEvents {
   "run:started": [RunStartedEvent];
   "run:finished": [RunFinishedEvent];
+  /** The watchdog could not keep the lock; the run's signal fired and it is recorded as failed. */
+  "run:lock-lost": [RunTroubleEvent];
+  /** A timed-out handler ignored its signal past the grace period; its lock was released. */
+  "run:abandoned": [RunTroubleEvent];
   reconciled: [ReconcileResult];
 }
 
@@ -75,7 +91,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       instanceId,
       processEveryMs: settings.processEveryMs,
       lockLifetimeMs: settings.lockLifetimeMs,
+      timeoutGraceMs: settings.timeoutGraceMs,
+      healthProbeMs: settings.healthProbeMs,
       logger: this.#logger,
+      hooks: {
+        runStarted: (run) => this.#runStarted(run),
+        runFinished: (run, result) => this.#runFinished(run, result),
+        lockLost: (run, reason) => this.emit("run:lock-lost", { ...this.#describe(run), reason }),
+        abandoned: (run, reason) => this.emit("run:abandoned", { ...this.#describe(run), reason }),
+      },
     });
     this.#reconciler = new ConfigReconciler(this.#engine, this.#registry, this.#logger);
     this.#watcher = new ConfigWatcher({
@@ -108,7 +132,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#registry.seal();
     await this.#engine.prepare();
     for (const task of this.#registry.list()) {
-      this.#engine.defineTask(task.name, (run) => this.#run(task, run));
+      this.#engine.defineTask(task.name, (run) => this.#run(task, run), { timeoutMs: task.timeoutMs });
     }
     const desired = await this.#watcher.loadInitial();
     if (desired) await this.#reconcile(desired);
@@ -169,36 +193,61 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   async #run(task: RegisteredTask, run: EngineRun): Promise<void> {
-    const { instanceId } = this;
-    const started: RunStartedEvent = {
+    const context: TaskContext = {
       taskName: task.name,
       scheduledAt: run.scheduledAt,
       startedAt: run.startedAt,
-      instanceId,
+      attempt: run.attempt,
+      signal: run.signal,
+      instanceId: this.instanceId,
+      runKey: `${task.name}@${run.scheduledAt.toISOString()}`,
+      rerunOf: run.rerunOf,
+      logger: this.#runLogger(run),
     };
-    const logger = this.#logger.child({
-      task: task.name,
+    await task.handler(context);
+  }
+
+  #runStarted(run: EngineRun): void {
+    const logger = this.#runLogger(run);
+    if (run.rerunOf) {
+      logger.warn(
+        { rerunOf: run.rerunOf },
+        `run started: a re-run of the run started at ${run.rerunOf.startedAt.toISOString()} by ${run.rerunOf.instanceId ?? "an unknown instance"}, which never finished`,
+      );
+    } else {
+      logger.info("run started");
+    }
+    this.emit("run:started", this.#describe(run));
+  }
+
+  #runFinished(run: EngineRun, result: RunResult): void {
+    const logger = this.#runLogger(run);
+    const { durationMs, outcome, error } = result;
+    if (error)
+      logger.error(
+        { err: error, durationMs, outcome },
+        `run failed after ${durationMs} ms: ${error.message}`,
+      );
+    else logger.info({ durationMs, outcome }, `run succeeded in ${durationMs} ms`);
+    this.emit("run:finished", { ...this.#describe(run), outcome, durationMs, ...(error ? { error } : {}) });
+  }
+
+  #describe(run: EngineRun): RunStartedEvent {
+    return {
+      taskName: run.taskName,
+      scheduledAt: run.scheduledAt,
+      startedAt: run.startedAt,
+      instanceId: this.instanceId,
+      rerun: run.rerunOf !== undefined,
+    };
+  }
+
+  #runLogger(run: EngineRun): Logger {
+    return this.#logger.child({
+      task: run.taskName,
       slot: run.scheduledAt.toISOString(),
       attempt: run.attempt,
     });
-    const context: TaskContext = { ...started, attempt: run.attempt, signal: run.signal, logger };
-    logger.info("run started");
-    this.emit("run:started", started);
-    try {
-      await task.handler(context);
-      const durationMs = Date.now() - run.startedAt.getTime();
-      logger.info({ durationMs, outcome: "succeeded" }, `run succeeded in ${durationMs} ms`);
-      this.emit("run:finished", { ...started, outcome: "succeeded", durationMs });
-    } catch (thrown) {
-      const error = toError(thrown, `task "${task.name}" threw without an error value`);
-      const durationMs = Date.now() - run.startedAt.getTime();
-      logger.error(
-        { err: error, durationMs, outcome: "failed" },
-        `run failed after ${durationMs} ms: ${error.message}`,
-      );
-      this.emit("run:finished", { ...started, outcome: "failed", durationMs, error });
-      throw error;
-    }
   }
 }
 

@@ -13,8 +13,15 @@ export const schedulerSettingsSchema = z
     minIntervalMs: z.number().int().min(1000).default(DEFAULT_MIN_INTERVAL_MS),
     /** How often Agenda looks for due runs; must not exceed minIntervalMs or runs are skipped. */
     processEveryMs: z.number().int().min(100).optional(),
-    /** A run whose lock is older than this is taken over by another instance. */
-    lockLifetimeMs: z.number().int().min(1000).default(600_000),
+    /**
+     * A lock not renewed for this long is taken over by another instance. Running handlers renew
+     * theirs every third of it, so this bounds failover after a crash, not the length of a run.
+     */
+    lockLifetimeMs: z.number().int().min(1000).default(15_000),
+    /** After a task's timeout, how long a handler that ignores its signal keeps the lock. */
+    timeoutGraceMs: z.number().int().min(0).default(30_000),
+    /** How often PostgreSQL is probed, for the outage and recovery log lines. */
+    healthProbeMs: z.number().int().min(100).default(2_000),
     /** How long stop() waits for running handlers. */
     drainTimeoutMs: z.number().int().min(0).default(30_000),
   })

@@ -7,6 +7,7 @@ export interface RegisteredTask {
   readonly name: string;
   readonly handler: TaskHandler;
   readonly description: string | undefined;
+  readonly timeoutMs: number | undefined;
   /** `file:line` of the register() call, to name both sides of a duplicate. */
   readonly registeredAt: string;
 }
@@ -43,7 +44,20 @@ export class TaskRegistry {
         `task "${name}" is registered twice: first at ${existing.registeredAt}, again at ${registeredAt}; task names must be unique`,
       );
     }
-    const task: RegisteredTask = { name, handler, description: registration.description, registeredAt };
+    const { timeoutMs } = registration;
+    if (timeoutMs !== undefined && !(Number.isInteger(timeoutMs) && timeoutMs > 0)) {
+      throw new CronwardenError(
+        "INVALID_TASK_DEFINITION",
+        `task "${name}" at ${registeredAt}: timeoutMs ${JSON.stringify(timeoutMs)} is invalid; use a whole number of milliseconds above 0`,
+      );
+    }
+    const task: RegisteredTask = {
+      name,
+      handler,
+      description: registration.description,
+      timeoutMs,
+      registeredAt,
+    };
     this.#tasks.set(name, task);
     return task;
   }

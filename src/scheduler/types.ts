@@ -10,8 +10,12 @@ export interface TaskContext {
   readonly startedAt: Date;
   /** 1 for a scheduled run; counts up for retries of the same slot. */
   readonly attempt: number;
-  /** Fires when the run must stop (shutdown past the drain timeout, and later: timeout, lock lost). */
+  /** Fires when the run must stop: its timeout, a lost lock, or shutdown past the drain timeout. */
   readonly signal: AbortSignal;
+  /** `taskName@scheduledAt` (ISO): the same for a re-run of the same slot; use it as an idempotency key. */
+  readonly runKey: string;
+  /** Set when this run repeats one that started and never finished (its instance died or lost the lock). */
+  readonly rerunOf: { scheduledAt: Date | null; startedAt: Date; instanceId: string | null } | undefined;
   /** A child logger bound to this task and run. */
   readonly logger: Logger;
   /** The instance that runs this slot. */
@@ -27,6 +31,8 @@ export interface TaskRegistration {
   handler: TaskHandler;
   /** Shown in logs and listings. */
   description?: string;
+  /** After this many ms the run's signal fires and the run is recorded as failed ("timed out"). */
+  timeoutMs?: number;
 }
 
 /** One task's entry in the desired state, after validation. */

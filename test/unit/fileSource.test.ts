@@ -22,7 +22,10 @@ afterEach(async () => {
 function listen(source: FileConfigSource) {
   const documents: ConfigDocument[] = [];
   const errors: Error[] = [];
-  unsubscribe = source.subscribe({ next: (document) => documents.push(document), error: (error) => errors.push(error) });
+  unsubscribe = source.subscribe({
+    next: (document) => documents.push(document),
+    error: (error) => errors.push(error),
+  });
   return { documents, errors };
 }
 
@@ -30,7 +33,10 @@ const doc = (cron: string) => JSON.stringify({ tasks: [{ name: "a", enabled: tru
 
 describe("FileConfigSource", () => {
   it("parses YAML and JSON, with a revision per content", async () => {
-    await writeFile(path.join(dir, "t.yaml"), "tasks:\n  - name: a\n    enabled: true\n    cron: '* * * * *'\n");
+    await writeFile(
+      path.join(dir, "t.yaml"),
+      "tasks:\n  - name: a\n    enabled: true\n    cron: '* * * * *'\n",
+    );
     await writeFile(path.join(dir, "t.json"), doc("* * * * *"));
     const yaml = await new FileConfigSource({ path: path.join(dir, "t.yaml") }).load();
     const json = await new FileConfigSource({ path: path.join(dir, "t.json") }).load();
@@ -69,7 +75,11 @@ describe("FileConfigSource", () => {
     await writeFile(path.join(mount, "..2026_v1", "tasks.json"), doc("1 * * * *"));
     await symlink("..2026_v1", path.join(mount, "..data"));
     await symlink("..data/tasks.json", path.join(mount, "tasks.json"));
-    const source = new FileConfigSource({ path: path.join(mount, "tasks.json"), debounceMs: 50, pollIntervalMs: 0 });
+    const source = new FileConfigSource({
+      path: path.join(mount, "tasks.json"),
+      debounceMs: 50,
+      pollIntervalMs: 0,
+    });
     expect((await source.load()).content).toEqual(JSON.parse(doc("1 * * * *")));
     const { documents } = listen(source);
     // what the kubelet does: write a new timestamped dir, then atomically swap ..data
@@ -77,18 +87,25 @@ describe("FileConfigSource", () => {
     await writeFile(path.join(mount, "..2026_v2", "tasks.json"), doc("2 * * * *"));
     await symlink("..2026_v2", path.join(mount, "..data_tmp"));
     await rename(path.join(mount, "..data_tmp"), path.join(mount, "..data"));
-    await pollUntil("the swapped config", () => documents.at(-1)?.content !== undefined && documents.length > 0);
+    await pollUntil(
+      "the swapped config",
+      () => documents.at(-1)?.content !== undefined && documents.length > 0,
+    );
     expect(documents.at(-1)?.content).toEqual(JSON.parse(doc("2 * * * *")));
   });
 
   it("reports a deleted file as an error and picks it up again when it comes back (polling)", async () => {
     const file = path.join(dir, "tasks.json");
     await writeFile(file, doc("1 * * * *"));
-    const { documents, errors } = listen(new FileConfigSource({ path: file, debounceMs: 20, pollIntervalMs: 100 }));
+    const { documents, errors } = listen(
+      new FileConfigSource({ path: file, debounceMs: 20, pollIntervalMs: 100 }),
+    );
     await unlink(file);
     await pollUntil("the read error", () => errors.length > 0);
     expect(errors[0]?.message).toMatch(/cannot be read/);
     await writeFile(file, doc("3 * * * *"));
-    await pollUntil("the restored file", () => documents.some((d) => JSON.stringify(d.content).includes("3 * * * *")));
+    await pollUntil("the restored file", () =>
+      documents.some((d) => JSON.stringify(d.content).includes("3 * * * *")),
+    );
   });
 });

@@ -1,0 +1,78 @@
+import type { Pool } from "pg";
+import { type Logger, toError } from "../scheduler/logger.js";
+
+export interface DatabaseHealthOptions {
+  pool: Pool;
+  logger: Logger;
+  /** How often the database is probed. */
+  probeEveryMs: number;
+  onChange?: (up: boolean) => void;
+}
+
+/**
+ * Knows whether PostgreSQL answers, from a `SELECT 1` probe, and logs only the changes: one line
+ * when it becomes unreachable (with the error), one when it is back (with the outage's length),
+ * rather than one per poll of every component that notices.
+ */
+export class DatabaseHealth {
+  readonly #options: DatabaseHealthOptions;
+  #up = true;
+  #downSince: number | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #probing: Promise<void> | undefined;
+
+  constructor(options: DatabaseHealthOptions) {
+    this.#options = options;
+  }
+
+  get up(): boolean {
+    return this.#up;
+  }
+
+  start(): void {
+    if (this.#timer) return;
+    this.#timer = setInterval(() => {
+      this.#probing ??= this.probe()
+        .then(() => undefined)
+        .finally(() => {
+          this.#probing = undefined;
+        });
+    }, this.#options.probeEveryMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#probing;
+  }
+
+  /** Probes now; also called when another component saw a database error. */
+  async probe(): Promise<boolean> {
+    try {
+      await this.#options.pool.query("SELECT 1");
+      this.#set(true);
+    } catch (error) {
+      this.#set(false, toError(error));
+    }
+    return this.#up;
+  }
+
+  #set(up: boolean, error?: Error): void {
+    if (up === this.#up) return;
+    this.#up = up;
+    const { logger, onChange } = this.#options;
+    if (up) {
+      const seconds = Math.round((Date.now() - (this.#downSince ?? Date.now())) / 1000);
+      logger.info({ outageSeconds: seconds }, `database reachable again after ${seconds} s; runs resume`);
+      this.#downSince = undefined;
+    } else {
+      this.#downSince = Date.now();
+      logger.error(
+        { err: error },
+        `database unreachable (${error?.message}); no runs start until it is back, retrying every ${this.#options.probeEveryMs} ms`,
+      );
+    }
+    onChange?.(up);
+  }
+}

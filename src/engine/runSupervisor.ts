@@ -1,0 +1,91 @@
+import { toError } from "../scheduler/logger.js";
+import type { RunResult } from "./agendaEngine.js";
+
+export interface SuperviseOptions {
+  taskName: string;
+  startedAt: Date;
+  run: () => Promise<void>;
+  /** Fires the handler's AbortSignal with the reason. */
+  abort: (reason: Error) => void;
+  /** Resolves with a reason if the watchdog loses the lock. */
+  lockLost: Promise<string>;
+  timeoutMs: number | undefined;
+  /** After the timeout, how long a handler that ignores its signal is waited for. */
+  graceMs: number;
+  onLockLost: (reason: string) => void;
+  onAbandoned: (reason: string) => void;
+  now?: () => number;
+}
+
+export class RunTimeoutError extends Error {
+  override name = "RunTimeoutError";
+}
+export class LockLostError extends Error {
+  override name = "LockLostError";
+}
+
+type Event =
+  | { kind: "settled"; error: Error | undefined }
+  | { kind: "lost"; reason: string }
+  | { kind: "deadline" };
+
+/**
+ * Decides how one run ends. The handler's own end decides, unless first:
+ * - the lock is lost: the signal fires and the run is failed at once (another instance owns the
+ *   slot now; waiting would not make it ours again);
+ * - the timeout passes: the signal fires and the run is failed "timed out", but the lock stays
+ *   held (the caller keeps renewing) until the handler settles, so a handler that ignores its
+ *   signal still never overlaps the next run; after `graceMs` more it is abandoned.
+ */
+export async function superviseRun(options: SuperviseOptions): Promise<RunResult> {
+  const now = options.now ?? Date.now;
+  const settled: Promise<Event> = Promise.resolve()
+    .then(options.run)
+    .then(
+      () => ({ kind: "settled", error: undefined }) as const,
+      (thrown: unknown) =>
+        ({
+          kind: "settled",
+          error: toError(thrown, `task "${options.taskName}" failed without an error value`),
+        }) as const,
+    );
+  const lost: Promise<Event> = options.lockLost.then((reason) => ({ kind: "lost", reason }) as const);
+  const timers: NodeJS.Timeout[] = [];
+  const after = (ms: number): Promise<Event> =>
+    new Promise((resolve) => timers.push(setTimeout(() => resolve({ kind: "deadline" }), ms)));
+  const finish = (error?: Error): RunResult => ({
+    outcome: error ? "failed" : "succeeded",
+    durationMs: now() - options.startedAt.getTime(),
+    ...(error ? { error } : {}),
+  });
+  const loseLock = (reason: string): RunResult => {
+    const error = new LockLostError(`lock lost: ${reason}`);
+    options.abort(error);
+    options.onLockLost(reason);
+    return finish(error);
+  };
+
+  try {
+    const racers = [settled, lost];
+    if (options.timeoutMs !== undefined) racers.push(after(options.timeoutMs));
+    const first = await Promise.race(racers);
+    if (first.kind === "settled") return finish(first.error);
+    if (first.kind === "lost") return loseLock(first.reason);
+
+    const seconds = formatSeconds(options.timeoutMs ?? 0);
+    const timedOut = new RunTimeoutError(`timed out after ${seconds}`);
+    options.abort(timedOut);
+    const second = await Promise.race([settled, lost, after(options.graceMs)]);
+    if (second.kind === "settled") return finish(timedOut);
+    if (second.kind === "lost") return loseLock(second.reason);
+    const reason = `timed out after ${seconds} and ignored its abort signal for ${formatSeconds(options.graceMs)} more; the lock is released while the handler may still be running`;
+    options.onAbandoned(reason);
+    return finish(new RunTimeoutError(reason));
+  } finally {
+    for (const timer of timers) clearTimeout(timer);
+  }
+}
+
+function formatSeconds(ms: number): string {
+  return ms % 1000 === 0 ? `${ms / 1000} s` : `${(ms / 1000).toFixed(1)} s`;
+}

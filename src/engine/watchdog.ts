@@ -1,0 +1,108 @@
+import type { Logger } from "../scheduler/logger.js";
+import { toError } from "../scheduler/logger.js";
+
+/** The one database operation the watchdog needs: a fenced lock renewal. */
+export interface LockRenewer {
+  /** Moves the lock from `expected` to `next`; false when the row no longer holds `expected`. */
+  renewLock(jobId: string, expected: Date, next: Date): Promise<boolean>;
+}
+
+export interface WatchdogOptions {
+  renewer: LockRenewer;
+  lockLifetimeMs: number;
+  /** How often a held lock is renewed; a third of the lifetime leaves two retries before expiry. */
+  renewEveryMs?: number;
+  logger: Logger;
+  now?: () => Date;
+}
+
+export interface WatchedLock {
+  jobId: string;
+  taskName: string;
+  lockedAt: Date;
+  /** Called after each renewal with the new lock time (the new fencing value). */
+  onRenewed(lockedAt: Date): void;
+  /** Called once when the lock is lost; renewal stops. */
+  onLost(reason: string): void;
+}
+
+/**
+ * Renews the lock of each running job so that a long run is never taken over while it is alive
+ * (Agenda re-runs a job whose lock expired even while the first run goes on). Each renewal is a
+ * compare-and-set on the lock time this instance last wrote: "0 rows" means another instance
+ * holds the lock now. A renewal that keeps failing (database unreachable) past the lock lifetime
+ * counts as lost too, since another instance may take the job over from then on.
+ */
+export class Watchdog {
+  readonly #options: Required<Omit<WatchdogOptions, "logger">> & { logger: Logger };
+
+  constructor(options: WatchdogOptions) {
+    this.#options = {
+      renewEveryMs: Math.max(250, Math.floor(options.lockLifetimeMs / 3)),
+      now: () => new Date(),
+      ...options,
+    };
+  }
+
+  get renewEveryMs(): number {
+    return this.#options.renewEveryMs;
+  }
+
+  /**
+   * Starts renewing. The returned function stops and waits for a renewal in flight, so that the
+   * caller's final save is fenced on the lock time really in the row.
+   */
+  watch(lock: WatchedLock): () => Promise<void> {
+    const { renewer, lockLifetimeMs, renewEveryMs, logger, now } = this.#options;
+    let expected = lock.lockedAt;
+    let lastRenewal = lock.lockedAt.getTime();
+    let stopped = false;
+    let timer: NodeJS.Timeout | undefined;
+    let inFlight: Promise<void> | undefined;
+
+    const lose = (reason: string) => {
+      if (stopped) return;
+      stopped = true;
+      lock.onLost(reason);
+    };
+    const tick = async () => {
+      if (stopped) return;
+      const next = now();
+      try {
+        if (await renewer.renewLock(lock.jobId, expected, next)) {
+          expected = next;
+          lastRenewal = next.getTime();
+          lock.onRenewed(next);
+        } else {
+          lose("the lock was taken by another instance (or the job row was changed or removed)");
+        }
+      } catch (thrown) {
+        const silentFor = now().getTime() - lastRenewal;
+        if (silentFor >= lockLifetimeMs) {
+          lose(
+            `the lock could not be renewed for ${Math.round(silentFor / 1000)} s: ${toError(thrown).message}`,
+          );
+        } else {
+          logger.warn(
+            { err: thrown, task: lock.taskName, jobId: lock.jobId },
+            "lock renewal failed; retrying before the lock expires",
+          );
+        }
+      }
+      if (!stopped) schedule();
+    };
+    const schedule = () => {
+      timer = setTimeout(() => {
+        inFlight = tick().finally(() => {
+          inFlight = undefined;
+        });
+      }, renewEveryMs);
+    };
+    schedule();
+    return async () => {
+      stopped = true;
+      clearTimeout(timer);
+      await inFlight;
+    };
+  }
+}
