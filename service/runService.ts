@@ -8,7 +8,7 @@ import {
   type Logger,
   type TaskRegistrar,
 } from "../src/index.js";
-import { startEmbeddedPostgres } from "../src/infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../src/infra/embeddedPostgres/index.js";
 import { loadServiceSettings } from "./settings.js";
 
 export interface ServiceOptions {

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { appendFile, mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { appendFile, chmod, mkdtemp, readFile, rm, stat } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
@@ -9,7 +9,7 @@ import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { type EmbeddedPostgres, startEmbeddedPostgres } from "../src/infra/embeddedPostgres.js";
+import { type EmbeddedPostgres, startEmbeddedPostgres } from "../src/infra/embeddedPostgres/index.js";
 import { CronwardenError } from "../src/scheduler/errors.js";
 import { createLogger, type Logger } from "../src/scheduler/logger.js";
 import { adminUrl } from "./helpers/database.js";
@@ -329,27 +329,43 @@ describe("startEmbeddedPostgres", () => {
   });
 
   it.skipIf(!isRoot)(
-    "as root, runs a data dir the server user cannot traverse to via its cwd (-D /proc/self/cwd)",
+    "as root, runs a data dir the server user cannot traverse to via its cwd (-D /proc/self/cwd), and by path once it can",
     async () => {
       const dataDir = newDataDir("proc-cwd");
       // `root` is a 0700 root-owned mkdtemp dir, so the server user cannot traverse it.
       expect((await stat(root)).mode & 0o777).toBe(0o700);
-      const first = await startEmbeddedPostgres({
-        dataDir,
-        logger: quietLogger(),
-        rootDataDirAccess: "proc-cwd",
+      const firstLog = captureLogger();
+      const first = await start(dataDir, { logger: firstLog.logger });
+      expect(firstLog.lines().find((line) => line.msg === "embedded PostgreSQL started")).toMatchObject({
+        mode: "proc-cwd",
       });
-      servers.push(first);
       const [row] = await query<{ data_directory: string }>(first.connectionString, "SHOW data_directory");
       expect(row?.data_directory).toBe("/proc/self/cwd");
       await query(first.connectionString, "CREATE TABLE kept (v int)");
       await first.stop();
       expect(await readPostmasterPid(dataDir)).toBeUndefined();
 
-      // The same cluster, now started in auto mode, still works (and vice versa the files are where asked).
-      const second = await start(dataDir);
-      expect(second.connectionString).toBe(first.connectionString);
-      expect(await query(second.connectionString, "SELECT count(*)::int AS n FROM kept")).toEqual([{ n: 0 }]);
+      // Once the server user can traverse to it, the same cluster runs by its path (setuid mode).
+      await chmod(root, 0o711);
+      try {
+        const secondLog = captureLogger();
+        const second = await start(dataDir, { logger: secondLog.logger });
+        expect(secondLog.lines().find((line) => line.msg === "embedded PostgreSQL started")).toMatchObject({
+          mode: "setuid",
+        });
+        expect(second.connectionString).toBe(first.connectionString);
+        const [again] = await query<{ data_directory: string }>(
+          second.connectionString,
+          "SHOW data_directory",
+        );
+        expect(again?.data_directory).toBe(dataDir);
+        expect(await query(second.connectionString, "SELECT count(*)::int AS n FROM kept")).toEqual([
+          { n: 0 },
+        ]);
+        await second.stop();
+      } finally {
+        await chmod(root, 0o700);
+      }
     },
   );
 });

@@ -10,7 +10,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { TestProject } from "vitest/node";
-import { startEmbeddedPostgres } from "../../src/infra/embeddedPostgres.js";
+import { startEmbeddedPostgres } from "../../src/infra/embeddedPostgres/index.js";
 import { createLogger } from "../../src/scheduler/logger.js";
 
 declare module "vitest" {
