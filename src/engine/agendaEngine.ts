@@ -1,7 +1,7 @@
 import { PostgresJobLogger, PostgresNotificationChannel } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, type Job } from "agenda";
 import type { Pool } from "pg";
-import { type Logger, toError } from "../scheduler/logger.js";
+import type { Logger } from "../scheduler/logger.js";
 import type { LiveJob } from "../scheduler/reconcilePlan.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
@@ -402,13 +402,23 @@ export class AgendaEngine {
     return { scheduledAt, startedAt: row?.timestamp ?? before, instanceId };
   }
 
+  /**
+   * Agenda reports database trouble on every poll of every job name. While the health probe
+   * says the database is down, those reports add nothing to its one outage line: debug only.
+   */
   #logAgendaError(error: Error, origin = "agenda"): void {
-    const now = Date.now();
-    const key = `${origin}: ${error.message}`;
-    const last = this.#lastErrorLog.get(key);
-    if (last !== undefined && now - last < ERROR_LOG_WINDOW_MS) return;
-    this.#lastErrorLog.set(key, now);
-    this.#logger.error({ err: error }, key);
+    const message = `${origin}: ${error.message}`;
+    void this.#health.probe().then((up) => {
+      if (!up) {
+        this.#logger.debug({ err: error }, message);
+        return;
+      }
+      const now = Date.now();
+      const last = this.#lastErrorLog.get(message);
+      if (last !== undefined && now - last < ERROR_LOG_WINDOW_MS) return;
+      this.#lastErrorLog.set(message, now);
+      this.#logger.error({ err: error }, message);
+    });
   }
 
   #requireWatchdog(): Watchdog {

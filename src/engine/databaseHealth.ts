@@ -19,7 +19,7 @@ export class DatabaseHealth {
   #up = true;
   #downSince: number | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #probing: Promise<void> | undefined;
+  #probing: Promise<boolean> | undefined;
 
   constructor(options: DatabaseHealthOptions) {
     this.#options = options;
@@ -31,13 +31,7 @@ export class DatabaseHealth {
 
   start(): void {
     if (this.#timer) return;
-    this.#timer = setInterval(() => {
-      this.#probing ??= this.probe()
-        .then(() => undefined)
-        .finally(() => {
-          this.#probing = undefined;
-        });
-    }, this.#options.probeEveryMs);
+    this.#timer = setInterval(() => void this.probe(), this.#options.probeEveryMs);
     this.#timer.unref();
   }
 
@@ -47,8 +41,15 @@ export class DatabaseHealth {
     await this.#probing;
   }
 
-  /** Probes now; also called when another component saw a database error. */
-  async probe(): Promise<boolean> {
+  /** Probes now (or joins the probe in flight); also called when a component saw a database error. */
+  probe(): Promise<boolean> {
+    this.#probing ??= this.#probeOnce().finally(() => {
+      this.#probing = undefined;
+    });
+    return this.#probing;
+  }
+
+  async #probeOnce(): Promise<boolean> {
     try {
       await this.#options.pool.query("SELECT 1");
       this.#set(true);

@@ -8,6 +8,7 @@ import {
   FileConfigSource,
   type ReconcileResult,
   type Scheduler,
+  type SchedulerSettingsInput,
   type TaskRegistration,
 } from "../../src/index.js";
 import { LogCapture } from "./logs.js";
@@ -27,7 +28,7 @@ export class SchedulerHarness {
   readonly scheduler: Scheduler;
   readonly #dir: string;
 
-  private constructor(dir: string, pool: Pool, tasks: TaskRegistration[]) {
+  private constructor(dir: string, pool: Pool, tasks: TaskRegistration[], settings: SchedulerSettingsInput) {
     this.#dir = dir;
     this.configPath = path.join(dir, "tasks.yaml");
     this.scheduler = createScheduler({
@@ -37,6 +38,7 @@ export class SchedulerHarness {
       minIntervalMs: 1000,
       processEveryMs: 500,
       drainTimeoutMs: 10_000,
+      ...settings,
     });
     for (const task of tasks) this.scheduler.register(task);
   }
@@ -45,9 +47,10 @@ export class SchedulerHarness {
     pool: Pool,
     tasks: TaskRegistration[],
     config: ConfigEntry[],
+    settings: SchedulerSettingsInput = {},
   ): Promise<SchedulerHarness> {
     const dir = await mkdtemp(path.join(tmpdir(), "cronwarden-config-"));
-    const harness = new SchedulerHarness(dir, pool, tasks);
+    const harness = new SchedulerHarness(dir, pool, tasks, settings);
     await harness.writeRaw(yamlOf(config));
     await harness.scheduler.start();
     return harness;

@@ -1,0 +1,89 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { describe, expect, it } from "vitest";
+import { LockLostError, RunTimeoutError, superviseRun } from "../../src/engine/runSupervisor.js";
+
+function supervise(
+  run: (signal: AbortSignal) => Promise<void>,
+  options: { timeoutMs?: number; graceMs?: number; lockLost?: Promise<string> } = {},
+) {
+  const controller = new AbortController();
+  const events = { lockLost: [] as string[], abandoned: [] as string[] };
+  const result = superviseRun({
+    taskName: "task",
+    startedAt: new Date(),
+    run: () => run(controller.signal),
+    abort: (reason) => controller.abort(reason),
+    lockLost: options.lockLost ?? new Promise(() => {}),
+    timeoutMs: options.timeoutMs,
+    graceMs: options.graceMs ?? 1000,
+    onLockLost: (reason) => events.lockLost.push(reason),
+    onAbandoned: (reason) => events.abandoned.push(reason),
+  });
+  return { result, events, signal: controller.signal };
+}
+
+describe("superviseRun", () => {
+  it("reports the handler's own success or failure", async () => {
+    expect(await supervise(async () => {}).result).toMatchObject({ outcome: "succeeded" });
+    const failed = await supervise(async () => {
+      throw new Error("boom");
+    }).result;
+    expect(failed).toMatchObject({ outcome: "failed", error: new Error("boom") });
+    const thrownNothing = await supervise(() => Promise.reject(undefined)).result;
+    expect(thrownNothing.error?.message).toBe('task "task" failed without an error value');
+  });
+
+  it("a timeout fires the signal and fails the run, once a handler that honours it has settled", async () => {
+    let settledAt = 0;
+    const { result, signal } = supervise(
+      async (sig) => {
+        await sleep(10_000, undefined, { signal: sig }).catch(() => {});
+        settledAt = Date.now();
+      },
+      { timeoutMs: 100 },
+    );
+    const outcome = await result;
+    expect(outcome.error).toBeInstanceOf(RunTimeoutError);
+    expect(outcome.error?.message).toBe("timed out after 0.1 s");
+    expect(signal.reason).toBeInstanceOf(RunTimeoutError);
+    expect(settledAt).toBeGreaterThan(0);
+  });
+
+  it("a handler that ignores the signal is waited for (the lock stays held) until it settles within the grace", async () => {
+    let settled = false;
+    const { result, events } = supervise(
+      async () => {
+        await sleep(400);
+        settled = true;
+      },
+      { timeoutMs: 100, graceMs: 2000 },
+    );
+    const outcome = await result;
+    expect(settled).toBe(true);
+    expect(outcome.error?.message).toBe("timed out after 0.1 s");
+    expect(events.abandoned).toEqual([]);
+  });
+
+  it("past the grace, a handler that ignores the signal is abandoned loudly", async () => {
+    const { result, events } = supervise(() => sleep(3000), { timeoutMs: 100, graceMs: 200 });
+    const outcome = await result;
+    expect(outcome.error?.message).toMatch(
+      /^timed out after 0.1 s and ignored its abort signal for 0.2 s more/,
+    );
+    expect(events.abandoned).toHaveLength(1);
+  });
+
+  it("a lost lock fires the signal and fails the run at once", async () => {
+    let lose: (reason: string) => void = () => {};
+    const lockLost = new Promise<string>((resolve) => {
+      lose = resolve;
+    });
+    const { result, events, signal } = supervise(() => sleep(3000), { lockLost });
+    lose("taken over");
+    const outcome = await result;
+    expect(outcome.error).toBeInstanceOf(LockLostError);
+    expect(outcome.error?.message).toBe("lock lost: taken over");
+    expect(signal.aborted).toBe(true);
+    expect(events.lockLost).toEqual(["taken over"]);
+  });
+});
