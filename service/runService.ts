@@ -32,6 +32,11 @@ export async function runService(options: ServiceOptions): Promise<void> {
   };
   // installed first, so that a signal during start-up still shuts down in order
   handleShutdownSignals({ logger, shutdown: cleanUp });
+  // Last line of defence: a scheduler must not die of a stray promise in a dependency. Tests
+  // assert this line never appears; if it does, it names the bug to fix.
+  process.on("unhandledRejection", (reason) => {
+    logger.error({ err: reason }, "unhandled promise rejection (a cronwarden bug: please report it); the service keeps running");
+  });
 
   try {
     // 1. service settings
@@ -49,9 +54,6 @@ export async function runService(options: ServiceOptions): Promise<void> {
       connectionString = embedded.connectionString;
     }
     const pool = new pg.Pool({ connectionString, max: settings.CRONWARDEN_PG_POOL_MAX ?? 10 });
-    pool.on("error", (error) =>
-      logger.warn({ err: error }, "an idle PostgreSQL connection failed; the pool replaces it"),
-    );
     cleanups.push(() => pool.end());
 
     // 3. the scheduler and its TaskRegistry

@@ -113,6 +113,7 @@ export class AgendaEngine {
   readonly #lastErrorLog = new Map<string, number>();
   readonly #health: DatabaseHealth;
   #watchdog: Watchdog | undefined;
+  #repository: CronwardenJobRepository | undefined;
   #agenda: Agenda | undefined;
   #recorder: RunRecorder | undefined;
   #started = false;
@@ -124,6 +125,9 @@ export class AgendaEngine {
       pool: options.pool,
       logger: this.#logger,
       probeEveryMs: options.healthProbeMs ?? DEFAULT_HEALTH_PROBE_MS,
+      onChange: (up) => {
+        if (up) this.#repository?.holdTakeovers(options.lockLifetimeMs);
+      },
     });
     // An idle pooled connection that dies (database restart) is an 'error' event on the pool:
     // unhandled, it would end the process. The health probe reports the outage.
@@ -148,6 +152,7 @@ export class AgendaEngine {
     // database restart); without a listener that is an uncaught exception. It reconnects itself.
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
     const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger);
+    this.#repository = repository;
     this.#watchdog = new Watchdog({ renewer: repository, lockLifetimeMs, logger: this.#logger });
     const backend: AgendaBackend = {
       name: "PostgreSQL (cronwarden)",

@@ -2,6 +2,7 @@ import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
+import { retryWhileDisconnected } from "./retry.js";
 import type { RunLedger } from "./runLedger.js";
 import { JOBS_TABLE, renewLock } from "./sql.js";
 import type { LockRenewer } from "./watchdog.js";
@@ -20,10 +21,16 @@ import type { LockRenewer } from "./watchdog.js";
  * - `unlockJob`, which Agenda calls without awaiting, never rejects (an unhandled rejection
  *   would end the process while the database is down).
  */
+/** How long the save that ends a run is retried while the database is unreachable. */
+const FINAL_SAVE_RETRY_MS = 10 * 60_000;
+
 export class CronwardenJobRepository extends PostgresJobRepository implements LockRenewer {
   readonly #db: Pool;
   readonly #ledger: RunLedger;
   readonly #logger: Logger;
+  /** Jobs whose run ended but whose end is not saved yet: not to be locked again meanwhile. */
+  readonly #finalSavesPending = new Set<string>();
+  #takeoversHeldUntil = 0;
 
   constructor(pool: Pool, ledger: RunLedger, logger: Logger) {
     super({ pool, tableName: JOBS_TABLE, ensureSchema: false });
@@ -39,7 +46,10 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     now: Date | undefined,
     options: JobRepositoryOptions | undefined,
   ): Promise<JobParameters | undefined> {
-    const job = await super.getNextJobToRun(jobName, nextScanAt, lockDeadline, now, options);
+    // Agenda's own expiry check can drop a run from its books while its end is still being saved
+    if (this.#finalSavesPending.has(jobName)) return undefined;
+    const deadline = Date.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
+    const job = await super.getNextJobToRun(jobName, nextScanAt, deadline, now, options);
     return job ? this.#locked(job) : undefined;
   }
 
@@ -66,10 +76,51 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     return renewLock(this.#db, jobId, expected, next);
   }
 
-  /** Same statement as PostgresJobRepository 3.0.6, plus the fence and the next-run guard. */
+  /**
+   * The save that ends a run (lock released) is retried while the database is unreachable: if
+   * it were dropped, the row would keep its lock, and once the lock expired the finished run
+   * would be taken for a dead one and run again. Until it lands Agenda counts the run as still
+   * going, so this instance does not lock the job again; another instance can only take it over
+   * after the lock expired, and then the fence makes this late save fail instead of undoing it.
+   */
   override async saveJobState(job: JobParameters, options: JobRepositoryOptions | undefined): Promise<void> {
+    // the fence of this run, taken now: a later lock of the same job must not lend it its own
+    const fence = job._id ? (this.#ledger.get(String(job._id))?.lockToken ?? null) : null;
+    if (job.lockedAt) return this.#saveJobState(job, options, fence);
+    let logged = false;
+    this.#finalSavesPending.add(job.name);
+    try {
+      await retryWhileDisconnected(() => this.#saveJobState(job, options, fence), {
+        maxElapsedMs: FINAL_SAVE_RETRY_MS,
+        onRetry: (error) => {
+          if (logged) return;
+          logged = true;
+          this.#logger.warn(
+            { err: error, task: job.name },
+            "the end of a run could not be saved; retrying until the database is back",
+          );
+        },
+      });
+    } finally {
+      this.#finalSavesPending.delete(job.name);
+    }
+  }
+
+  /**
+   * After an outage, expired locks are not taken over for one lock lifetime: nobody could renew
+   * during the outage, so "expired" says nothing yet about whether the owner is alive.
+   */
+  holdTakeovers(forMs: number): void {
+    this.#takeoversHeldUntil = Date.now() + forMs;
+  }
+
+  /** Same statement as PostgresJobRepository 3.0.6, plus the fence and the next-run guard. */
+  async #saveJobState(
+    job: JobParameters,
+    options: JobRepositoryOptions | undefined,
+    fence: Date | null,
+  ): Promise<void> {
     if (!job._id) throw new Error("Cannot save job state without job ID");
-    const fence = this.#ledger.get(String(job._id))?.lockToken ?? null;
     const result = await this.#db.query(
       `UPDATE "${JOBS_TABLE}"
           SET locked_at = $2,

@@ -28,6 +28,8 @@ export interface RunEntry {
   outcome?: RunOutcome;
   /** Why a run was skipped or failed, for the log row. */
   detail?: string;
+  /** Its outcome row has been written. */
+  recorded?: boolean;
 }
 
 export class RunLedger {
@@ -60,6 +62,7 @@ export class RunLedger {
     entry.attempt = attempt;
     entry.outcome = undefined;
     entry.detail = undefined;
+    entry.recorded = false;
     this.#entries.set(jobId, entry);
     return entry;
   }

@@ -1,7 +1,11 @@
 import type { PostgresJobLogger } from "@agendajs/postgres-backend";
 import type { JobLogEntry, JobLogger, JobLogQuery, JobLogQueryResult } from "agenda";
 import type { Logger } from "../scheduler/logger.js";
+import { retryWhileDisconnected } from "./retry.js";
 import type { RunLedger } from "./runLedger.js";
+
+/** How long a run log row is retried while the database is unreachable. */
+const LOG_RETRY_MS = 10 * 60_000;
 
 /**
  * Agenda's persistent job log (`agenda_logs`), with each run's identity added to the rows
@@ -24,7 +28,10 @@ export class RunRecorder implements JobLogger {
   }
 
   log(entry: Omit<JobLogEntry, "_id">): Promise<void> {
-    const write = this.#inner.log(this.#enrich(entry)).catch((error: unknown) => {
+    const enriched = this.#enrich(entry);
+    const write = retryWhileDisconnected(() => this.#inner.log(enriched), {
+      maxElapsedMs: LOG_RETRY_MS,
+    }).catch((error: unknown) => {
       this.#logger.warn(
         { err: error, task: entry.jobName, event: entry.event },
         "could not write the run log row",
@@ -44,13 +51,35 @@ export class RunRecorder implements JobLogger {
     return this.#inner.clearLogs(query);
   }
 
-  async flush(): Promise<void> {
-    while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
+  /** Waits for the rows being written, up to `timeoutMs` (they are retried while the database is down). */
+  async flush(timeoutMs = 10_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.#pending.size > 0 && Date.now() < deadline) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled([...this.#pending]),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, deadline - Date.now());
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    if (this.#pending.size > 0)
+      this.#logger.warn({ rows: this.#pending.size }, "run log rows still unwritten at shutdown");
   }
 
   #enrich(entry: Omit<JobLogEntry, "_id">): Omit<JobLogEntry, "_id"> {
     const run = entry.jobId ? this.#ledger.get(entry.jobId) : undefined;
     if (!run) return entry;
+    const isOutcome = entry.event === "success" || entry.event === "fail";
+    if (isOutcome && run.recorded) {
+      // Agenda can report a run twice (its own expiry check fails a run whose end is still being
+      // saved): the run record is the first outcome row; later ones keep Agenda's text only
+      return {
+        ...entry,
+        meta: { ...entry.meta, instanceId: this.#instanceId, duplicateOf: run.scheduledAt.toISOString() },
+      };
+    }
     const meta: Record<string, unknown> = {
       ...entry.meta,
       scheduledAt: run.scheduledAt.toISOString(),
@@ -58,12 +87,12 @@ export class RunRecorder implements JobLogger {
     };
     if (run.attempt !== undefined) meta.attempt = run.attempt;
     if (run.rerun) meta.rerun = true;
-    if (entry.event === "success" || entry.event === "fail") {
-      if (run.startedAt) meta.startedAt = run.startedAt.toISOString();
-      meta.finishedAt = entry.timestamp.toISOString();
-      meta.outcome = run.outcome ?? (entry.event === "success" ? "succeeded" : "failed");
-      if (run.detail) meta.detail = run.detail;
-    }
+    if (!isOutcome) return { ...entry, meta };
+    run.recorded = true;
+    if (run.startedAt) meta.startedAt = run.startedAt.toISOString();
+    meta.finishedAt = entry.timestamp.toISOString();
+    meta.outcome = run.outcome ?? (entry.event === "success" ? "succeeded" : "failed");
+    if (run.detail) meta.detail = run.detail;
     // Agenda records no duration on a failed run
     const duration =
       entry.duration ??
