@@ -67,6 +67,8 @@ export async function runService(options: ServiceOptions): Promise<void> {
       processEveryMs: settings.CRONWARDEN_PROCESS_EVERY_MS,
       lockLifetimeMs: settings.CRONWARDEN_LOCK_LIFETIME_MS,
       drainTimeoutMs: settings.CRONWARDEN_DRAIN_TIMEOUT_MS,
+      timeoutGraceMs: settings.CRONWARDEN_TIMEOUT_GRACE_MS,
+      healthProbeMs: settings.CRONWARDEN_HEALTH_PROBE_MS,
     });
     cleanups.push(async () => {
       await scheduler.stop();

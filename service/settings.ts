@@ -27,6 +27,8 @@ const environmentSchema = z.object({
   CRONWARDEN_PROCESS_EVERY_MS: optionalInt(100),
   CRONWARDEN_LOCK_LIFETIME_MS: optionalInt(1000),
   CRONWARDEN_DRAIN_TIMEOUT_MS: optionalInt(0),
+  CRONWARDEN_TIMEOUT_GRACE_MS: optionalInt(0),
+  CRONWARDEN_HEALTH_PROBE_MS: optionalInt(100),
   CRONWARDEN_INSTANCE_ID: z.string().min(1).optional(),
   CRONWARDEN_PG_POOL_MAX: optionalInt(2),
 });
