@@ -35,7 +35,10 @@ export async function runService(options: ServiceOptions): Promise<void> {
   // Last line of defence: a scheduler must not die of a stray promise in a dependency. Tests
   // assert this line never appears; if it does, it names the bug to fix.
   process.on("unhandledRejection", (reason) => {
-    logger.error({ err: reason }, "unhandled promise rejection (a cronwarden bug: please report it); the service keeps running");
+    logger.error(
+      { err: reason },
+      "unhandled promise rejection (a cronwarden bug: please report it); the service keeps running",
+    );
   });
 
   try {
