@@ -6,10 +6,11 @@ import {
   getUpdateTimestampTriggerSQL,
 } from "@agendajs/postgres-backend";
 import type { Pool } from "pg";
+import { createStoreTables } from "../store/schema.js";
 import { JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
 
 /**
- * Creates Agenda's tables once, under a PostgreSQL advisory lock. Left to Agenda
+ * Creates Agenda's tables (and cronwarden's own) once, under a PostgreSQL advisory lock. Left to Agenda
  * (`ensureSchema: true`), two instances starting together on an empty database race on
  * CREATE TABLE and one dies with an unhandled rejection (AGENDA-NOTES).
  */
@@ -23,6 +24,7 @@ export async function ensureAgendaSchema(pool: Pool): Promise<void> {
       await client.query(getUpdateTimestampTriggerSQL(JOBS_TABLE));
       await client.query(getCreateLogsTableSQL(LOGS_TABLE));
       for (const statement of getCreateLogsIndexesSQL(LOGS_TABLE)) await client.query(statement);
+      await createStoreTables(client);
     } finally {
       await client.query("SELECT pg_advisory_unlock($1)", [SCHEMA_LOCK_KEY]);
     }

@@ -1,3 +1,4 @@
+import type { AuditEntry } from "../store/auditLog.js";
 import type { Logger } from "./logger.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
 import type { TaskRegistry } from "./taskRegistry.js";
@@ -5,6 +6,7 @@ import type { DesiredState } from "./types.js";
 
 /** The part of the engine the reconciler uses. */
 export interface ReconcileTarget {
+  readonly instanceId: string;
   withReconcileLock<T>(work: () => Promise<T>): Promise<T>;
   listJobs(): Promise<LiveJob[]>;
   createJob(taskName: string, cron: string, timezone: string, enabled: boolean): Promise<void>;
@@ -12,8 +14,22 @@ export interface ReconcileTarget {
   setEnabled(taskName: string, enabled: boolean): Promise<void>;
 }
 
+/** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
+export interface ReconcileRecorder {
+  recordAudit(entries: AuditEntry[]): Promise<void>;
+  saveApplied(state: DesiredState, appliedBy: string): Promise<void>;
+}
+
+/**
+ * Why a reconcile runs: a new config version (or the first one at start-up), the durable
+ * last-known snapshot (config source unreachable at start-up), or the periodic full pass that
+ * repairs drift (rows edited or deleted by hand, a lost next run).
+ */
+export type ReconcileTrigger = "config" | "stored" | "anti-entropy";
+
 export interface ReconcileResult {
   revision: string;
+  trigger: ReconcileTrigger;
   at: Date;
   plan: ReconcilePlan;
   applied: ReconcileAction[];
@@ -22,64 +38,91 @@ export interface ReconcileResult {
 /**
  * Makes runtime follow desired: under a database-wide lock (so instances that see the same
  * change take turns and converge), reads the job rows, plans with `planReconcile` and applies
- * the plan. Nothing else writes schedules.
+ * the plan, recording each change in the audit trail. Nothing else writes schedules.
  */
 export class ConfigReconciler {
   readonly #target: ReconcileTarget;
   readonly #registry: TaskRegistry;
   readonly #logger: Logger;
+  readonly #recorder: ReconcileRecorder | undefined;
   readonly #now: () => Date;
   #last: ReconcileResult | undefined;
 
-  constructor(
-    target: ReconcileTarget,
-    registry: TaskRegistry,
-    logger: Logger,
-    now: () => Date = () => new Date(),
-  ) {
-    this.#target = target;
-    this.#registry = registry;
-    this.#logger = logger.child({ component: "reconciler" });
-    this.#now = now;
+  constructor(options: {
+    target: ReconcileTarget;
+    registry: TaskRegistry;
+    logger: Logger;
+    recorder?: ReconcileRecorder;
+    now?: () => Date;
+  }) {
+    this.#target = options.target;
+    this.#registry = options.registry;
+    this.#logger = options.logger.child({ component: "reconciler" });
+    this.#recorder = options.recorder;
+    this.#now = options.now ?? (() => new Date());
   }
 
   get lastResult(): ReconcileResult | undefined {
     return this.#last;
   }
 
-  async reconcile(desired: DesiredState): Promise<ReconcileResult> {
+  async reconcile(desired: DesiredState, trigger: ReconcileTrigger = "config"): Promise<ReconcileResult> {
     return this.#target.withReconcileLock(async () => {
       const live = await this.#target.listJobs();
       const plan = planReconcile(desired, live, this.#registry.names());
       const liveByName = new Map(live.map((job) => [job.name, job]));
       const applied: ReconcileAction[] = [];
+      const audit: AuditEntry[] = [];
       for (const action of plan.actions) {
-        if (await this.#apply(action, liveByName.get(action.task ?? ""))) applied.push(action);
+        const job = liveByName.get(action.task ?? "");
+        if (!(await this.#apply(action, job, trigger))) continue;
+        applied.push(action);
+        audit.push(...auditEntries(action, job, trigger, desired, this.#target.instanceId));
       }
-      const result: ReconcileResult = { revision: desired.revision, at: this.#now(), plan, applied };
+      await this.#recorder?.recordAudit(audit);
+      if (trigger === "config") await this.#recorder?.saveApplied(desired, this.#target.instanceId);
+      const result: ReconcileResult = { revision: desired.revision, trigger, at: this.#now(), plan, applied };
       this.#last = result;
-      this.#logger.info(
-        {
-          revision: desired.revision,
-          changed: applied.length,
-          unchanged: plan.unchanged.length,
-          rejected: plan.actions.filter((action) => action.kind === "reject").length,
-        },
-        `reconciled config revision ${desired.revision}: ${applied.length} change(s)`,
-      );
+      const summary = {
+        revision: desired.revision,
+        trigger,
+        changed: applied.length,
+        unchanged: plan.unchanged.length,
+        rejected: plan.actions.filter((action) => action.kind === "reject").length,
+      };
+      if (trigger !== "anti-entropy" || applied.length > 0) {
+        this.#logger.info(
+          summary,
+          `reconciled config revision ${desired.revision} (${trigger}): ${applied.length} change(s)`,
+        );
+      } else {
+        this.#logger.debug(summary, "anti-entropy pass: no drift");
+      }
       return result;
     });
   }
 
   /** Applies one action; returns whether it changed the database. */
-  async #apply(action: ReconcileAction, job: LiveJob | undefined): Promise<boolean> {
-    const context = { task: action.task, action: action.kind, reason: action.reason };
+  async #apply(
+    action: ReconcileAction,
+    job: LiveJob | undefined,
+    trigger: ReconcileTrigger,
+  ): Promise<boolean> {
+    const drift = trigger === "anti-entropy";
+    const context = { task: action.task, action: action.kind, reason: action.reason, trigger };
+    const say = (message: string, extra: Record<string, unknown> = {}) =>
+      drift
+        ? this.#logger.warn({ ...context, ...extra, drift: true }, `drift repaired: ${message}`)
+        : this.#logger.info({ ...context, ...extra }, message);
     switch (action.kind) {
       case "create":
         await this.#target.createJob(action.task, action.cron, action.timezone, action.enabled);
-        this.#logger.info(
-          { ...context, cron: action.cron, timezone: action.timezone, enabled: action.enabled },
+        say(
           `created job "${action.task}" (${action.cron}, ${action.timezone}, ${action.enabled ? "enabled" : "disabled"})`,
+          {
+            before: null,
+            after: { cron: action.cron, timezone: action.timezone, enabled: action.enabled },
+          },
         );
         return true;
       case "update": {
@@ -89,18 +132,19 @@ export class ConfigReconciler {
           action.timezone,
           this.#now(),
         );
-        this.#logger.info(
-          { ...context, changes: action.changes, nextRunAt },
-          `re-timed "${action.task}": ${action.reason}`,
-        );
+        say(`re-timed "${action.task}": ${action.reason}`, { changes: action.changes, nextRunAt });
         return true;
       }
       case "enable":
       case "disable":
         await this.#target.setEnabled(action.task, action.kind === "enable");
-        this.#logger.info(context, `${action.kind}d "${action.task}": ${action.reason}`);
+        say(`${action.kind}d "${action.task}": ${action.reason}`, {
+          before: { enabled: job ? !job.disabled : null },
+          after: { enabled: action.kind === "enable" },
+        });
         return true;
       case "reject": {
+        if (drift) return false; // already reported when this snapshot was applied
         const kept = job
           ? `the task keeps its schedule "${job.cron}" (${job.timezone}, ${job.disabled ? "disabled" : "enabled"})`
           : "no job is created for it";
@@ -108,8 +152,51 @@ export class ConfigReconciler {
         return false;
       }
       case "orphan":
-        this.#logger.warn(context, action.reason);
+        if (!drift) this.#logger.warn(context, action.reason);
         return false;
     }
+  }
+}
+
+function auditEntries(
+  action: ReconcileAction,
+  job: LiveJob | undefined,
+  trigger: ReconcileTrigger,
+  desired: DesiredState,
+  instance: string,
+): AuditEntry[] {
+  if (action.kind === "reject" || action.kind === "orphan") return [];
+  const base = {
+    task: action.task,
+    kind: trigger === "anti-entropy" ? ("drift" as const) : ("change" as const),
+    source: desired.source,
+    revision: desired.revision,
+    instance,
+  };
+  switch (action.kind) {
+    case "create":
+      return [
+        { ...base, field: "job", oldValue: null, newValue: "created" },
+        { ...base, field: "cron", oldValue: null, newValue: action.cron },
+        { ...base, field: "timezone", oldValue: null, newValue: action.timezone },
+        { ...base, field: "enabled", oldValue: null, newValue: String(action.enabled) },
+      ];
+    case "update":
+      return action.changes.map((change) => ({
+        ...base,
+        field: change.field,
+        oldValue: change.from,
+        newValue: change.to,
+      }));
+    case "enable":
+    case "disable":
+      return [
+        {
+          ...base,
+          field: "enabled",
+          oldValue: job ? String(!job.disabled) : null,
+          newValue: String(action.kind === "enable"),
+        },
+      ];
   }
 }

@@ -55,6 +55,12 @@ export class ConfigWatcher {
     }
   }
 
+  /** Takes a snapshot from elsewhere (the durable last-known state) as the one in force. */
+  adopt(state: DesiredState): void {
+    this.#current = state;
+    this.#lastRevision = state.revision;
+  }
+
   start(): void {
     if (this.#unsubscribe) return;
     this.#unsubscribe = this.#options.source.subscribe({

@@ -10,7 +10,10 @@ import type { DesiredState, DesiredTask, RejectedEntry } from "./types.js";
  * an invalid entry is refused alone and the others are applied.
  */
 
-const documentSchema = z.object({ tasks: z.array(z.unknown()) }, { error: "expected an object" });
+const documentSchema = z.object(
+  { tasks: z.array(z.unknown()), confirmDisableAll: z.boolean().optional() },
+  { error: "expected an object" },
+);
 
 const entrySchema = z.strictObject({
   name: z.string().regex(TASK_NAME_PATTERN, "must be 1-200 letters, digits, '.', '_', '-' or ':'"),
@@ -36,6 +39,13 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     );
   }
 
+  if (top.data.tasks.length === 0 && top.data.confirmDisableAll !== true) {
+    // a source that answers with an empty list by mistake would otherwise disable every task
+    throw new CronwardenError(
+      "INVALID_CONFIG",
+      `config from ${options.source} has an empty "tasks" list, which would disable every task; if that is meant, add "confirmDisableAll": true to the document`,
+    );
+  }
   const tasks: DesiredTask[] = [];
   const rejected: RejectedEntry[] = [];
   const indexesByName = new Map<string, number[]>();
@@ -95,6 +105,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     rejected,
     source: options.source,
     revision: options.revision,
+    document,
   };
 }
 

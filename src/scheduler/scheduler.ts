@@ -9,8 +9,11 @@ import {
   type TaskJob,
 } from "../engine/agendaEngine.js";
 import type { ConfigSource } from "../sources/configSource.js";
-import { ConfigReconciler, type ReconcileResult } from "./configReconciler.js";
+import { AuditLog, type AuditRecord } from "../store/auditLog.js";
+import { DesiredStateStore } from "../store/desiredStateStore.js";
+import { ConfigReconciler, type ReconcileResult, type ReconcileTrigger } from "./configReconciler.js";
 import { ConfigWatcher } from "./configWatcher.js";
+import { parseDesiredState } from "./desiredState.js";
 import { CronwardenError } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
 import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
@@ -76,6 +79,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #engine: AgendaEngine;
   readonly #reconciler: ConfigReconciler;
   readonly #watcher: ConfigWatcher;
+  readonly #store: DesiredStateStore;
+  readonly #audit: AuditLog;
+  #antiEntropyTimer: NodeJS.Timeout | undefined;
+  #antiEntropyPass: Promise<void> | undefined;
   #state: State = "new";
 
   constructor(options: SchedulerOptions) {
@@ -101,13 +108,29 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         abandoned: (run, reason) => this.emit("run:abandoned", { ...this.#describe(run), reason }),
       },
     });
-    this.#reconciler = new ConfigReconciler(this.#engine, this.#registry, this.#logger);
+    this.#store = new DesiredStateStore(pool, settings.namespace);
+    this.#audit = new AuditLog(pool, settings.namespace);
+    this.#reconciler = new ConfigReconciler({
+      target: this.#engine,
+      registry: this.#registry,
+      logger: this.#logger,
+      recorder: {
+        recordAudit: (entries) => this.#audit.record(entries),
+        saveApplied: (state, appliedBy) =>
+          this.#store.save({
+            document: state.document,
+            source: state.source,
+            revision: state.revision,
+            appliedBy,
+          }),
+      },
+    });
     this.#watcher = new ConfigWatcher({
       source: config,
       defaultTimezone: settings.defaultTimezone,
       rules: { minIntervalMs: settings.minIntervalMs },
       logger: this.#logger,
-      onSnapshot: (state) => this.#reconcile(state),
+      onSnapshot: (state) => this.#reconcile(state, "config"),
     });
   }
 
@@ -134,13 +157,22 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     for (const task of this.#registry.list()) {
       this.#engine.defineTask(task.name, (run) => this.#run(task, run), { timeoutMs: task.timeoutMs });
     }
-    const desired = await this.#watcher.loadInitial();
-    if (desired) await this.#reconcile(desired);
+    const fromSource = await this.#watcher.loadInitial();
+    if (fromSource) {
+      await this.#reconcile(fromSource, "config");
+    } else {
+      const stored = await this.#loadStored();
+      if (stored) await this.#reconcile(stored, "stored");
+    }
     await this.#engine.start();
     this.#watcher.start();
+    this.#startAntiEntropy();
     this.#state = "running";
     this.#logger.info(
-      { tasks: this.#registry.list().map((task) => task.name), config: desired?.revision ?? null },
+      {
+        tasks: this.#registry.list().map((task) => task.name),
+        config: this.#watcher.current?.revision ?? null,
+      },
       `scheduler started with ${this.#registry.list().length} registered task(s)`,
     );
   }
@@ -154,6 +186,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#state = "stopping";
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
+    clearInterval(this.#antiEntropyTimer);
+    await this.#antiEntropyPass;
     await this.#watcher.stop();
     const outcome = await this.#engine.drain(drainTimeoutMs);
     if (outcome.abandoned.length > 0) {
@@ -187,9 +221,62 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return this.#engine.listRuns(taskName, limit);
   }
 
-  async #reconcile(state: DesiredState): Promise<void> {
-    const result = await this.#reconciler.reconcile(state);
+  /** The audit trail of applied changes, newest first. */
+  auditTrail(query: { task?: string; limit?: number } = {}): Promise<AuditRecord[]> {
+    return this.#audit.list(query);
+  }
+
+  async #reconcile(state: DesiredState, trigger: ReconcileTrigger): Promise<void> {
+    const result = await this.#reconciler.reconcile(state, trigger);
     this.emit("reconciled", result);
+  }
+
+  /** The durable last-known desired state, when the config source cannot be read at start-up. */
+  async #loadStored(): Promise<DesiredState | undefined> {
+    const stored = await this.#store.load();
+    if (!stored) {
+      this.#logger.error(
+        { namespace: this.settings.namespace },
+        "no config could be read and none was ever applied: the jobs in the database keep their current state",
+      );
+      return undefined;
+    }
+    const state = parseDesiredState(stored.document, {
+      defaultTimezone: this.settings.defaultTimezone,
+      rules: { minIntervalMs: this.settings.minIntervalMs },
+      now: new Date(),
+      source: `last applied config (${stored.source})`,
+      revision: stored.revision,
+    });
+    this.#watcher.adopt(state);
+    this.#logger.warn(
+      {
+        revision: stored.revision,
+        appliedAt: stored.appliedAt,
+        appliedBy: stored.appliedBy,
+        source: stored.source,
+      },
+      `config source unreachable at start-up: scheduling from the last applied config, revision ${stored.revision} of ${stored.source}, applied ${stored.appliedAt.toISOString()} by ${stored.appliedBy}`,
+    );
+    return state;
+  }
+
+  /** Besides change events, a full reconcile now and then repairs drift (rows edited or deleted by hand). */
+  #startAntiEntropy(): void {
+    const every = this.settings.antiEntropyMs;
+    if (every <= 0) return;
+    this.#antiEntropyTimer = setInterval(() => {
+      const current = this.#watcher.current;
+      if (!current || this.#antiEntropyPass || this.#state !== "running") return;
+      this.#antiEntropyPass = this.#reconcile(current, "anti-entropy")
+        .catch((error: unknown) =>
+          this.#logger.error({ err: error }, "anti-entropy pass failed; retrying at the next one"),
+        )
+        .finally(() => {
+          this.#antiEntropyPass = undefined;
+        });
+    }, every);
+    this.#antiEntropyTimer.unref();
   }
 
   async #run(task: RegisteredTask, run: EngineRun): Promise<void> {

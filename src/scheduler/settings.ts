@@ -8,6 +8,13 @@ const AGENDA_DEFAULT_PROCESS_EVERY_MS = 5_000;
 export const schedulerSettingsSchema = z
   .object({
     instanceId: z.string().min(1).max(200).optional(),
+    /** One deployment reads one namespace (dev, staging, prod); it keys the stored state and audit trail. */
+    namespace: z
+      .string()
+      .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, "use letters, digits, '.', '_' or '-'")
+      .default("default"),
+    /** A full reconcile this often repairs drift; 0 turns it off. */
+    antiEntropyMs: z.number().int().min(0).default(60_000),
     defaultTimezone: z.string().refine(isValidTimezone, "is not an IANA timezone name").default("UTC"),
     /** Schedules firing more often than this are refused (seed: minute-level). */
     minIntervalMs: z.number().int().min(1000).default(DEFAULT_MIN_INTERVAL_MS),

@@ -62,4 +62,6 @@ export interface DesiredState {
   /** Where it came from (file path, URL) and its revision (content hash, etag). */
   source: string;
   revision: string;
+  /** The document as read, kept as the durable last-known desired state once applied. */
+  document: unknown;
 }

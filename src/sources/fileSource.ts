@@ -12,6 +12,8 @@ export interface FileSourceOptions {
   path: string;
   /** Bursts of file events within this window cause one reload. */
   debounceMs?: number;
+  /** A bigger file is refused (an accident, not a config); default 1 MiB. */
+  maxBytes?: number;
   /**
    * A stat() check at this interval catches changes that file events miss (network and overlay
    * file systems, a replaced parent directory). 0 turns it off.
@@ -21,6 +23,7 @@ export interface FileSourceOptions {
 
 const DEFAULT_DEBOUNCE_MS = 200;
 const DEFAULT_POLL_INTERVAL_MS = 5_000;
+const DEFAULT_MAX_BYTES = 1024 * 1024;
 
 /**
  * A watched config file. It watches the file's directory rather than the file, so that editors
@@ -32,19 +35,29 @@ export class FileConfigSource implements ConfigSource {
   readonly description: string;
   readonly #debounceMs: number;
   readonly #pollIntervalMs: number;
+  readonly #maxBytes: number;
 
   constructor(options: FileSourceOptions) {
     this.path = path.resolve(options.path);
     this.description = `file ${this.path}`;
     this.#debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
     this.#pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
+    this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
   }
 
   async load(): Promise<ConfigDocument> {
     let text: string;
     try {
+      const { size } = await stat(this.path);
+      if (size > this.#maxBytes) {
+        throw new CronwardenError(
+          "INVALID_CONFIG",
+          `config ${this.description} is ${size} bytes, over the limit of ${this.#maxBytes} bytes; it is ignored and the last valid config stays in force (raise maxBytes if the file is meant to be this big)`,
+        );
+      }
       text = await readFile(this.path, "utf8");
     } catch (thrown) {
+      if (thrown instanceof CronwardenError) throw thrown;
       const error = toError(thrown);
       const code = (thrown as NodeJS.ErrnoException).code;
       const hint =

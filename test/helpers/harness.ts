@@ -1,3 +1,4 @@
+import { mkdtempSync } from "node:fs";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
@@ -41,6 +42,20 @@ export class SchedulerHarness {
       ...settings,
     });
     for (const task of tasks) this.scheduler.register(task);
+  }
+
+  /** A scheduler on a config path that does not exist yet, not started. */
+  static create(
+    pool: Pool,
+    tasks: TaskRegistration[],
+    settings: SchedulerSettingsInput = {},
+  ): SchedulerHarness {
+    return new SchedulerHarness(
+      mkdtempSync(path.join(tmpdir(), "cronwarden-config-")),
+      pool,
+      tasks,
+      settings,
+    );
   }
 
   static async start(

@@ -20,6 +20,7 @@ function state(tasks: Array<Partial<DesiredTask> & { name: string }>, revision =
     rejected: [],
     source: "test",
     revision,
+    document: null,
   };
 }
 
@@ -44,7 +45,7 @@ beforeAll(async () => {
     logger: logs.logger,
   });
   await engine.prepare();
-  reconciler = new ConfigReconciler(engine, registry, logs.logger, now);
+  reconciler = new ConfigReconciler({ target: engine, registry, logger: logs.logger, now });
 });
 
 afterAll(async () => {
@@ -161,7 +162,7 @@ describe("ConfigReconciler against Agenda's table", () => {
           logger: logs.logger,
         });
         await other.prepare();
-        return new ConfigReconciler(other, registry, logs.logger, now);
+        return new ConfigReconciler({ target: other, registry, logger: logs.logger, now });
       }),
     );
     const desired = state([

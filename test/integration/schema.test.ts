@@ -25,5 +25,10 @@ it("creates Agenda's schema once when many instances start together on an empty 
   const tables = await db.pool.query(
     "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
   );
-  expect(tables.rows.map((row) => row.table_name)).toEqual(["agenda_jobs", "agenda_logs"]);
+  expect(tables.rows.map((row) => row.table_name)).toEqual([
+    "agenda_jobs",
+    "agenda_logs",
+    "cronwarden_audit",
+    "cronwarden_desired_state",
+  ]);
 });

@@ -28,6 +28,7 @@ describe("parseDesiredState", () => {
       rejected: [],
       source: "file tasks.yaml",
       revision: "abc",
+      document: expect.anything(),
     });
   });
 
@@ -73,6 +74,13 @@ describe("parseDesiredState", () => {
       }),
       expect.objectContaining({ index: 1, name: "a", field: "name" }),
     ]);
+  });
+
+  it("refuses an empty task list unless the document confirms it means to disable every task", () => {
+    expect(() => parseDesiredState({ tasks: [] }, options)).toThrow(
+      'config from file tasks.yaml has an empty "tasks" list, which would disable every task; if that is meant, add "confirmDisableAll": true to the document',
+    );
+    expect(parseDesiredState({ tasks: [], confirmDisableAll: true }, options).tasks).toEqual([]);
   });
 
   it.each([

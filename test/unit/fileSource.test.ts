@@ -56,6 +56,14 @@ describe("FileConfigSource", () => {
     );
   });
 
+  it("refuses a file over maxBytes, naming its size and the limit", async () => {
+    const file = path.join(dir, "big.json");
+    await writeFile(file, doc("* * * * *").padEnd(2048, " "));
+    await expect(new FileConfigSource({ path: file, maxBytes: 1024 }).load()).rejects.toThrow(
+      `config file ${file} is 2048 bytes, over the limit of 1024 bytes`,
+    );
+  });
+
   it("sees a file replaced by rename, and debounces a burst of writes into one reload", async () => {
     const file = path.join(dir, "tasks.json");
     await writeFile(file, doc("1 * * * *"));

@@ -1,0 +1,89 @@
+import type { Pool, PoolClient } from "pg";
+import { AUDIT_TABLE } from "./schema.js";
+
+export interface AuditEntry {
+  task: string;
+  /** `change`: applied from a new config version; `drift`: repaired by the periodic full reconcile. */
+  kind: "change" | "drift";
+  field: string;
+  oldValue: string | null;
+  newValue: string | null;
+  source: string;
+  revision: string;
+  instance: string;
+}
+
+export interface AuditRecord extends AuditEntry {
+  id: string;
+  at: Date;
+  namespace: string;
+}
+
+/** Every applied change to a task's schedule, durably: who, what, from which config version. */
+export class AuditLog {
+  readonly #pool: Pool;
+  readonly #namespace: string;
+
+  constructor(pool: Pool, namespace: string) {
+    this.#pool = pool;
+    this.#namespace = namespace;
+  }
+
+  async record(entries: AuditEntry[], db: Pool | PoolClient = this.#pool): Promise<void> {
+    if (entries.length === 0) return;
+    const values: unknown[] = [];
+    const rows = entries.map((entry, index) => {
+      const base = index * 9;
+      values.push(
+        this.#namespace,
+        entry.task,
+        entry.kind,
+        entry.field,
+        entry.oldValue,
+        entry.newValue,
+        entry.source,
+        entry.revision,
+        entry.instance,
+      );
+      return `(${Array.from({ length: 9 }, (_, offset) => `$${base + offset + 1}`).join(", ")})`;
+    });
+    await db.query(
+      `INSERT INTO "${AUDIT_TABLE}" (namespace, task, kind, field, old_value, new_value, source, revision, instance)
+       VALUES ${rows.join(", ")}`,
+      values,
+    );
+  }
+
+  async list(query: { task?: string; limit?: number } = {}): Promise<AuditRecord[]> {
+    const result = await this.#pool.query<{
+      id: string;
+      at: Date;
+      namespace: string;
+      task: string;
+      kind: "change" | "drift";
+      field: string;
+      old_value: string | null;
+      new_value: string | null;
+      source: string;
+      revision: string;
+      instance: string;
+    }>(
+      `SELECT * FROM "${AUDIT_TABLE}" WHERE namespace = $1 AND ($2::text IS NULL OR task = $2)
+        ORDER BY at DESC, id DESC LIMIT $3`,
+      [this.#namespace, query.task ?? null, query.limit ?? 50],
+    );
+    return result.rows.map((row) => ({
+      id: row.id,
+      at: row.at,
+      namespace: row.namespace,
+      task: row.task,
+      kind: row.kind,
+      field: row.field,
+      oldValue: row.old_value,
+      newValue: row.new_value,
+      source: row.source,
+      revision: row.revision,
+      instance: row.instance,
+    }));
+  }
+}
