@@ -35,7 +35,7 @@ export async function loadOrInitCluster(ctx: ServerContext): Promise<Credentials
   return (await readCredentials(files)) ?? unreachable("credentials written by initCluster");
 }
 
-async function readCredentials(files: ClusterFiles): Promise<Credentials | undefined> {
+export async function readCredentials(files: ClusterFiles): Promise<Credentials | undefined> {
   let raw: string;
   try {
     raw = await fs.readFile(files.credentialsFile, "utf8");

@@ -21,7 +21,13 @@ import fs from "node:fs/promises";
 import path from "node:path";
 import { type Logger, toError } from "../../scheduler/logger.js";
 import { ensureBinariesReachable, resolveBinaries } from "./binaries.js";
-import { ensureDatabase, loadOrInitCluster, SUPERUSER, writeCredentials } from "./cluster.js";
+import {
+  ensureDatabase,
+  loadOrInitCluster,
+  readCredentials,
+  SUPERUSER,
+  writeCredentials,
+} from "./cluster.js";
 import type { ServerContext } from "./commands.js";
 import { embeddedPostgresError } from "./errors.js";
 import { clusterFiles } from "./files.js";
@@ -132,4 +138,18 @@ function validateOptions(options: EmbeddedPostgresOptions, database: string): vo
       `embedded PostgreSQL: database name must be 1-63 bytes, got ${JSON.stringify(database)}`,
     );
   }
+}
+
+/**
+ * The connection string of the embedded server a running service started on `dataDir`, from its
+ * credentials file (password and last port); undefined when there is no such cluster. For tools
+ * (the CLI) that talk to a running service's database; it does not start anything.
+ */
+export async function embeddedConnectionString(
+  dataDir: string,
+  database = DEFAULT_DATABASE,
+): Promise<string | undefined> {
+  const credentials = await readCredentials(clusterFiles(path.resolve(dataDir)));
+  if (!credentials?.port) return undefined;
+  return `postgresql://${SUPERUSER}:${encodeURIComponent(credentials.password)}@127.0.0.1:${credentials.port}/${encodeURIComponent(database)}`;
 }

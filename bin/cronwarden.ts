@@ -1,0 +1,9 @@
+import { runCli } from "../src/cli/main.js";
+
+const code = await runCli(process.argv.slice(2), {
+  out: (line) => process.stdout.write(`${line}\n`),
+  err: (line) => process.stderr.write(`${line}\n`),
+  env: process.env,
+  cwd: process.cwd(),
+});
+process.exitCode = code;

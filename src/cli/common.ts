@@ -1,0 +1,90 @@
+import path from "node:path";
+import { pathToFileURL } from "node:url";
+import pg from "pg";
+import { embeddedConnectionString } from "../infra/embeddedPostgres/index.js";
+import type { TaskRegistration } from "../scheduler/types.js";
+
+/** What a CLI command returns: its exit code. Output goes through `out`/`err` so tests can read it. */
+export interface CliIo {
+  out: (line: string) => void;
+  err: (line: string) => void;
+  env: NodeJS.ProcessEnv;
+  cwd: string;
+}
+
+export class CliError extends Error {
+  constructor(
+    message: string,
+    readonly exitCode = 2,
+  ) {
+    super(message);
+  }
+}
+
+/**
+ * The registered task names, from `--tasks a,b,c` or `--tasks-module <file>` (a module exporting
+ * `registerTasks(registrar)`, like the reference service's `tasks/index.ts`).
+ */
+export async function registeredNames(
+  options: { tasks?: string | undefined; "tasks-module"?: string | undefined },
+  io: CliIo,
+): Promise<Set<string> | undefined> {
+  if (options.tasks)
+    return new Set(
+      options.tasks
+        .split(",")
+        .map((name) => name.trim())
+        .filter(Boolean),
+    );
+  const modulePath = options["tasks-module"];
+  if (!modulePath) return undefined;
+  const module = (await import(pathToFileURL(path.resolve(io.cwd, modulePath)).href)) as {
+    registerTasks?: (registrar: { register(task: TaskRegistration): void }) => void;
+  };
+  if (typeof module.registerTasks !== "function") {
+    throw new CliError(
+      `${modulePath} does not export registerTasks(registrar); pass --tasks name1,name2 instead`,
+    );
+  }
+  const names = new Set<string>();
+  module.registerTasks({ register: (task) => names.add(task.name) });
+  return names;
+}
+
+/** `--database-url`, else DATABASE_URL, else the embedded server of a service running with `.data/`. */
+export async function databasePool(
+  options: { "database-url"?: string | undefined },
+  io: CliIo,
+): Promise<pg.Pool> {
+  const url =
+    options["database-url"] ??
+    io.env.DATABASE_URL ??
+    (await embeddedConnectionString(path.resolve(io.cwd, io.env.CRONWARDEN_DATA_DIR ?? ".data", "postgres")));
+  if (!url) {
+    throw new CliError(
+      "no database: pass --database-url, set DATABASE_URL, or run this in the folder of a running service that uses the embedded PostgreSQL (.data/)",
+    );
+  }
+  const pool = new pg.Pool({ connectionString: url, max: 2, connectionTimeoutMillis: 5000 });
+  pool.on("error", () => {});
+  try {
+    await pool.query("SELECT 1");
+  } catch (error) {
+    await pool.end();
+    throw new CliError(`cannot reach the database: ${(error as Error).message}`);
+  }
+  return pool;
+}
+
+/** Left-aligned columns, for readable tables in a terminal. */
+export function table(header: string[], rows: string[][]): string[] {
+  const widths = header.map((title, column) =>
+    Math.max(title.length, ...rows.map((row) => (row[column] ?? "").length)),
+  );
+  const line = (cells: string[]) =>
+    cells
+      .map((cell, column) => cell.padEnd(widths[column] ?? 0))
+      .join("  ")
+      .trimEnd();
+  return [line(header), ...rows.map(line)];
+}

@@ -1,0 +1,158 @@
+import { selectTaskJobs } from "../engine/sql.js";
+import { DEFAULT_MIN_INTERVAL_MS } from "../scheduler/cronValidator.js";
+import { describeRejection, parseDesiredState } from "../scheduler/desiredState.js";
+import { type LiveJob, planReconcile, type ReconcileAction } from "../scheduler/reconcilePlan.js";
+import type { DesiredState } from "../scheduler/types.js";
+import { FileConfigSource } from "../sources/fileSource.js";
+import { AuditLog } from "../store/auditLog.js";
+import { CliError, type CliIo, databasePool, registeredNames, table } from "./common.js";
+
+export interface ConfigOptions {
+  tasks?: string | undefined;
+  "tasks-module"?: string | undefined;
+  "min-interval-ms"?: string | undefined;
+  timezone?: string | undefined;
+  "database-url"?: string | undefined;
+}
+
+/** Reads and validates a config file with the scheduler's own rules; unreadable -> exit 2. */
+async function readDesired(file: string, options: ConfigOptions, io: CliIo): Promise<DesiredState> {
+  const source = new FileConfigSource({ path: file });
+  const minIntervalMs = Number(
+    options["min-interval-ms"] ?? io.env.CRONWARDEN_MIN_INTERVAL_MS ?? DEFAULT_MIN_INTERVAL_MS,
+  );
+  if (!Number.isInteger(minIntervalMs) || minIntervalMs < 1000) {
+    throw new CliError(
+      `--min-interval-ms ${options["min-interval-ms"]} is invalid: use a whole number of ms, at least 1000`,
+    );
+  }
+  try {
+    const document = await source.load();
+    return parseDesiredState(document.content, {
+      defaultTimezone: options.timezone ?? io.env.CRONWARDEN_TIMEZONE ?? "UTC",
+      rules: { minIntervalMs },
+      now: new Date(),
+      source: source.description,
+      revision: document.revision,
+    });
+  } catch (error) {
+    throw new CliError((error as Error).message);
+  }
+}
+
+/**
+ * `cronwarden validate <file> [--tasks a,b | --tasks-module tasks/index.ts]`: exit 0 when every
+ * entry is valid (and registered, when the task list is given), 1 when some are rejected, 2 when
+ * the file cannot be read or parsed at all.
+ */
+export async function validateCommand(file: string, options: ConfigOptions, io: CliIo): Promise<number> {
+  const desired = await readDesired(file, options, io);
+  const registered = await registeredNames(options, io);
+  const problems = desired.rejected.map(describeRejection);
+  if (registered) {
+    for (const task of desired.tasks) {
+      if (!registered.has(task.name))
+        problems.push(`config entry "${task.name}": no task of that name is registered in code`);
+    }
+  }
+  for (const problem of problems) io.err(`invalid: ${problem}`);
+  const valid =
+    desired.tasks.length -
+    (registered ? desired.tasks.filter((task) => !registered.has(task.name)).length : 0);
+  io.out(
+    `${file}: ${valid} valid entr${valid === 1 ? "y" : "ies"}, ${problems.length} rejected (revision ${desired.revision})`,
+  );
+  if (!registered)
+    io.out("task names not checked: pass --tasks or --tasks-module to check them against the code");
+  return problems.length > 0 ? 1 : 0;
+}
+
+/** `cronwarden plan <file>`: what a reconcile would change against the live database, changing nothing. */
+export async function planCommand(file: string, options: ConfigOptions, io: CliIo): Promise<number> {
+  const desired = await readDesired(file, options, io);
+  const registered = await registeredNames(options, io);
+  if (!registered)
+    throw new CliError(
+      "plan needs the registered tasks: pass --tasks a,b,c or --tasks-module tasks/index.ts",
+    );
+  const pool = await databasePool(options, io);
+  let live: LiveJob[];
+  try {
+    live = await selectTaskJobs(pool).then((rows) =>
+      rows.map((row) => ({
+        name: row.name,
+        disabled: row.disabled,
+        cron: row.repeat_interval,
+        timezone: row.repeat_timezone,
+        nextRunAt: row.next_run_at,
+      })),
+    );
+  } catch (error) {
+    // a database the scheduler never ran on has no job table yet: everything would be created
+    if ((error as { code?: string }).code !== "42P01") throw error;
+    live = [];
+  } finally {
+    await pool.end();
+  }
+  const plan = planReconcile(desired, live, registered);
+  const changes = plan.actions.filter((action) => action.kind !== "reject" && action.kind !== "orphan");
+  for (const line of table(
+    ["ACTION", "TASK", "DETAIL"],
+    plan.actions.map((action) => [action.kind, action.task ?? "-", describe(action)]),
+  )) {
+    io.out(line);
+  }
+  io.out(
+    `${changes.length} change(s), ${plan.unchanged.length} unchanged, ${plan.actions.length - changes.length} reported`,
+  );
+  return plan.actions.some((action) => action.kind === "reject") ? 1 : 0;
+}
+
+function describe(action: ReconcileAction): string {
+  switch (action.kind) {
+    case "create":
+      return `${action.cron} (${action.timezone}), ${action.enabled ? "enabled" : "disabled"}`;
+    default:
+      return action.reason;
+  }
+}
+
+/** `cronwarden audit [--task x] [--limit n] [--namespace ns]`: applied changes, newest first. */
+export async function auditCommand(
+  options: {
+    task?: string | undefined;
+    limit?: string | undefined;
+    namespace?: string | undefined;
+    "database-url"?: string | undefined;
+  },
+  io: CliIo,
+): Promise<number> {
+  const pool = await databasePool(options, io);
+  try {
+    const entries = await new AuditLog(
+      pool,
+      options.namespace ?? io.env.CRONWARDEN_NAMESPACE ?? "default",
+    ).list({
+      task: options.task,
+      limit: Number(options.limit ?? 50),
+    });
+    for (const line of table(
+      ["AT", "TASK", "KIND", "FIELD", "OLD", "NEW", "REVISION", "INSTANCE"],
+      entries.map((entry) => [
+        entry.at.toISOString(),
+        entry.task,
+        entry.kind,
+        entry.field,
+        entry.oldValue ?? "-",
+        entry.newValue ?? "-",
+        entry.revision,
+        entry.instance,
+      ]),
+    )) {
+      io.out(line);
+    }
+    return 0;
+  } finally {
+    await pool.end();
+  }
+}
