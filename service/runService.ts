@@ -72,6 +72,8 @@ export async function runService(options: ServiceOptions): Promise<void> {
       drainTimeoutMs: settings.CRONWARDEN_DRAIN_TIMEOUT_MS,
       timeoutGraceMs: settings.CRONWARDEN_TIMEOUT_GRACE_MS,
       healthProbeMs: settings.CRONWARDEN_HEALTH_PROBE_MS,
+      namespace: settings.CRONWARDEN_NAMESPACE,
+      antiEntropyMs: settings.CRONWARDEN_ANTI_ENTROPY_MS,
     });
     cleanups.push(async () => {
       await scheduler.stop();
