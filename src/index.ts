@@ -2,7 +2,7 @@
  * cronwarden's public API. Task modules import from here only; nothing here exposes Agenda.
  */
 
-export type { PreviousRun, RunRecord, TaskJob } from "./engine/agendaEngine.js";
+export type { PreviousRun, RetryPolicy, RunRecord, RunTrigger, TaskJob } from "./engine/types.js";
 export type { ReconcileResult } from "./scheduler/configReconciler.js";
 export {
   type CronRules,
@@ -17,8 +17,12 @@ export { createLogger, type Logger, type LoggerOptions } from "./scheduler/logge
 export type { FieldChange, LiveJob, ReconcileAction, ReconcilePlan } from "./scheduler/reconcilePlan.js";
 export { planReconcile } from "./scheduler/reconcilePlan.js";
 export {
+  type ConfigErrorEvent,
+  type ConfigRejectedEvent,
   createScheduler,
+  type MissedSlotEvent,
   type RunFinishedEvent,
+  type RunRetryEvent,
   type RunStartedEvent,
   type RunTroubleEvent,
   Scheduler,
@@ -28,6 +32,7 @@ export {
 } from "./scheduler/scheduler.js";
 export type { SchedulerSettings, SchedulerSettingsInput } from "./scheduler/settings.js";
 export { handleShutdownSignals, type ShutdownOptions } from "./scheduler/shutdown.js";
+export type { Readiness, RunNowResult, RunOutcome, TaskStatus } from "./scheduler/status.js";
 export type { RegisteredTask } from "./scheduler/taskRegistry.js";
 export type {
   DesiredState,
@@ -39,6 +44,7 @@ export type {
 } from "./scheduler/types.js";
 export type { ConfigDocument, ConfigListener, ConfigSource } from "./sources/configSource.js";
 export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";
+export type { AuditRecord } from "./store/auditLog.js";
 
 /** What task modules need of the scheduler: a place to register. */
 export interface TaskRegistrar {

@@ -1,16 +1,25 @@
 import { PostgresJobLogger, PostgresNotificationChannel } from "@agendajs/postgres-backend";
-import { Agenda, type AgendaBackend, type Job } from "agenda";
-import type { Pool } from "pg";
+import { Agenda, type AgendaBackend, Job } from "agenda";
 import type { Logger } from "../scheduler/logger.js";
-import type { LiveJob } from "../scheduler/reconcilePlan.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
+import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
-import { superviseRun } from "./runSupervisor.js";
 import { ensureAgendaSchema } from "./schema.js";
 import * as sql from "./sql.js";
+import { type RunningRuns, TaskRunner } from "./taskRunner.js";
+import type {
+  DrainOutcome,
+  EngineOptions,
+  RunHandler,
+  RunRecord,
+  TaskDefinitionOptions,
+  TaskJob,
+} from "./types.js";
 import { Watchdog } from "./watchdog.js";
+
+export type * from "./types.js";
 
 /**
  * The only module that knows Agenda. It owns the Agenda instance on a `pg` Pool it is given
@@ -18,89 +27,10 @@ import { Watchdog } from "./watchdog.js";
  * surface: define, start, drain, read the job rows, and change them in place.
  */
 
-export interface EngineOptions {
-  pool: Pool;
-  instanceId: string;
-  processEveryMs: number;
-  lockLifetimeMs: number;
-  /** After a timeout, how long a handler that ignores its signal keeps the lock before it is abandoned. */
-  timeoutGraceMs?: number;
-  /** How often the database is probed for the outage log. */
-  healthProbeMs?: number;
-  logger: Logger;
-  hooks?: EngineHooks;
-}
-
-/** What the engine hands the scheduler for one run. */
-export interface EngineRun {
-  taskName: string;
-  jobId: string;
-  scheduledAt: Date;
-  startedAt: Date;
-  attempt: number;
-  signal: AbortSignal;
-  /** Set when the previous run of this job started and never finished (its instance died). */
-  rerunOf: PreviousRun | undefined;
-}
-
-export interface PreviousRun {
-  scheduledAt: Date | null;
-  startedAt: Date;
-  instanceId: string | null;
-}
-
-export interface RunResult {
-  outcome: "succeeded" | "failed";
-  durationMs: number;
-  error?: Error;
-}
-
-/** Where the engine reports what happens to runs; the scheduler turns these into events and logs. */
-export interface EngineHooks {
-  runStarted?(run: EngineRun): void;
-  runFinished?(run: EngineRun, result: RunResult): void;
-  lockLost?(run: EngineRun, reason: string): void;
-  abandoned?(run: EngineRun, reason: string): void;
-}
-
-export type RunHandler = (run: EngineRun) => Promise<void>;
-
-export interface TaskDefinitionOptions {
-  /** The run is stopped (its signal fires) and recorded as failed after this long. */
-  timeoutMs?: number | undefined;
-}
-
-export interface TaskJob extends LiveJob {
-  id: string;
-  lockedAt: Date | null;
-  lastRunAt: Date | null;
-  lastFinishedAt: Date | null;
-  failCount: number;
-  failReason: string | null;
-  lastModifiedBy: string | null;
-}
-
-export interface RunRecord {
-  taskName: string;
-  outcome: "succeeded" | "failed" | "skipped";
-  scheduledAt: Date;
-  startedAt: Date | null;
-  finishedAt: Date;
-  durationMs: number | null;
-  error: string | null;
-  detail: string | null;
-  instanceId: string | null;
-  attempt: number | null;
-  rerun: boolean;
-}
-
-export interface DrainOutcome {
-  completed: number;
-  abandoned: string[];
-}
-
 const DEFAULT_TIMEOUT_GRACE_MS = 30_000;
 const DEFAULT_HEALTH_PROBE_MS = 2_000;
+const DEFAULT_MISSED_SLOT_GRACE_MS = 60_000;
+const DEFAULT_MISSED_SLOT_CHECK_MS = 15_000;
 
 /** Agenda 'error' events repeat on every poll while the database is down: log each message once per window. */
 const ERROR_LOG_WINDOW_MS = 30_000;
@@ -109,10 +39,12 @@ export class AgendaEngine {
   readonly #options: EngineOptions;
   readonly #logger: Logger;
   readonly #ledger = new RunLedger();
-  readonly #running = new Map<string, { controller: AbortController; taskName: string }>();
+  readonly #running: RunningRuns = new Map();
+  readonly #definedTasks: string[] = [];
   readonly #lastErrorLog = new Map<string, number>();
   readonly #health: DatabaseHealth;
-  #watchdog: Watchdog | undefined;
+  #runner: TaskRunner | undefined;
+  #missedSlots: MissedSlotDetector | undefined;
   #repository: CronwardenJobRepository | undefined;
   #agenda: Agenda | undefined;
   #recorder: RunRecorder | undefined;
@@ -153,7 +85,18 @@ export class AgendaEngine {
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
     const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger);
     this.#repository = repository;
-    this.#watchdog = new Watchdog({ renewer: repository, lockLifetimeMs, logger: this.#logger });
+    this.#runner = new TaskRunner(
+      {
+        pool,
+        ledger: this.#ledger,
+        watchdog: new Watchdog({ renewer: repository, lockLifetimeMs, logger: this.#logger }),
+        recorder: this.#recorder,
+        logger: this.#logger,
+        hooks: this.#options.hooks ?? {},
+        timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
+      },
+      this.#running,
+    );
     const backend: AgendaBackend = {
       name: "PostgreSQL (cronwarden)",
       repository,
@@ -174,11 +117,35 @@ export class AgendaEngine {
     agenda.on("error", (error: Error) => this.#logAgendaError(error));
     await agenda.ready;
     this.#agenda = agenda;
+    this.#missedSlots = new MissedSlotDetector({
+      pool,
+      taskNames: () => this.#definedTasks,
+      graceMs: Math.max(this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS, 2 * processEveryMs),
+      lockLifetimeMs,
+      checkEveryMs: this.#options.missedSlotCheckMs ?? DEFAULT_MISSED_SLOT_CHECK_MS,
+      logger: this.#logger,
+      onMissed: (missed) => this.#options.hooks?.missedSlot?.(missed),
+      nudge: async (row) => {
+        const job = new Job(agenda, {
+          _id: row.id as never,
+          name: row.name,
+          nextRunAt: row.next_run_at,
+          priority: row.priority,
+          type: "single",
+          data: {},
+        });
+        await agenda.publishJobNotification(job);
+      },
+      repairLostNextRun: async () => this.#options.repairLostNextRun?.(),
+    });
   }
 
   /** Defines the Agenda job for a task; `handler` runs once per slot this instance locks. */
   defineTask(taskName: string, handler: RunHandler, options: TaskDefinitionOptions = {}): void {
-    this.#requireAgenda().define(taskName, (job: Job) => this.#runJob(taskName, job, handler, options), {
+    const runner = this.#runner;
+    if (!runner) throw new Error("AgendaEngine.prepare() must complete first");
+    this.#definedTasks.push(taskName);
+    this.#requireAgenda().define(taskName, (job: Job) => runner.run(taskName, job, handler, options), {
       concurrency: 1,
       lockLimit: 1,
     });
@@ -187,6 +154,7 @@ export class AgendaEngine {
   async start(): Promise<void> {
     await this.#requireAgenda().start();
     this.#health.start();
+    this.#missedSlots?.start();
     this.#started = true;
     this.#logger.info(
       { processEveryMs: this.#options.processEveryMs, lockLifetimeMs: this.#options.lockLifetimeMs },
@@ -203,6 +171,7 @@ export class AgendaEngine {
     if (!agenda || !this.#started) return { completed: 0, abandoned: [] };
     this.#started = false;
     await this.#health.stop();
+    await this.#missedSlots?.stop();
     const result = await agenda.drain({ timeout: timeoutMs, closeConnection: false });
     const abandoned = [...this.#running.values()].map((run) => run.taskName);
     for (const run of this.#running.values())
@@ -299,112 +268,58 @@ export class AgendaEngine {
         detail: text("detail"),
         instanceId: text("instanceId") ?? row.agenda_name,
         attempt: typeof meta.attempt === "number" ? meta.attempt : null,
+        trigger: meta.trigger === "manual" ? "manual" : "schedule",
         rerun: meta.rerun === true,
       };
     });
   }
 
-  async #runJob(
-    taskName: string,
-    job: Job,
-    handler: RunHandler,
-    options: TaskDefinitionOptions,
-  ): Promise<void> {
-    const jobId = String(job.attrs._id);
-    const startedAt = new Date();
-    const entry = this.#ledger.starting(jobId, startedAt, 1);
-    const skipReason = await this.#whySkip(jobId, job);
-    if (skipReason) {
-      this.#ledger.settle(jobId, "skipped", skipReason);
-      this.#logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
-      return;
+  /** Asks for a run now; refused while a run holds the lock or the task is disabled. */
+  async requestRun(taskName: string): Promise<"queued" | "running" | "disabled" | "missing"> {
+    const queued = await sql.requestManualRun(this.#options.pool, taskName, this.instanceId);
+    if (queued) {
+      const agenda = this.#requireAgenda();
+      const rows = await sql.selectTaskJobs(this.#options.pool);
+      const row = rows.find((candidate) => candidate.name === taskName);
+      if (row) {
+        await agenda.publishJobNotification(
+          new Job(agenda, {
+            _id: row.id as never,
+            name: row.name,
+            nextRunAt: queued,
+            priority: 0,
+            type: "single",
+            data: {},
+          }),
+        );
+      }
+      return "queued";
     }
-    const rerunOf = entry.previousRunUnfinished
-      ? await this.#previousRun(jobId, job.attrs.lastRunAt ?? startedAt)
-      : undefined;
-    if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
-    entry.rerun = rerunOf !== undefined;
-
-    const controller = new AbortController();
-    const run: EngineRun = {
-      taskName,
-      jobId,
-      scheduledAt: entry.scheduledAt,
-      startedAt,
-      attempt: entry.attempt ?? 1,
-      signal: controller.signal,
-      rerunOf,
-    };
-    const hooks = this.#options.hooks ?? {};
-    this.#running.set(jobId, { controller, taskName });
-    hooks.runStarted?.(run);
-
-    let loseLock: (reason: string) => void = () => {};
-    const lockLost = new Promise<string>((resolve) => {
-      loseLock = resolve;
-    });
-    const stopWatchdog = this.#requireWatchdog().watch({
-      jobId,
-      taskName,
-      lockedAt: entry.lockToken ?? startedAt,
-      onRenewed: (lockedAt) => {
-        this.#ledger.renewed(jobId, lockedAt);
-        job.attrs.lockedAt = lockedAt; // Agenda's own expiry check reads this
-      },
-      onLost: (reason) => loseLock(reason),
-    });
-    let result: RunResult;
-    try {
-      result = await superviseRun({
-        run: () => handler(run),
-        abort: (error) => controller.abort(error),
-        lockLost,
-        timeoutMs: options.timeoutMs,
-        graceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
-        taskName,
-        onLockLost: (reason) => {
-          this.#logger.error(
-            { task: taskName, slot: run.scheduledAt, reason },
-            `lock lost: ${reason}; the run's signal fired`,
-          );
-          hooks.lockLost?.(run, reason);
-        },
-        onAbandoned: (reason) => {
-          this.#logger.error({ task: taskName, slot: run.scheduledAt, reason }, `run abandoned: ${reason}`);
-          hooks.abandoned?.(run, reason);
-        },
-        startedAt,
-      });
-    } finally {
-      await stopWatchdog();
-      this.#running.delete(jobId);
-    }
-    this.#ledger.settle(jobId, result.outcome, result.error?.message);
-    hooks.runFinished?.(run, result);
-    if (result.error) throw result.error;
+    const row = (await sql.selectTaskJobs(this.#options.pool)).find(
+      (candidate) => candidate.name === taskName,
+    );
+    if (!row) return "missing";
+    return row.disabled ? "disabled" : "running";
   }
 
-  /** Agenda pre-locks jobs due within one poll; the config may have changed since. */
-  async #whySkip(jobId: string, job: Job): Promise<string | undefined> {
-    const guard = await sql.selectRunGuard(this.#options.pool, jobId);
-    if (!guard) return "the job row no longer exists";
-    if (guard.disabled) return "the task was disabled after this slot was locked";
-    if (
-      guard.repeat_interval !== String(job.attrs.repeatInterval) ||
-      guard.repeat_timezone !== (job.attrs.repeatTimezone ?? null)
-    ) {
-      return `the schedule changed to "${guard.repeat_interval}" (${guard.repeat_timezone}) after this slot was locked; the next run follows the new schedule`;
-    }
-    return undefined;
+  /** Latest outcome row and latest start row of every task, for status listings. */
+  latestRuns(): ReturnType<typeof sql.selectLatestRuns> {
+    return sql.selectLatestRuns(this.#options.pool);
   }
 
-  /** The run that died: the last start recorded before this run's own. */
-  async #previousRun(jobId: string, before: Date): Promise<PreviousRun> {
-    const row = await sql.selectLastStart(this.#options.pool, jobId, before);
-    const scheduledAt = typeof row?.meta?.scheduledAt === "string" ? new Date(row.meta.scheduledAt) : null;
-    const instanceId =
-      typeof row?.meta?.instanceId === "string" ? row.meta.instanceId : (row?.agenda_name ?? null);
-    return { scheduledAt, startedAt: row?.timestamp ?? before, instanceId };
+  /** Whether the database answered the last probe. */
+  get databaseUp(): boolean {
+    return this.#health.up;
+  }
+
+  get started(): boolean {
+    return this.#started;
+  }
+
+  /** Runs the missed-slot check now (tests; the periodic check calls the same). */
+  checkMissedSlots() {
+    if (!this.#missedSlots) throw new Error("AgendaEngine.prepare() must complete first");
+    return this.#missedSlots.check();
   }
 
   /**
@@ -424,11 +339,6 @@ export class AgendaEngine {
       this.#lastErrorLog.set(message, now);
       this.#logger.error({ err: error }, message);
     });
-  }
-
-  #requireWatchdog(): Watchdog {
-    if (!this.#watchdog) throw new Error("AgendaEngine.prepare() must complete first");
-    return this.#watchdog;
   }
 
   #requireAgenda(): Agenda {

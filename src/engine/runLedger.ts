@@ -25,6 +25,7 @@ export interface RunEntry {
   attempt?: number;
   /** This run repeats one that died. */
   rerun?: boolean;
+  trigger?: "schedule" | "manual";
   outcome?: RunOutcome;
   /** Why a run was skipped or failed, for the log row. */
   detail?: string;

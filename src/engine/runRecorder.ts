@@ -43,6 +43,38 @@ export class RunRecorder implements JobLogger {
     return write;
   }
 
+  /** A failed attempt that its retry policy follows with another: its own row in the history. */
+  recordFailedAttempt(
+    jobId: string,
+    taskName: string,
+    attempt: { attempt: number; startedAt: Date; error: Error; retryDelayMs: number },
+  ): void {
+    const run = this.#ledger.get(jobId);
+    const finishedAt = new Date();
+    void this.log({
+      timestamp: finishedAt,
+      level: "warn",
+      event: "retry",
+      jobId,
+      jobName: taskName,
+      message: `attempt ${attempt.attempt} failed: ${attempt.error.message}; retry in ${attempt.retryDelayMs} ms`,
+      error: attempt.error.message,
+      duration: finishedAt.getTime() - attempt.startedAt.getTime(),
+      retryDelay: attempt.retryDelayMs,
+      retryAttempt: attempt.attempt,
+      meta: {
+        scheduledAt: run?.scheduledAt.toISOString(),
+        instanceId: this.#instanceId,
+        attempt: attempt.attempt,
+        startedAt: attempt.startedAt.toISOString(),
+        finishedAt: finishedAt.toISOString(),
+        outcome: "failed",
+        ...(run?.trigger === "manual" ? { trigger: "manual" } : {}),
+        ...(run?.rerun ? { rerun: true } : {}),
+      },
+    });
+  }
+
   getLogs(query?: JobLogQuery): Promise<JobLogQueryResult> {
     return this.#inner.getLogs(query);
   }
@@ -70,7 +102,7 @@ export class RunRecorder implements JobLogger {
 
   #enrich(entry: Omit<JobLogEntry, "_id">): Omit<JobLogEntry, "_id"> {
     const run = entry.jobId ? this.#ledger.get(entry.jobId) : undefined;
-    if (!run) return entry;
+    if (!run || entry.event === "retry") return entry;
     const isOutcome = entry.event === "success" || entry.event === "fail";
     if (isOutcome && run.recorded) {
       // Agenda can report a run twice (its own expiry check fails a run whose end is still being
@@ -87,6 +119,7 @@ export class RunRecorder implements JobLogger {
     };
     if (run.attempt !== undefined) meta.attempt = run.attempt;
     if (run.rerun) meta.rerun = true;
+    if (run.trigger === "manual") meta.trigger = "manual";
     if (!isOutcome) return { ...entry, meta };
     run.recorded = true;
     if (run.startedAt) meta.startedAt = run.startedAt.toISOString();

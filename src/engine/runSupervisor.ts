@@ -1,5 +1,5 @@
 import { toError } from "../scheduler/logger.js";
-import type { RunResult } from "./agendaEngine.js";
+import type { RunResult } from "./types.js";
 
 export interface SuperviseOptions {
   taskName: string;
@@ -37,7 +37,7 @@ type Event =
  *   held (the caller keeps renewing) until the handler settles, so a handler that ignores its
  *   signal still never overlaps the next run; after `graceMs` more it is abandoned.
  */
-export async function superviseRun(options: SuperviseOptions): Promise<RunResult> {
+export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunResult, "final">> {
   const now = options.now ?? Date.now;
   const settled: Promise<Event> = Promise.resolve()
     .then(options.run)
@@ -53,12 +53,12 @@ export async function superviseRun(options: SuperviseOptions): Promise<RunResult
   const timers: NodeJS.Timeout[] = [];
   const after = (ms: number): Promise<Event> =>
     new Promise((resolve) => timers.push(setTimeout(() => resolve({ kind: "deadline" }), ms)));
-  const finish = (error?: Error): RunResult => ({
+  const finish = (error?: Error): Omit<RunResult, "final"> => ({
     outcome: error ? "failed" : "succeeded",
     durationMs: now() - options.startedAt.getTime(),
     ...(error ? { error } : {}),
   });
-  const loseLock = (reason: string): RunResult => {
+  const loseLock = (reason: string): Omit<RunResult, "final"> => {
     const error = new LockLostError(`lock lost: ${reason}`);
     options.abort(error);
     options.onLockLost(reason);

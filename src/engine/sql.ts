@@ -93,16 +93,87 @@ export interface RunLogRow {
   meta: Record<string, unknown> | null;
 }
 
-/** Finished runs (Agenda's success/fail rows) of one task, newest first. */
+/** Finished attempts (Agenda's success/fail rows and our failed-then-retried rows) of one task, newest first. */
 export async function selectRuns(db: Queryable, name: string, limit: number): Promise<RunLogRow[]> {
   const result = await db.query<RunLogRow>(
     `SELECT id, timestamp, event, job_name, message, duration, error, agenda_name, meta
        FROM "${LOGS_TABLE}"
-      WHERE job_name = $1 AND event IN ('success', 'fail') AND meta ? 'scheduledAt'
+      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND meta ? 'outcome'
       ORDER BY timestamp DESC LIMIT $2`,
     [name, limit],
   );
   return result.rows;
+}
+
+/** The last finished attempt and the last start of every task, for status listings. */
+export type LatestRunRow = RunLogRow & { kind: "outcome" | "start" };
+
+export async function selectLatestRuns(db: Queryable): Promise<LatestRunRow[]> {
+  const result = await db.query<LatestRunRow>(
+    `SELECT DISTINCT ON (job_name, kind) kind, id, timestamp, event, job_name, message, duration, error, agenda_name, meta
+       FROM (SELECT *, CASE WHEN event = 'start' THEN 'start' ELSE 'outcome' END AS kind FROM "${LOGS_TABLE}"
+              WHERE (event IN ('success', 'fail', 'retry') AND meta ? 'outcome') OR event = 'start') AS runs
+      ORDER BY job_name, kind, timestamp DESC`,
+  );
+  return result.rows;
+}
+
+/** Run-now: due at once, unless a run holds the lock or the task is disabled (0 rows). */
+export async function requestManualRun(
+  db: Queryable,
+  name: string,
+  requestedBy: string,
+): Promise<Date | undefined> {
+  const result = await db.query<{ next_run_at: Date }>(
+    `UPDATE "${JOBS_TABLE}"
+        SET next_run_at = now(),
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('manualRun', jsonb_build_object('requestedAt', now(), 'by', $2::text))
+      WHERE name = $1 AND type = 'single' AND locked_at IS NULL AND disabled = FALSE
+      RETURNING next_run_at`,
+    [name, requestedBy],
+  );
+  return result.rows[0]?.next_run_at;
+}
+
+export async function clearManualRun(db: Queryable, jobId: string): Promise<void> {
+  await db.query(`UPDATE "${JOBS_TABLE}" SET data = data - 'manualRun' WHERE id = $1`, [jobId]);
+}
+
+export interface OverdueRow {
+  id: string;
+  name: string;
+  next_run_at: Date | null;
+  locked_at: Date | null;
+  priority: number;
+}
+
+/**
+ * Enabled jobs that should have started and did not: next run past by more than `graceMs` with no
+ * live lock (none, or one older than the lock lifetime), or no next run at all.
+ */
+export async function selectOverdueJobs(
+  db: Queryable,
+  names: string[],
+  graceMs: number,
+  lockLifetimeMs: number,
+): Promise<OverdueRow[]> {
+  const result = await db.query<OverdueRow>(
+    `SELECT id, name, next_run_at, locked_at, priority FROM "${JOBS_TABLE}"
+      WHERE type = 'single' AND disabled = FALSE AND name = ANY($1::text[])
+        AND (next_run_at IS NULL OR next_run_at < now() - make_interval(secs => $2::double precision / 1000))
+        AND (locked_at IS NULL OR locked_at < now() - make_interval(secs => $3::double precision / 1000))`,
+    [names, graceMs, lockLifetimeMs],
+  );
+  return result.rows;
+}
+
+/** Releases a lock nobody renews any more (its owner is gone), fenced on the stale value. */
+export async function releaseStaleLock(db: Queryable, jobId: string, staleLockedAt: Date): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET locked_at = NULL WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
+    [jobId, staleLockedAt],
+  );
+  return result.rowCount === 1;
 }
 
 /** The watchdog's fenced renewal: moves the lock only if the row still holds the time we wrote. */

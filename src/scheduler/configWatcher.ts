@@ -14,6 +14,10 @@ export interface ConfigWatcherOptions {
   logger: Logger;
   /** Called with each new valid snapshot, one at a time; a burst coalesces to the latest. */
   onSnapshot: (state: DesiredState) => Promise<void>;
+  /** A version was read and validated. */
+  onLoaded?: (state: DesiredState) => void;
+  /** A version could not be read or parsed (the source is unreachable or the document is malformed). */
+  onError?: (error: Error) => void;
   now?: () => Date;
 }
 
@@ -49,8 +53,9 @@ export class ConfigWatcher {
     } catch (error) {
       this.#logger.error(
         { err: error },
-        `${(error as Error).message}; starting without a config: the jobs already in the database keep their schedules until a valid config arrives`,
+        `${(error as Error).message}; starting without a config from the source: the last applied config (if any) is used until a valid version arrives`,
       );
+      this.#options.onError?.(error as Error);
       return undefined;
     }
   }
@@ -143,6 +148,7 @@ export class ConfigWatcher {
     });
     this.#lastRevision = document.revision;
     this.#current = state;
+    this.#options.onLoaded?.(state);
     this.#logger.info(
       { revision: state.revision, valid: state.tasks.length, rejected: state.rejected.length },
       `config loaded: ${state.tasks.length} valid entr${state.tasks.length === 1 ? "y" : "ies"}, ${state.rejected.length} rejected`,

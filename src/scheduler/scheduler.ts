@@ -17,7 +17,9 @@ import { parseDesiredState } from "./desiredState.js";
 import { CronwardenError } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
 import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
+import type { Readiness, RunNowResult, TaskStatus } from "./status.js";
 import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
+import { buildTaskStatuses } from "./taskStatus.js";
 import type { DesiredState, TaskContext, TaskRegistration } from "./types.js";
 
 export interface SchedulerOptions extends SchedulerSettingsInput {
@@ -33,6 +35,10 @@ export interface RunStartedEvent {
   scheduledAt: Date;
   startedAt: Date;
   instanceId: string;
+  /** 1 for the first attempt of a slot; more for retries (each attempt is one run of the handler). */
+  attempt: number;
+  /** `manual` for a run requested with runNow(). */
+  trigger: "schedule" | "manual";
   /** This run repeats one that died (see TaskContext.rerunOf). */
   rerun: boolean;
 }
@@ -41,10 +47,37 @@ export interface RunFinishedEvent extends RunStartedEvent {
   outcome: "succeeded" | "failed";
   durationMs: number;
   error?: Error;
+  /** False when the task's retry policy follows this failed attempt with another. */
+  final: boolean;
 }
 
 export interface RunTroubleEvent extends RunStartedEvent {
   reason: string;
+}
+
+export interface RunRetryEvent extends RunStartedEvent {
+  error: Error;
+  /** The next attempt starts after this delay. */
+  delayMs: number;
+}
+
+export interface MissedSlotEvent {
+  taskName: string;
+  /** The slot that did not start (null when the job lost its next run). */
+  scheduledAt: Date | null;
+  detectedAt: Date;
+  reason: string;
+}
+
+export interface ConfigRejectedEvent {
+  taskName: string | undefined;
+  reason: string;
+  revision: string;
+}
+
+export interface ConfigErrorEvent {
+  source: string;
+  error: Error;
 }
 
 export interface StopResult {
@@ -62,7 +95,20 @@ export interface SchedulerEvents {
   "run:lock-lost": [RunTroubleEvent];
   /** A timed-out handler ignored its signal past the grace period; its lock was released. */
   "run:abandoned": [RunTroubleEvent];
+  /** An attempt failed and the task's retry policy schedules another. */
+  "run:retry": [RunRetryEvent];
+  /** The watchdog renewed a running job's lock. */
+  "lock:renewed": [{ taskName: string }];
+  /** An enabled task's slot passed its grace without a run starting (silent-stop detection). */
+  "missed-slot": [MissedSlotEvent];
   reconciled: [ReconcileResult];
+  "reconcile:failed": [{ error: Error }];
+  /** A config entry was refused (invalid or unknown name); the task keeps its previous state. */
+  "config:rejected": [ConfigRejectedEvent];
+  /** The config source could not be read or parsed (unreachable, malformed); the last valid snapshot stays. */
+  "config:error": [ConfigErrorEvent];
+  /** A config version was read and validated. */
+  "config:loaded": [{ revision: string; valid: number; rejected: number }];
 }
 
 type State = "new" | "starting" | "running" | "stopping" | "stopped";
@@ -100,12 +146,27 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       lockLifetimeMs: settings.lockLifetimeMs,
       timeoutGraceMs: settings.timeoutGraceMs,
       healthProbeMs: settings.healthProbeMs,
+      missedSlotGraceMs: settings.missedSlotGraceMs,
+      missedSlotCheckMs: settings.missedSlotCheckMs,
       logger: this.#logger,
+      repairLostNextRun: async () => {
+        const current = this.#watcher.current;
+        if (current) await this.#reconcile(current, "anti-entropy");
+      },
       hooks: {
         runStarted: (run) => this.#runStarted(run),
         runFinished: (run, result) => this.#runFinished(run, result),
+        retryScheduled: (run, error, delayMs) => {
+          this.#runLogger(run).warn(
+            { err: error, delayMs },
+            `attempt ${run.attempt} failed; retry in ${delayMs} ms`,
+          );
+          this.emit("run:retry", { ...this.#describe(run), error, delayMs });
+        },
+        lockRenewed: (taskName) => this.emit("lock:renewed", { taskName }),
         lockLost: (run, reason) => this.emit("run:lock-lost", { ...this.#describe(run), reason }),
         abandoned: (run, reason) => this.emit("run:abandoned", { ...this.#describe(run), reason }),
+        missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: new Date() }),
       },
     });
     this.#store = new DesiredStateStore(pool, settings.namespace);
@@ -131,6 +192,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       rules: { minIntervalMs: settings.minIntervalMs },
       logger: this.#logger,
       onSnapshot: (state) => this.#reconcile(state, "config"),
+      onLoaded: (state) =>
+        this.emit("config:loaded", {
+          revision: state.revision,
+          valid: state.tasks.length,
+          rejected: state.rejected.length,
+        }),
+      onError: (error) => this.emit("config:error", { source: config.description, error }),
     });
   }
 
@@ -155,7 +223,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#registry.seal();
     await this.#engine.prepare();
     for (const task of this.#registry.list()) {
-      this.#engine.defineTask(task.name, (run) => this.#run(task, run), { timeoutMs: task.timeoutMs });
+      this.#engine.defineTask(task.name, (run) => this.#run(task, run), {
+        timeoutMs: task.timeoutMs,
+        retry: task.retry,
+      });
     }
     const fromSource = await this.#watcher.loadInitial();
     if (fromSource) {
@@ -226,8 +297,92 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return this.#audit.list(query);
   }
 
+  /** Every task, registered or only present as a job row, with desired and runtime state side by side. */
+  async status(): Promise<TaskStatus[]> {
+    const [jobs, latest] = await Promise.all([this.#engine.listJobs(), this.#engine.latestRuns()]);
+    return buildTaskStatuses({
+      registered: this.#registry.list(),
+      desired: this.#watcher.current,
+      jobs,
+      latest,
+    });
+  }
+
+  async taskStatus(name: string): Promise<TaskStatus | undefined> {
+    return (await this.status()).find((task) => task.name === name);
+  }
+
+  /**
+   * Runs a task now, once, on whichever instance picks it up first, with the same one-at-a-time
+   * guarantee as scheduled runs: refused while a run is in progress or the task is disabled.
+   */
+  async runNow(name: string): Promise<RunNowResult> {
+    if (!this.#registry.has(name)) {
+      return { status: "unknown", taskName: name, reason: `no task "${name}" is registered in this service` };
+    }
+    const outcome = await this.#engine.requestRun(name);
+    switch (outcome) {
+      case "queued":
+        this.#logger.info({ task: name }, `run requested for "${name}"`);
+        return { status: "queued", taskName: name, requestedAt: new Date() };
+      case "running":
+        return {
+          status: "running",
+          taskName: name,
+          reason: `"${name}" is running now; try again when it has finished`,
+        };
+      case "disabled":
+        return {
+          status: "disabled",
+          taskName: name,
+          reason: `"${name}" is disabled; enable it in the config to run it`,
+        };
+      case "missing":
+        return {
+          status: "unknown",
+          taskName: name,
+          reason: `"${name}" has no job yet: it is not in the config`,
+        };
+    }
+  }
+
+  /** Ready when the database answers, a desired state is in force and the workers run. */
+  async readiness(): Promise<Readiness> {
+    const database = this.#state === "running" && this.#engine.databaseUp;
+    const desiredStateLoaded = this.#watcher.current !== undefined;
+    const workersStarted = this.#engine.started;
+    return {
+      ready: database && desiredStateLoaded && workersStarted,
+      database,
+      desiredStateLoaded,
+      workersStarted,
+    };
+  }
+
+  /** Runs the missed-slot check now, instead of waiting for its next period. */
+  checkMissedSlots() {
+    return this.#engine.checkMissedSlots();
+  }
+
   async #reconcile(state: DesiredState, trigger: ReconcileTrigger): Promise<void> {
-    const result = await this.#reconciler.reconcile(state, trigger);
+    let result: ReconcileResult;
+    try {
+      result = await this.#reconciler.reconcile(state, trigger);
+    } catch (error) {
+      this.emit("reconcile:failed", { error: error as Error });
+      throw error;
+    }
+    if (trigger !== "anti-entropy") {
+      for (const action of result.plan.actions) {
+        if (action.kind === "reject") {
+          this.emit("config:rejected", {
+            taskName: action.task,
+            reason: action.reason,
+            revision: state.revision,
+          });
+        }
+      }
+    }
     this.emit("reconciled", result);
   }
 
@@ -316,7 +471,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         `run failed after ${durationMs} ms: ${error.message}`,
       );
     else logger.info({ durationMs, outcome }, `run succeeded in ${durationMs} ms`);
-    this.emit("run:finished", { ...this.#describe(run), outcome, durationMs, ...(error ? { error } : {}) });
+    this.emit("run:finished", {
+      ...this.#describe(run),
+      outcome,
+      durationMs,
+      final: result.final,
+      ...(error ? { error } : {}),
+    });
   }
 
   #describe(run: EngineRun): RunStartedEvent {
@@ -325,6 +486,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       scheduledAt: run.scheduledAt,
       startedAt: run.startedAt,
       instanceId: this.instanceId,
+      attempt: run.attempt,
+      trigger: run.trigger,
       rerun: run.rerunOf !== undefined,
     };
   }

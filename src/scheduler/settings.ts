@@ -27,6 +27,10 @@ export const schedulerSettingsSchema = z
     lockLifetimeMs: z.number().int().min(1000).default(15_000),
     /** After a task's timeout, how long a handler that ignores its signal keeps the lock. */
     timeoutGraceMs: z.number().int().min(0).default(30_000),
+    /** An enabled task whose slot is this far past without a run starting is reported missed (at least 2 polls). */
+    missedSlotGraceMs: z.number().int().min(0).default(60_000),
+    /** How often the missed-slot check runs; 0 turns it off. */
+    missedSlotCheckMs: z.number().int().min(0).default(15_000),
     /** How often PostgreSQL is probed, for the outage and recovery log lines. */
     healthProbeMs: z.number().int().min(100).default(2_000),
     /** How long stop() waits for running handlers. */

@@ -8,6 +8,7 @@ export interface RegisteredTask {
   readonly handler: TaskHandler;
   readonly description: string | undefined;
   readonly timeoutMs: number | undefined;
+  readonly retry: TaskRegistration["retry"];
   /** `file:line` of the register() call, to name both sides of a duplicate. */
   readonly registeredAt: string;
 }
@@ -51,11 +52,28 @@ export class TaskRegistry {
         `task "${name}" at ${registeredAt}: timeoutMs ${JSON.stringify(timeoutMs)} is invalid; use a whole number of milliseconds above 0`,
       );
     }
+    const { retry } = registration;
+    const validMs = (ms: number | undefined) => ms === undefined || (Number.isInteger(ms) && ms >= 0);
+    if (
+      retry !== undefined &&
+      !(
+        Number.isInteger(retry.maxRetries) &&
+        retry.maxRetries >= 0 &&
+        validMs(retry.delayMs) &&
+        validMs(retry.maxDelayMs)
+      )
+    ) {
+      throw new CronwardenError(
+        "INVALID_TASK_DEFINITION",
+        `task "${name}" at ${registeredAt}: retry ${JSON.stringify(retry)} is invalid; use { maxRetries: a whole number >= 0, delayMs?, maxDelayMs? (ms >= 0) }`,
+      );
+    }
     const task: RegisteredTask = {
       name,
       handler,
       description: registration.description,
       timeoutMs,
+      retry,
       registeredAt,
     };
     this.#tasks.set(name, task);

@@ -33,6 +33,8 @@ export interface TaskRegistration {
   description?: string;
   /** After this many ms the run's signal fires and the run is recorded as failed ("timed out"). */
   timeoutMs?: number;
+  /** Retries of a failed run within the same slot, with exponential backoff (Agenda's strategy). */
+  retry?: { maxRetries: number; delayMs?: number; maxDelayMs?: number };
 }
 
 /** One task's entry in the desired state, after validation. */

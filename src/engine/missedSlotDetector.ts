@@ -1,0 +1,94 @@
+import type { Pool } from "pg";
+import { type Logger, toError } from "../scheduler/logger.js";
+import { type OverdueRow, releaseStaleLock, selectOverdueJobs } from "./sql.js";
+import type { MissedSlot } from "./types.js";
+
+export interface MissedSlotDetectorOptions {
+  pool: Pool;
+  /** The tasks this instance can run (registered); only their jobs are checked. */
+  taskNames: () => string[];
+  graceMs: number;
+  lockLifetimeMs: number;
+  checkEveryMs: number;
+  logger: Logger;
+  onMissed: (missed: MissedSlot) => void;
+  /** Makes the workers look at a job now (an overdue, unlocked job). */
+  nudge: (row: OverdueRow) => Promise<void>;
+  /** A job that lost its next run is re-timed by a reconcile. */
+  repairLostNextRun: () => Promise<void>;
+}
+
+/**
+ * Silent-stop detection. The hosted platform cronwarden replaces had tasks that "just stopped";
+ * here every enabled task whose slot is more than `graceMs` past without a run starting is
+ * reported once per slot (event, metric, alert, error log), whatever the cause: a lock nobody
+ * renews, a lost next run, no live instance polling. Then it repairs what it can: releases a
+ * dead lock, re-times a lost next run, and nudges the workers.
+ */
+export class MissedSlotDetector {
+  readonly #options: MissedSlotDetectorOptions;
+  readonly #reported = new Map<string, string>();
+  #timer: NodeJS.Timeout | undefined;
+  #checking: Promise<void> | undefined;
+
+  constructor(options: MissedSlotDetectorOptions) {
+    this.#options = options;
+  }
+
+  start(): void {
+    if (this.#timer || this.#options.checkEveryMs <= 0) return;
+    this.#timer = setInterval(() => {
+      this.#checking ??= this.check()
+        .then(() => undefined)
+        .catch((error: unknown) =>
+          this.#options.logger.debug({ err: toError(error) }, "missed-slot check failed"),
+        )
+        .finally(() => {
+          this.#checking = undefined;
+        });
+    }, this.#options.checkEveryMs);
+    this.#timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    await this.#checking;
+  }
+
+  async check(): Promise<MissedSlot[]> {
+    const { pool, taskNames, graceMs, lockLifetimeMs, logger } = this.#options;
+    const names = taskNames();
+    if (names.length === 0) return [];
+    const overdue = await selectOverdueJobs(pool, names, graceMs, lockLifetimeMs);
+    const missed: MissedSlot[] = [];
+    let lostNextRun = false;
+    for (const row of overdue) {
+      const slot = row.next_run_at?.toISOString() ?? "none";
+      const reason = describe(row, graceMs);
+      if (this.#reported.get(row.name) !== slot) {
+        this.#reported.set(row.name, slot);
+        const event = { taskName: row.name, scheduledAt: row.next_run_at, reason };
+        missed.push(event);
+        logger.error(
+          { task: row.name, slot: row.next_run_at, reason },
+          `missed slot: "${row.name}" ${reason}; repairing`,
+        );
+        this.#options.onMissed(event);
+      }
+      if (row.locked_at) await releaseStaleLock(pool, row.id, row.locked_at);
+      if (row.next_run_at === null) lostNextRun = true;
+      else await this.#options.nudge(row);
+    }
+    if (lostNextRun) await this.#options.repairLostNextRun();
+    return missed;
+  }
+}
+
+function describe(row: OverdueRow, graceMs: number): string {
+  if (row.next_run_at === null) return "has no next run (it would never run again)";
+  const late = `its slot ${row.next_run_at.toISOString()} is more than ${Math.round(graceMs / 1000)} s past and no run started`;
+  return row.locked_at
+    ? `${late}; its lock from ${row.locked_at.toISOString()} is no longer renewed by anyone`
+    : late;
+}

@@ -1,0 +1,225 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { exponential, type Job } from "agenda";
+import type { Pool } from "pg";
+import type { Logger } from "../scheduler/logger.js";
+import type { RunLedger } from "./runLedger.js";
+import type { RunRecorder } from "./runRecorder.js";
+import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
+import * as sql from "./sql.js";
+import type {
+  EngineHooks,
+  EngineRun,
+  PreviousRun,
+  RunHandler,
+  RunResult,
+  TaskDefinitionOptions,
+} from "./types.js";
+import type { Watchdog } from "./watchdog.js";
+
+export interface TaskRunnerDeps {
+  pool: Pool;
+  ledger: RunLedger;
+  watchdog: Watchdog;
+  recorder: RunRecorder;
+  logger: Logger;
+  hooks: EngineHooks;
+  timeoutGraceMs: number;
+}
+
+/** The runs in progress on this instance, by job id: the drain aborts them at its deadline. */
+export type RunningRuns = Map<string, { taskName: string; controller: AbortController }>;
+
+const DEFAULT_RETRY_DELAY_MS = 1_000;
+const DEFAULT_RETRY_MAX_DELAY_MS = 60_000;
+
+/**
+ * Runs one slot of one task, from the moment Agenda hands over a locked job: skips it if the
+ * config changed since the lock, marks re-runs and manual runs, keeps the lock renewed, and runs
+ * the handler once per attempt. Retries happen here, within the slot and under the same lock,
+ * using Agenda's exponential backoff for the delays: Agenda's own retry counts failures across
+ * slots (`fail_count`), so after one slot used up its retries, later slots would get none.
+ */
+export class TaskRunner {
+  readonly #deps: TaskRunnerDeps;
+  readonly #running: RunningRuns;
+
+  constructor(deps: TaskRunnerDeps, running: RunningRuns) {
+    this.#deps = deps;
+    this.#running = running;
+  }
+
+  async run(taskName: string, job: Job, handler: RunHandler, options: TaskDefinitionOptions): Promise<void> {
+    const { ledger, logger, pool } = this.#deps;
+    const jobId = String(job.attrs._id);
+    const slotStartedAt = new Date();
+    const entry = ledger.starting(jobId, slotStartedAt, 1);
+    const skipReason = await this.#whySkip(jobId, job);
+    if (skipReason) {
+      ledger.settle(jobId, "skipped", skipReason);
+      logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
+      return;
+    }
+    const manual = isManualRun(job.attrs.data);
+    if (manual) await sql.clearManualRun(pool, jobId);
+    const rerunOf = entry.previousRunUnfinished
+      ? await this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt)
+      : undefined;
+    if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
+    entry.rerun = rerunOf !== undefined;
+    entry.trigger = manual ? "manual" : "schedule";
+
+    const slot = new AbortController(); // shutdown past the drain deadline
+    this.#running.set(jobId, { taskName, controller: slot });
+    let lockLostReason: string | undefined;
+    let loseLock: (reason: string) => void = () => {};
+    const lockLost = new Promise<string>((resolve) => {
+      loseLock = (reason) => {
+        lockLostReason = reason;
+        resolve(reason);
+      };
+    });
+    const stopWatchdog = this.#deps.watchdog.watch({
+      jobId,
+      taskName,
+      lockedAt: entry.lockToken ?? slotStartedAt,
+      onRenewed: (lockedAt) => {
+        ledger.renewed(jobId, lockedAt);
+        job.attrs.lockedAt = lockedAt; // Agenda's own expiry check reads this
+        this.#deps.hooks.lockRenewed?.(taskName);
+      },
+      onLost: (reason) => loseLock(reason),
+    });
+    const retryDelay = options.retry
+      ? exponential({
+          delay: options.retry.delayMs ?? DEFAULT_RETRY_DELAY_MS,
+          maxDelay: options.retry.maxDelayMs ?? DEFAULT_RETRY_MAX_DELAY_MS,
+          maxRetries: options.retry.maxRetries,
+        })
+      : undefined;
+
+    try {
+      for (let attempt = 1; ; attempt++) {
+        const run: EngineRun = {
+          taskName,
+          jobId,
+          scheduledAt: entry.scheduledAt,
+          startedAt: attempt === 1 ? slotStartedAt : new Date(),
+          attempt,
+          trigger: entry.trigger,
+          signal: slot.signal,
+          rerunOf,
+        };
+        entry.attempt = attempt;
+        entry.startedAt = run.startedAt;
+        const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
+        const delayMs =
+          result.error && retryDelay && isRetryable(result.error, lockLostReason, slot.signal)
+            ? retryDelay({ attempt, error: result.error, jobName: taskName, jobData: job.attrs.data })
+            : null;
+        this.#deps.hooks.runFinished?.(run, { ...result, final: delayMs === null });
+        if (!result.error) {
+          ledger.settle(jobId, "succeeded");
+          return;
+        }
+        if (delayMs === null) {
+          ledger.settle(jobId, "failed", result.error.message);
+          throw result.error;
+        }
+        this.#deps.recorder.recordFailedAttempt(jobId, taskName, {
+          attempt,
+          startedAt: run.startedAt,
+          error: result.error,
+          retryDelayMs: delayMs,
+        });
+        this.#deps.hooks.retryScheduled?.(run, result.error, delayMs);
+        const waited = await Promise.race([
+          sleep(delayMs, "waited", { signal: slot.signal }).catch(() => "shutdown" as const),
+          lockLost.then(() => "lost" as const),
+        ]);
+        if (waited !== "waited") {
+          const reason =
+            waited === "lost"
+              ? `lock lost before retry ${attempt + 1}: ${lockLostReason}`
+              : "shutdown before the retry";
+          ledger.settle(jobId, "failed", reason);
+          throw new Error(`${result.error.message} (${reason})`);
+        }
+      }
+    } finally {
+      await stopWatchdog();
+      this.#running.delete(jobId);
+    }
+  }
+
+  async #attempt(
+    run: EngineRun,
+    handler: RunHandler,
+    options: TaskDefinitionOptions,
+    lockLost: Promise<string>,
+    slotSignal: AbortSignal,
+  ): Promise<Omit<RunResult, "final">> {
+    const { hooks, logger } = this.#deps;
+    const attempt = new AbortController();
+    const forward = () => attempt.abort(slotSignal.reason);
+    slotSignal.addEventListener("abort", forward, { once: true });
+    try {
+      const attemptRun = { ...run, signal: attempt.signal };
+      hooks.runStarted?.(attemptRun);
+      return await superviseRun({
+        run: () => handler(attemptRun),
+        abort: (error) => attempt.abort(error),
+        lockLost,
+        timeoutMs: options.timeoutMs,
+        graceMs: this.#deps.timeoutGraceMs,
+        taskName: run.taskName,
+        startedAt: run.startedAt,
+        onLockLost: (reason) => {
+          logger.error(
+            { task: run.taskName, slot: run.scheduledAt, reason },
+            `lock lost: ${reason}; the run's signal fired`,
+          );
+          hooks.lockLost?.(attemptRun, reason);
+        },
+        onAbandoned: (reason) => {
+          logger.error({ task: run.taskName, slot: run.scheduledAt, reason }, `run abandoned: ${reason}`);
+          hooks.abandoned?.(attemptRun, reason);
+        },
+      });
+    } finally {
+      slotSignal.removeEventListener("abort", forward);
+    }
+  }
+
+  /** Agenda pre-locks jobs due within one poll; the config may have changed since. */
+  async #whySkip(jobId: string, job: Job): Promise<string | undefined> {
+    const guard = await sql.selectRunGuard(this.#deps.pool, jobId);
+    if (!guard) return "the job row no longer exists";
+    if (guard.disabled) return "the task was disabled after this slot was locked";
+    if (
+      guard.repeat_interval !== String(job.attrs.repeatInterval) ||
+      guard.repeat_timezone !== (job.attrs.repeatTimezone ?? null)
+    ) {
+      return `the schedule changed to "${guard.repeat_interval}" (${guard.repeat_timezone}) after this slot was locked; the next run follows the new schedule`;
+    }
+    return undefined;
+  }
+
+  /** The run that died: the last start recorded before this run's own. */
+  async #previousRun(jobId: string, before: Date): Promise<PreviousRun> {
+    const row = await sql.selectLastStart(this.#deps.pool, jobId, before);
+    const scheduledAt = typeof row?.meta?.scheduledAt === "string" ? new Date(row.meta.scheduledAt) : null;
+    const instanceId =
+      typeof row?.meta?.instanceId === "string" ? row.meta.instanceId : (row?.agenda_name ?? null);
+    return { scheduledAt, startedAt: row?.timestamp ?? before, instanceId };
+  }
+}
+
+/** A lost lock, an abandoned handler or a shutdown end the slot; other failures may be retried. */
+function isRetryable(error: Error, lockLostReason: string | undefined, slotSignal: AbortSignal): boolean {
+  if (lockLostReason !== undefined || slotSignal.aborted || error instanceof LockLostError) return false;
+  return !(error instanceof RunTimeoutError && /ignored its abort signal/.test(error.message));
+}
+
+function isManualRun(data: unknown): boolean {
+  return typeof data === "object" && data !== null && "manualRun" in data;
+}

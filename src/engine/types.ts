@@ -1,0 +1,117 @@
+import type { Pool } from "pg";
+import type { Logger } from "../scheduler/logger.js";
+import type { LiveJob } from "../scheduler/reconcilePlan.js";
+
+export interface EngineOptions {
+  pool: Pool;
+  instanceId: string;
+  processEveryMs: number;
+  lockLifetimeMs: number;
+  /** After a timeout, how long a handler that ignores its signal keeps the lock before it is abandoned. */
+  timeoutGraceMs?: number;
+  /** How often the database is probed for the outage log. */
+  healthProbeMs?: number;
+  /** How long past its slot an enabled job may go without starting before it is reported missed. */
+  missedSlotGraceMs?: number;
+  /** How often the missed-slot check runs; 0 turns it off. */
+  missedSlotCheckMs?: number;
+  logger: Logger;
+  hooks?: EngineHooks;
+  /** Called when the missed-slot check finds a job without a next run: a reconcile re-times it. */
+  repairLostNextRun?: () => Promise<void>;
+}
+
+export type RunTrigger = "schedule" | "manual";
+
+/** What the engine hands the scheduler for one attempt of one slot. */
+export interface EngineRun {
+  taskName: string;
+  jobId: string;
+  scheduledAt: Date;
+  startedAt: Date;
+  /** 1, then 2, 3... for the retries of the same slot. */
+  attempt: number;
+  trigger: RunTrigger;
+  signal: AbortSignal;
+  /** Set when the previous run of this job started and never finished (its instance died). */
+  rerunOf: PreviousRun | undefined;
+}
+
+export interface PreviousRun {
+  scheduledAt: Date | null;
+  startedAt: Date;
+  instanceId: string | null;
+}
+
+export interface RunResult {
+  outcome: "succeeded" | "failed";
+  durationMs: number;
+  error?: Error;
+  /** False when the retry policy schedules another attempt of the same slot. */
+  final: boolean;
+}
+
+export interface MissedSlot {
+  taskName: string;
+  scheduledAt: Date | null;
+  reason: string;
+}
+
+/** Where the engine reports what happens; the scheduler turns these into events and logs. */
+export interface EngineHooks {
+  runStarted?(run: EngineRun): void;
+  runFinished?(run: EngineRun, result: RunResult): void;
+  retryScheduled?(run: EngineRun, error: Error, delayMs: number): void;
+  lockRenewed?(taskName: string): void;
+  lockLost?(run: EngineRun, reason: string): void;
+  abandoned?(run: EngineRun, reason: string): void;
+  missedSlot?(missed: MissedSlot): void;
+}
+
+export type RunHandler = (run: EngineRun) => Promise<void>;
+
+/** A task's retry policy: exponential backoff with a cap, within the same slot. */
+export interface RetryPolicy {
+  /** Attempts after the first failure. */
+  maxRetries: number;
+  /** Delay before the first retry (ms); doubles each time. Default 1000. */
+  delayMs?: number;
+  /** Cap on the delay (ms). Default 60 000. */
+  maxDelayMs?: number;
+}
+
+export interface TaskDefinitionOptions {
+  /** The attempt is stopped (its signal fires) and recorded as failed after this long. */
+  timeoutMs?: number | undefined;
+  retry?: RetryPolicy | undefined;
+}
+
+export interface TaskJob extends LiveJob {
+  id: string;
+  lockedAt: Date | null;
+  lastRunAt: Date | null;
+  lastFinishedAt: Date | null;
+  failCount: number;
+  failReason: string | null;
+  lastModifiedBy: string | null;
+}
+
+export interface RunRecord {
+  taskName: string;
+  outcome: "succeeded" | "failed" | "skipped";
+  scheduledAt: Date;
+  startedAt: Date | null;
+  finishedAt: Date;
+  durationMs: number | null;
+  error: string | null;
+  detail: string | null;
+  instanceId: string | null;
+  attempt: number | null;
+  trigger: RunTrigger;
+  rerun: boolean;
+}
+
+export interface DrainOutcome {
+  completed: number;
+  abandoned: string[];
+}

@@ -1,0 +1,41 @@
+/** What the scheduler reports about its tasks: the reconciled view of desired and runtime state. */
+
+export type RunOutcome = "succeeded" | "failed" | "skipped";
+
+export interface TaskStatus {
+  name: string;
+  /** Registered in this instance's code. A job row of an unregistered task is listed with false. */
+  registered: boolean;
+  description: string | null;
+  /** The desired state's entry in force for this task, if any. */
+  configured: { enabled: boolean; cron: string; timezone: string } | null;
+  /** Runtime state from the job row; null when the task has no job yet. */
+  job: {
+    enabled: boolean;
+    cron: string | null;
+    timezone: string | null;
+    nextRunAt: Date | null;
+    lastRunAt: Date | null;
+    lastFinishedAt: Date | null;
+  } | null;
+  /** A run is in progress (on `runningOn`), not merely pre-locked. */
+  running: boolean;
+  runningOn: string | null;
+  lastOutcome: RunOutcome | null;
+  lastError: string | null;
+  /** Failed runs in a row (Agenda's fail count; reset by a success). */
+  consecutiveFailures: number;
+}
+
+export type RunNowResult =
+  | { status: "queued"; taskName: string; requestedAt: Date }
+  | { status: "unknown"; taskName: string; reason: string }
+  | { status: "running"; taskName: string; reason: string }
+  | { status: "disabled"; taskName: string; reason: string };
+
+export interface Readiness {
+  ready: boolean;
+  database: boolean;
+  desiredStateLoaded: boolean;
+  workersStarted: boolean;
+}

@@ -1,0 +1,233 @@
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { MissedSlotEvent, RunFinishedEvent, RunRetryEvent, TaskContext } from "../../src/index.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+
+/** Retries, run-now, the status view and silent-stop detection, against a real PostgreSQL. */
+
+let db: TestDatabase;
+const harnesses: SchedulerHarness[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+afterAll(async () => {
+  for (const harness of harnesses) await harness.stop();
+  await db?.drop();
+});
+
+async function start(
+  ...args: Parameters<typeof SchedulerHarness.start> extends [unknown, ...infer Rest] ? Rest : never
+) {
+  const harness = await SchedulerHarness.start(db.pool, ...args);
+  harnesses.push(harness);
+  return harness;
+}
+
+describe("retries", () => {
+  it("retries a failed slot with backoff, under the same slot, and records every attempt", async () => {
+    const seen: Array<Pick<TaskContext, "attempt" | "scheduledAt">> = [];
+    const retries: RunRetryEvent[] = [];
+    const finished: RunFinishedEvent[] = [];
+    const h = await start(
+      [
+        {
+          name: "retry-flaky",
+          retry: { maxRetries: 3, delayMs: 100 },
+          handler: async (context) => {
+            seen.push({ attempt: context.attempt, scheduledAt: context.scheduledAt });
+            if (context.attempt < 3) throw new Error(`flaky failure ${context.attempt}`);
+          },
+        },
+      ],
+      [{ name: "retry-flaky", cron: "0 0 * * * *" }],
+    );
+    h.scheduler.on("run:retry", (event) => retries.push(event));
+    h.scheduler.on("run:finished", (event) => finished.push(event));
+    expect(await h.scheduler.runNow("retry-flaky")).toMatchObject({ status: "queued" });
+    await pollUntil("the third attempt", () => finished.some((event) => event.attempt === 3));
+    expect(seen.map((attempt) => attempt.attempt)).toEqual([1, 2, 3]);
+    expect(new Set(seen.map((attempt) => attempt.scheduledAt.getTime())).size).toBe(1); // one slot
+    expect(retries.map((event) => [event.attempt, event.delayMs])).toEqual([
+      [1, 100],
+      [2, 200],
+    ]);
+    expect(finished.map((event) => [event.attempt, event.outcome, event.final])).toEqual([
+      [1, "failed", false],
+      [2, "failed", false],
+      [3, "succeeded", true],
+    ]);
+    const history = await pollUntil("three history rows", async () => {
+      const runs = await h.scheduler.runs("retry-flaky");
+      return runs.length >= 3 ? runs : undefined;
+    });
+    expect(history.map((run) => [run.attempt, run.outcome, run.error, run.trigger])).toEqual([
+      [3, "succeeded", null, "manual"],
+      [2, "failed", "flaky failure 2", "manual"],
+      [1, "failed", "flaky failure 1", "manual"],
+    ]);
+  });
+
+  it("gives up after maxRetries: the last failure is final and the slot is failed", async () => {
+    const finished: RunFinishedEvent[] = [];
+    const h = await start(
+      [
+        {
+          name: "retry-broken",
+          retry: { maxRetries: 1, delayMs: 50 },
+          handler: async () => {
+            throw new Error("always broken");
+          },
+        },
+      ],
+      [{ name: "retry-broken", cron: "0 0 * * * *" }],
+    );
+    h.scheduler.on("run:finished", (event) => finished.push(event));
+    await h.scheduler.runNow("retry-broken");
+    await pollUntil("the final failure", () => finished.some((event) => event.final));
+    expect(finished.map((event) => [event.attempt, event.final])).toEqual([
+      [1, false],
+      [2, true],
+    ]);
+    const status = await pollUntil("the status", async () => {
+      const found = await h.scheduler.taskStatus("retry-broken");
+      return found?.lastOutcome === "failed" ? found : undefined;
+    });
+    expect(status).toMatchObject({ lastError: "always broken", consecutiveFailures: 1, running: false });
+  });
+});
+
+describe("run now", () => {
+  it("queues a run at once; refuses while one runs, for a disabled task, and for an unknown name", async () => {
+    let release: () => void = () => {};
+    const h = await start(
+      [
+        {
+          name: "now-long",
+          handler: () =>
+            new Promise<void>((resolve) => {
+              release = resolve;
+            }),
+        },
+        { name: "now-off", handler: async () => {} },
+      ],
+      [
+        { name: "now-long", cron: "0 0 * * * *" },
+        { name: "now-off", cron: "0 0 * * * *", enabled: false },
+      ],
+    );
+    const started = new Promise<void>((resolve) => h.scheduler.once("run:started", () => resolve()));
+    expect(await h.scheduler.runNow("now-long")).toMatchObject({ status: "queued", taskName: "now-long" });
+    await started;
+    const status = await h.scheduler.taskStatus("now-long");
+    expect(status).toMatchObject({ running: true, runningOn: h.scheduler.instanceId });
+    expect(await h.scheduler.runNow("now-long")).toMatchObject({ status: "running" });
+    expect(await h.scheduler.runNow("now-off")).toMatchObject({ status: "disabled" });
+    expect(await h.scheduler.runNow("nope")).toMatchObject({ status: "unknown" });
+    const finished = new Promise<void>((resolve) => h.scheduler.once("run:finished", () => resolve()));
+    release();
+    await finished;
+    const [run] = await pollUntil("the record", async () => {
+      const runs = await h.scheduler.runs("now-long");
+      return runs.length > 0 ? runs : undefined;
+    });
+    expect(run).toMatchObject({ outcome: "succeeded", trigger: "manual" });
+  });
+});
+
+describe("status", () => {
+  it("joins desired and runtime state for every task, including job rows of unregistered tasks", async () => {
+    const h = await start(
+      [
+        { name: "st-ok", description: "fine", handler: async () => {} },
+        {
+          name: "st-bad",
+          handler: async () => {
+            throw new Error("st-bad broke");
+          },
+        },
+      ],
+      [{ name: "st-ok" }, { name: "st-bad" }],
+    );
+    await Promise.all([h.runsOf("st-ok", 2), h.runsOf("st-bad", 2)]);
+    await db.pool.query(
+      "INSERT INTO agenda_jobs (name, type, repeat_interval, next_run_at, data) VALUES ('st-legacy', 'single', '* * * * *', now(), '{}')",
+    );
+    const all = await pollUntil("both outcomes", async () => {
+      const statuses = await h.scheduler.status();
+      const bad = statuses.find((task) => task.name === "st-bad");
+      return bad?.consecutiveFailures && bad.consecutiveFailures >= 2 ? statuses : undefined;
+    });
+    const byName = new Map(all.map((task) => [task.name, task]));
+    expect(byName.get("st-ok")).toMatchObject({
+      registered: true,
+      description: "fine",
+      configured: { enabled: true, cron: "* * * * * *", timezone: "UTC" },
+      job: { enabled: true, cron: "* * * * * *", timezone: "UTC", nextRunAt: expect.any(Date) },
+      lastOutcome: "succeeded",
+      lastError: null,
+      consecutiveFailures: 0,
+    });
+    expect(byName.get("st-bad")).toMatchObject({ lastOutcome: "failed", lastError: "st-bad broke" });
+    expect(byName.get("st-legacy")).toMatchObject({ registered: false, configured: null });
+  });
+});
+
+describe("silent-stop detection", () => {
+  it("reports a slot that passed without a run (a dead instance's lock, back-dated in SQL) once, and repairs it", async () => {
+    const missed: MissedSlotEvent[] = [];
+    let runs = 0;
+    const h = await start(
+      [{ name: "stuck", handler: async () => void runs++ }],
+      [{ name: "stuck", cron: "0 0 * * * *" }],
+      // workers that poll only once a minute: nothing but the detector notices in time
+      {
+        missedSlotGraceMs: 1000,
+        missedSlotCheckMs: 0,
+        lockLifetimeMs: 2000,
+        minIntervalMs: 60_000,
+        processEveryMs: 60_000,
+      },
+    );
+    h.scheduler.on("missed-slot", (event) => missed.push(event));
+    // what a dead instance leaves: a slot ten minutes past, locked an hour ago, never renewed
+    await db.pool.query(
+      "UPDATE agenda_jobs SET next_run_at = date_trunc('second', now()) - interval '10 minutes', locked_at = now() - interval '1 hour' WHERE name = 'stuck'",
+    );
+    const { rows } = await db.pool.query("SELECT next_run_at FROM agenda_jobs WHERE name = 'stuck'");
+    const found = await h.scheduler.checkMissedSlots();
+    expect(found).toEqual([
+      {
+        taskName: "stuck",
+        scheduledAt: rows[0].next_run_at,
+        reason: expect.stringMatching(/no run started; its lock from .* is no longer renewed by anyone$/),
+      },
+    ]);
+    expect(missed).toHaveLength(1);
+    expect(h.logs.find((line) => /^missed slot: "stuck"/.test(String(line.msg)))).toBeDefined();
+    await pollUntil("the repaired run", () => runs > 0, { timeoutMs: 10_000 });
+    // reported once per slot: a second check finds nothing new
+    await sleep(100);
+    expect(await h.scheduler.checkMissedSlots()).toEqual([]);
+  });
+
+  it("reports an enabled job that lost its next run, and re-times it", async () => {
+    const h = await start(
+      [{ name: "lost-next", handler: async () => {} }],
+      [{ name: "lost-next", cron: "0 0 * * * *" }],
+      {
+        missedSlotCheckMs: 0,
+        antiEntropyMs: 0,
+      },
+    );
+    await db.pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'lost-next'");
+    const found = await h.scheduler.checkMissedSlots();
+    expect(found).toEqual([
+      { taskName: "lost-next", scheduledAt: null, reason: "has no next run (it would never run again)" },
+    ]);
+    const { rows } = await db.pool.query("SELECT next_run_at FROM agenda_jobs WHERE name = 'lost-next'");
+    expect(rows[0].next_run_at).toBeInstanceOf(Date);
+  });
+});
