@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { type Logger, toError } from "../scheduler/logger.js";
-import { type OverdueRow, releaseStaleLock, selectOverdueJobs } from "./sql.js";
+import { claimMissedSlotReport, type OverdueRow, releaseStaleLock, selectOverdueJobs } from "./sql.js";
 import type { MissedSlot } from "./types.js";
 
 export interface MissedSlotDetectorOptions {
@@ -21,13 +21,12 @@ export interface MissedSlotDetectorOptions {
 /**
  * Silent-stop detection. The hosted platform cronwarden replaces had tasks that "just stopped";
  * here every enabled task whose slot is more than `graceMs` past without a run starting is
- * reported once per slot (event, metric, alert, error log), whatever the cause: a lock nobody
+ * reported once per slot across all instances (event, metric, alert, error log), whatever the cause: a lock nobody
  * renews, a lost next run, no live instance polling. Then it repairs what it can: releases a
  * dead lock, re-times a lost next run, and nudges the workers.
  */
 export class MissedSlotDetector {
   readonly #options: MissedSlotDetectorOptions;
-  readonly #reported = new Map<string, string>();
   #timer: NodeJS.Timeout | undefined;
   #checking: Promise<void> | undefined;
 
@@ -66,8 +65,7 @@ export class MissedSlotDetector {
     for (const row of overdue) {
       const slot = row.next_run_at?.toISOString() ?? "none";
       const reason = describe(row, graceMs);
-      if (this.#reported.get(row.name) !== slot) {
-        this.#reported.set(row.name, slot);
+      if (await claimMissedSlotReport(pool, row.id, slot)) {
         const event = { taskName: row.name, scheduledAt: row.next_run_at, reason };
         missed.push(event);
         logger.error(

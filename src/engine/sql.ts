@@ -204,3 +204,16 @@ export async function selectLastStart(
   );
   return result.rows[0];
 }
+
+/**
+ * Claims the report of a missed slot: true for exactly one instance per (job, slot), so that
+ * several instances noticing the same missed slot raise one alert between them.
+ */
+export async function claimMissedSlotReport(db: Queryable, jobId: string, slot: string): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET data = coalesce(data, '{}'::jsonb) || jsonb_build_object('missedSlotReported', $2::text)
+      WHERE id = $1 AND (data->>'missedSlotReported') IS DISTINCT FROM $2::text`,
+    [jobId, slot],
+  );
+  return result.rowCount === 1;
+}
