@@ -1,5 +1,5 @@
 import { PostgresJobLogger, PostgresNotificationChannel } from "@agendajs/postgres-backend";
-import { Agenda, type AgendaBackend, Job } from "agenda";
+import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import type { Logger } from "../scheduler/logger.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
@@ -125,17 +125,8 @@ export class AgendaEngine {
       checkEveryMs: this.#options.missedSlotCheckMs ?? DEFAULT_MISSED_SLOT_CHECK_MS,
       logger: this.#logger,
       onMissed: (missed) => this.#options.hooks?.missedSlot?.(missed),
-      nudge: async (row) => {
-        const job = new Job(agenda, {
-          _id: row.id as never,
-          name: row.name,
-          nextRunAt: row.next_run_at,
-          priority: row.priority,
-          type: "single",
-          data: {},
-        });
-        await agenda.publishJobNotification(job);
-      },
+      nudge: (row) =>
+        this.#wake({ id: row.id, name: row.name, nextRunAt: row.next_run_at, priority: row.priority }),
       repairLostNextRun: async () => this.#options.repairLostNextRun?.(),
     });
   }
@@ -278,28 +269,12 @@ export class AgendaEngine {
   async requestRun(taskName: string): Promise<"queued" | "running" | "disabled" | "missing"> {
     const queued = await sql.requestManualRun(this.#options.pool, taskName, this.instanceId);
     if (queued) {
-      const agenda = this.#requireAgenda();
-      const rows = await sql.selectTaskJobs(this.#options.pool);
-      const row = rows.find((candidate) => candidate.name === taskName);
-      if (row) {
-        await agenda.publishJobNotification(
-          new Job(agenda, {
-            _id: row.id as never,
-            name: row.name,
-            nextRunAt: queued,
-            priority: 0,
-            type: "single",
-            data: {},
-          }),
-        );
-      }
+      await this.#wake({ id: queued.id, name: taskName, nextRunAt: queued.next_run_at, priority: 0 });
       return "queued";
     }
-    const row = (await sql.selectTaskJobs(this.#options.pool)).find(
-      (candidate) => candidate.name === taskName,
-    );
-    if (!row) return "missing";
-    return row.disabled ? "disabled" : "running";
+    const flags = await sql.selectJobFlags(this.#options.pool, taskName);
+    if (!flags) return "missing";
+    return flags.disabled ? "disabled" : "running";
   }
 
   /** Latest outcome row and latest start row of every task, for status listings. */
@@ -339,6 +314,20 @@ export class AgendaEngine {
       this.#lastErrorLog.set(message, now);
       this.#logger.error({ err: error }, message);
     });
+  }
+
+  /** Wakes the workers of every instance for a job that is due now (PostgreSQL NOTIFY). */
+  async #wake(job: { id: string; name: string; nextRunAt: Date | null; priority: number }): Promise<void> {
+    const agenda = this.#requireAgenda();
+    const attrs = {
+      _id: job.id as JobId,
+      name: job.name,
+      nextRunAt: job.nextRunAt,
+      priority: job.priority,
+      type: "single" as const,
+      data: {},
+    };
+    await agenda.publishJobNotification(new Job(agenda, attrs));
   }
 
   #requireAgenda(): Agenda {

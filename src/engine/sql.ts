@@ -39,6 +39,17 @@ export async function selectTaskJobs(db: Queryable): Promise<JobRow[]> {
   return result.rows;
 }
 
+export async function selectJobFlags(
+  db: Queryable,
+  name: string,
+): Promise<{ disabled: boolean } | undefined> {
+  const result = await db.query<{ disabled: boolean }>(
+    `SELECT disabled FROM "${JOBS_TABLE}" WHERE name = $1 AND type = 'single'`,
+    [name],
+  );
+  return result.rows[0];
+}
+
 export interface RunGuardRow {
   disabled: boolean;
   repeat_interval: string | null;
@@ -123,16 +134,16 @@ export async function requestManualRun(
   db: Queryable,
   name: string,
   requestedBy: string,
-): Promise<Date | undefined> {
-  const result = await db.query<{ next_run_at: Date }>(
+): Promise<{ id: string; next_run_at: Date } | undefined> {
+  const result = await db.query<{ id: string; next_run_at: Date }>(
     `UPDATE "${JOBS_TABLE}"
         SET next_run_at = now(),
             data = coalesce(data, '{}'::jsonb) || jsonb_build_object('manualRun', jsonb_build_object('requestedAt', now(), 'by', $2::text))
       WHERE name = $1 AND type = 'single' AND locked_at IS NULL AND disabled = FALSE
-      RETURNING next_run_at`,
+      RETURNING id, next_run_at`,
     [name, requestedBy],
   );
-  return result.rows[0]?.next_run_at;
+  return result.rows[0];
 }
 
 export async function clearManualRun(db: Queryable, jobId: string): Promise<void> {

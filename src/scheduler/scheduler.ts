@@ -1,26 +1,25 @@
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { Pool } from "pg";
-import {
-  AgendaEngine,
-  type EngineRun,
-  type RunRecord,
-  type RunResult,
-  type TaskJob,
-} from "../engine/agendaEngine.js";
+import { AgendaEngine, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
 import type { ConfigSource } from "../sources/configSource.js";
 import { AuditLog, type AuditRecord } from "../store/auditLog.js";
 import { DesiredStateStore } from "../store/desiredStateStore.js";
 import { ConfigReconciler, type ReconcileResult, type ReconcileTrigger } from "./configReconciler.js";
 import { ConfigWatcher } from "./configWatcher.js";
 import { parseDesiredState } from "./desiredState.js";
+import type { SchedulerEvents } from "./events.js";
+
+export type * from "./events.js";
+
 import { CronwardenError } from "./errors.js";
 import { createLogger, type Logger } from "./logger.js";
+import { RunReporter } from "./runReporter.js";
 import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
 import type { Readiness, RunNowResult, TaskStatus } from "./status.js";
 import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
 import { buildTaskStatuses } from "./taskStatus.js";
-import type { DesiredState, TaskContext, TaskRegistration } from "./types.js";
+import type { DesiredState, TaskRegistration } from "./types.js";
 
 export interface SchedulerOptions extends SchedulerSettingsInput {
   /** The PostgreSQL pool the scheduler uses. It is not closed by stop(): end it after. */
@@ -30,85 +29,11 @@ export interface SchedulerOptions extends SchedulerSettingsInput {
   logger?: Logger;
 }
 
-export interface RunStartedEvent {
-  taskName: string;
-  scheduledAt: Date;
-  startedAt: Date;
-  instanceId: string;
-  /** 1 for the first attempt of a slot; more for retries (each attempt is one run of the handler). */
-  attempt: number;
-  /** `manual` for a run requested with runNow(). */
-  trigger: "schedule" | "manual";
-  /** This run repeats one that died (see TaskContext.rerunOf). */
-  rerun: boolean;
-}
-
-export interface RunFinishedEvent extends RunStartedEvent {
-  outcome: "succeeded" | "failed";
-  durationMs: number;
-  error?: Error;
-  /** False when the task's retry policy follows this failed attempt with another. */
-  final: boolean;
-}
-
-export interface RunTroubleEvent extends RunStartedEvent {
-  reason: string;
-}
-
-export interface RunRetryEvent extends RunStartedEvent {
-  error: Error;
-  /** The next attempt starts after this delay. */
-  delayMs: number;
-}
-
-export interface MissedSlotEvent {
-  taskName: string;
-  /** The slot that did not start (null when the job lost its next run). */
-  scheduledAt: Date | null;
-  detectedAt: Date;
-  reason: string;
-}
-
-export interface ConfigRejectedEvent {
-  taskName: string | undefined;
-  reason: string;
-  revision: string;
-}
-
-export interface ConfigErrorEvent {
-  source: string;
-  error: Error;
-}
-
 export interface StopResult {
   /** Runs that finished while draining. */
   completed: number;
   /** Tasks still running at the drain deadline: their signal fired, their lock expires normally. */
   abandoned: string[];
-}
-
-/** The typed events a scheduler emits; the hook for logs, metrics and tests. */
-export interface SchedulerEvents {
-  "run:started": [RunStartedEvent];
-  "run:finished": [RunFinishedEvent];
-  /** The watchdog could not keep the lock; the run's signal fired and it is recorded as failed. */
-  "run:lock-lost": [RunTroubleEvent];
-  /** A timed-out handler ignored its signal past the grace period; its lock was released. */
-  "run:abandoned": [RunTroubleEvent];
-  /** An attempt failed and the task's retry policy schedules another. */
-  "run:retry": [RunRetryEvent];
-  /** The watchdog renewed a running job's lock. */
-  "lock:renewed": [{ taskName: string }];
-  /** An enabled task's slot passed its grace without a run starting (silent-stop detection). */
-  "missed-slot": [MissedSlotEvent];
-  reconciled: [ReconcileResult];
-  "reconcile:failed": [{ error: Error }];
-  /** A config entry was refused (invalid or unknown name); the task keeps its previous state. */
-  "config:rejected": [ConfigRejectedEvent];
-  /** The config source could not be read or parsed (unreachable, malformed); the last valid snapshot stays. */
-  "config:error": [ConfigErrorEvent];
-  /** A config version was read and validated. */
-  "config:loaded": [{ revision: string; valid: number; rejected: number }];
 }
 
 type State = "new" | "starting" | "running" | "stopping" | "stopped";
@@ -123,6 +48,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #registry = new TaskRegistry();
   readonly #logger: Logger;
   readonly #engine: AgendaEngine;
+  readonly #reporter: RunReporter;
   readonly #reconciler: ConfigReconciler;
   readonly #watcher: ConfigWatcher;
   readonly #store: DesiredStateStore;
@@ -139,6 +65,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       settings.instanceId ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 6)}`;
     this.settings = { ...settings, instanceId };
     this.#logger = (logger ?? createLogger()).child({ instanceId });
+    const reporter = new RunReporter(this, this.#logger, instanceId);
+    this.#reporter = reporter;
     this.#engine = new AgendaEngine({
       pool,
       instanceId,
@@ -154,18 +82,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         if (current) await this.#reconcile(current, "anti-entropy");
       },
       hooks: {
-        runStarted: (run) => this.#runStarted(run),
-        runFinished: (run, result) => this.#runFinished(run, result),
-        retryScheduled: (run, error, delayMs) => {
-          this.#runLogger(run).warn(
-            { err: error, delayMs },
-            `attempt ${run.attempt} failed; retry in ${delayMs} ms`,
-          );
-          this.emit("run:retry", { ...this.#describe(run), error, delayMs });
-        },
-        lockRenewed: (taskName) => this.emit("lock:renewed", { taskName }),
-        lockLost: (run, reason) => this.emit("run:lock-lost", { ...this.#describe(run), reason }),
-        abandoned: (run, reason) => this.emit("run:abandoned", { ...this.#describe(run), reason }),
+        ...reporter.hooks(),
         missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: new Date() }),
       },
     });
@@ -223,7 +140,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#registry.seal();
     await this.#engine.prepare();
     for (const task of this.#registry.list()) {
-      this.#engine.defineTask(task.name, (run) => this.#run(task, run), {
+      this.#engine.defineTask(task.name, (run) => this.#reporter.run(task, run), {
         timeoutMs: task.timeoutMs,
         retry: task.retry,
       });
@@ -432,72 +349,6 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         });
     }, every);
     this.#antiEntropyTimer.unref();
-  }
-
-  async #run(task: RegisteredTask, run: EngineRun): Promise<void> {
-    const context: TaskContext = {
-      taskName: task.name,
-      scheduledAt: run.scheduledAt,
-      startedAt: run.startedAt,
-      attempt: run.attempt,
-      signal: run.signal,
-      instanceId: this.instanceId,
-      runKey: `${task.name}@${run.scheduledAt.toISOString()}`,
-      rerunOf: run.rerunOf,
-      logger: this.#runLogger(run),
-    };
-    await task.handler(context);
-  }
-
-  #runStarted(run: EngineRun): void {
-    const logger = this.#runLogger(run);
-    if (run.rerunOf) {
-      logger.warn(
-        { rerunOf: run.rerunOf },
-        `run started: a re-run of the run started at ${run.rerunOf.startedAt.toISOString()} by ${run.rerunOf.instanceId ?? "an unknown instance"}, which never finished`,
-      );
-    } else {
-      logger.info("run started");
-    }
-    this.emit("run:started", this.#describe(run));
-  }
-
-  #runFinished(run: EngineRun, result: RunResult): void {
-    const logger = this.#runLogger(run);
-    const { durationMs, outcome, error } = result;
-    if (error)
-      logger.error(
-        { err: error, durationMs, outcome },
-        `run failed after ${durationMs} ms: ${error.message}`,
-      );
-    else logger.info({ durationMs, outcome }, `run succeeded in ${durationMs} ms`);
-    this.emit("run:finished", {
-      ...this.#describe(run),
-      outcome,
-      durationMs,
-      final: result.final,
-      ...(error ? { error } : {}),
-    });
-  }
-
-  #describe(run: EngineRun): RunStartedEvent {
-    return {
-      taskName: run.taskName,
-      scheduledAt: run.scheduledAt,
-      startedAt: run.startedAt,
-      instanceId: this.instanceId,
-      attempt: run.attempt,
-      trigger: run.trigger,
-      rerun: run.rerunOf !== undefined,
-    };
-  }
-
-  #runLogger(run: EngineRun): Logger {
-    return this.#logger.child({
-      task: run.taskName,
-      slot: run.scheduledAt.toISOString(),
-      attempt: run.attempt,
-    });
   }
 }
 

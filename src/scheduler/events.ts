@@ -1,0 +1,77 @@
+import type { ReconcileResult } from "./configReconciler.js";
+
+/** The scheduler's typed events: the hook for logs, metrics, alerts and tests. */
+
+export interface RunStartedEvent {
+  taskName: string;
+  scheduledAt: Date;
+  startedAt: Date;
+  instanceId: string;
+  /** 1 for the first attempt of a slot; more for retries (each attempt is one run of the handler). */
+  attempt: number;
+  /** `manual` for a run requested with runNow(). */
+  trigger: "schedule" | "manual";
+  /** This run repeats one that died (see TaskContext.rerunOf). */
+  rerun: boolean;
+}
+
+export interface RunFinishedEvent extends RunStartedEvent {
+  outcome: "succeeded" | "failed";
+  durationMs: number;
+  error?: Error;
+  /** False when the task's retry policy follows this failed attempt with another. */
+  final: boolean;
+}
+
+export interface RunTroubleEvent extends RunStartedEvent {
+  reason: string;
+}
+
+export interface RunRetryEvent extends RunStartedEvent {
+  error: Error;
+  /** The next attempt starts after this delay. */
+  delayMs: number;
+}
+
+export interface MissedSlotEvent {
+  taskName: string;
+  /** The slot that did not start (null when the job lost its next run). */
+  scheduledAt: Date | null;
+  detectedAt: Date;
+  reason: string;
+}
+
+export interface ConfigRejectedEvent {
+  taskName: string | undefined;
+  reason: string;
+  revision: string;
+}
+
+export interface ConfigErrorEvent {
+  source: string;
+  error: Error;
+}
+
+/** The typed events a scheduler emits; the hook for logs, metrics and tests. */
+export interface SchedulerEvents {
+  "run:started": [RunStartedEvent];
+  "run:finished": [RunFinishedEvent];
+  /** The watchdog could not keep the lock; the run's signal fired and it is recorded as failed. */
+  "run:lock-lost": [RunTroubleEvent];
+  /** A timed-out handler ignored its signal past the grace period; its lock was released. */
+  "run:abandoned": [RunTroubleEvent];
+  /** An attempt failed and the task's retry policy schedules another. */
+  "run:retry": [RunRetryEvent];
+  /** The watchdog renewed a running job's lock. */
+  "lock:renewed": [{ taskName: string }];
+  /** An enabled task's slot passed its grace without a run starting (silent-stop detection). */
+  "missed-slot": [MissedSlotEvent];
+  reconciled: [ReconcileResult];
+  "reconcile:failed": [{ error: Error }];
+  /** A config entry was refused (invalid or unknown name); the task keeps its previous state. */
+  "config:rejected": [ConfigRejectedEvent];
+  /** The config source could not be read or parsed (unreachable, malformed); the last valid snapshot stays. */
+  "config:error": [ConfigErrorEvent];
+  /** A config version was read and validated. */
+  "config:loaded": [{ revision: string; valid: number; rejected: number }];
+}

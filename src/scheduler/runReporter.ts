@@ -1,0 +1,104 @@
+import type { EventEmitter } from "node:events";
+import type { EngineHooks, EngineRun } from "../engine/types.js";
+import type { RunStartedEvent, SchedulerEvents } from "./events.js";
+import type { Logger } from "./logger.js";
+import type { RegisteredTask } from "./taskRegistry.js";
+import type { TaskContext } from "./types.js";
+
+/**
+ * Between the engine and task code: builds each handler's TaskContext, and turns what the engine
+ * reports about runs into log lines and the scheduler's typed events.
+ */
+export class RunReporter {
+  readonly #events: EventEmitter<SchedulerEvents>;
+  readonly #logger: Logger;
+  readonly #instanceId: string;
+
+  constructor(events: EventEmitter<SchedulerEvents>, logger: Logger, instanceId: string) {
+    this.#events = events;
+    this.#logger = logger;
+    this.#instanceId = instanceId;
+  }
+
+  /** Runs a task's handler for one attempt of one slot. */
+  async run(task: RegisteredTask, run: EngineRun): Promise<void> {
+    const context: TaskContext = {
+      taskName: task.name,
+      scheduledAt: run.scheduledAt,
+      startedAt: run.startedAt,
+      attempt: run.attempt,
+      signal: run.signal,
+      instanceId: this.#instanceId,
+      runKey: `${task.name}@${run.scheduledAt.toISOString()}`,
+      rerunOf: run.rerunOf,
+      logger: this.#runLogger(run),
+    };
+    await task.handler(context);
+  }
+
+  /** The engine hooks, except the missed-slot one (it is not about a run). */
+  hooks(): Omit<EngineHooks, "missedSlot"> {
+    const events = this.#events;
+    return {
+      runStarted: (run) => {
+        const logger = this.#runLogger(run);
+        if (run.rerunOf) {
+          logger.warn(
+            { rerunOf: run.rerunOf },
+            `run started: a re-run of the run started at ${run.rerunOf.startedAt.toISOString()} by ${run.rerunOf.instanceId ?? "an unknown instance"}, which never finished`,
+          );
+        } else {
+          logger.info("run started");
+        }
+        events.emit("run:started", this.#describe(run));
+      },
+      runFinished: (run, result) => {
+        const { durationMs, outcome, error } = result;
+        const logger = this.#runLogger(run);
+        if (error)
+          logger.error(
+            { err: error, durationMs, outcome },
+            `run failed after ${durationMs} ms: ${error.message}`,
+          );
+        else logger.info({ durationMs, outcome }, `run succeeded in ${durationMs} ms`);
+        events.emit("run:finished", {
+          ...this.#describe(run),
+          outcome,
+          durationMs,
+          final: result.final,
+          ...(error ? { error } : {}),
+        });
+      },
+      retryScheduled: (run, error, delayMs) => {
+        this.#runLogger(run).warn(
+          { err: error, delayMs },
+          `attempt ${run.attempt} failed; retry in ${delayMs} ms`,
+        );
+        events.emit("run:retry", { ...this.#describe(run), error, delayMs });
+      },
+      lockRenewed: (taskName) => events.emit("lock:renewed", { taskName }),
+      lockLost: (run, reason) => events.emit("run:lock-lost", { ...this.#describe(run), reason }),
+      abandoned: (run, reason) => events.emit("run:abandoned", { ...this.#describe(run), reason }),
+    };
+  }
+
+  #describe(run: EngineRun): RunStartedEvent {
+    return {
+      taskName: run.taskName,
+      scheduledAt: run.scheduledAt,
+      startedAt: run.startedAt,
+      instanceId: this.#instanceId,
+      attempt: run.attempt,
+      trigger: run.trigger,
+      rerun: run.rerunOf !== undefined,
+    };
+  }
+
+  #runLogger(run: EngineRun): Logger {
+    return this.#logger.child({
+      task: run.taskName,
+      slot: run.scheduledAt.toISOString(),
+      attempt: run.attempt,
+    });
+  }
+}
