@@ -30,6 +30,8 @@ export type * from "./types.js";
 const DEFAULT_TIMEOUT_GRACE_MS = 30_000;
 const DEFAULT_HEALTH_PROBE_MS = 2_000;
 const DEFAULT_MISSED_SLOT_GRACE_MS = 60_000;
+/** How many recent outcomes a status listing carries (the dashboard's strip). */
+const RECENT_OUTCOMES = 10;
 const DEFAULT_MISSED_SLOT_CHECK_MS = 15_000;
 
 /** Agenda 'error' events repeat on every poll while the database is down: log each message once per window. */
@@ -277,9 +279,9 @@ export class AgendaEngine {
     return flags.disabled ? "disabled" : "running";
   }
 
-  /** Latest outcome row and latest start row of every task, for status listings. */
-  latestRuns(): ReturnType<typeof sql.selectLatestRuns> {
-    return sql.selectLatestRuns(this.#options.pool);
+  /** Latest outcome, error, start instance and recent outcomes of every task, for status listings. */
+  runSummaries(recent = RECENT_OUTCOMES): ReturnType<typeof sql.selectRunSummaries> {
+    return sql.selectRunSummaries(this.#options.pool, recent);
   }
 
   /** Whether the database answered the last probe. */

@@ -116,15 +116,37 @@ export async function selectRuns(db: Queryable, name: string, limit: number): Pr
   return result.rows;
 }
 
-/** The last finished attempt and the last start of every task, for status listings. */
-export type LatestRunRow = RunLogRow & { kind: "outcome" | "start" };
+export interface RunSummaryRow {
+  job_name: string;
+  last_outcome: string | null;
+  last_error: string | null;
+  last_start_instance: string | null;
+  recent_outcomes: string[] | null;
+}
 
-export async function selectLatestRuns(db: Queryable): Promise<LatestRunRow[]> {
-  const result = await db.query<LatestRunRow>(
-    `SELECT DISTINCT ON (job_name, kind) kind, id, timestamp, event, job_name, message, duration, error, agenda_name, meta
-       FROM (SELECT *, CASE WHEN event = 'start' THEN 'start' ELSE 'outcome' END AS kind FROM "${LOGS_TABLE}"
-              WHERE (event IN ('success', 'fail', 'retry') AND meta ? 'outcome') OR event = 'start') AS runs
-      ORDER BY job_name, kind, timestamp DESC`,
+/**
+ * Per task job: the latest finished attempt, the instance of the latest start and the outcomes of
+ * the last `recent` attempts, newest first. One index lookup per job (agenda_logs is large).
+ */
+export async function selectRunSummaries(db: Queryable, recent: number): Promise<RunSummaryRow[]> {
+  const result = await db.query<RunSummaryRow>(
+    `SELECT j.name AS job_name, outcomes.list[1] AS last_outcome, last_outcome.error AS last_error,
+            last_start.agenda_name AS last_start_instance, outcomes.list AS recent_outcomes
+       FROM "${JOBS_TABLE}" j
+       LEFT JOIN LATERAL (
+         SELECT array_agg(o.outcome ORDER BY o.timestamp DESC) AS list FROM (
+           SELECT meta->>'outcome' AS outcome, timestamp FROM "${LOGS_TABLE}" l
+            WHERE l.job_name = j.name AND l.event IN ('success', 'fail', 'retry') AND l.meta ? 'outcome'
+            ORDER BY l.timestamp DESC LIMIT $1) o) outcomes ON true
+       LEFT JOIN LATERAL (
+         SELECT error FROM "${LOGS_TABLE}" l
+          WHERE l.job_name = j.name AND l.event IN ('success', 'fail', 'retry') AND l.meta ? 'outcome'
+          ORDER BY l.timestamp DESC LIMIT 1) last_outcome ON true
+       LEFT JOIN LATERAL (
+         SELECT agenda_name FROM "${LOGS_TABLE}" l
+          WHERE l.job_name = j.name AND l.event = 'start' ORDER BY l.timestamp DESC LIMIT 1) last_start ON true
+      WHERE j.type = 'single'`,
+    [recent],
   );
   return result.rows;
 }

@@ -216,12 +216,12 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /** Every task, registered or only present as a job row, with desired and runtime state side by side. */
   async status(): Promise<TaskStatus[]> {
-    const [jobs, latest] = await Promise.all([this.#engine.listJobs(), this.#engine.latestRuns()]);
+    const [jobs, summaries] = await Promise.all([this.#engine.listJobs(), this.#engine.runSummaries()]);
     return buildTaskStatuses({
       registered: this.#registry.list(),
       desired: this.#watcher.current,
       jobs,
-      latest,
+      summaries,
     });
   }
 

@@ -25,6 +25,8 @@ export interface TaskStatus {
   lastError: string | null;
   /** Failed runs in a row (Agenda's fail count; reset by a success). */
   consecutiveFailures: number;
+  /** Outcomes of the last attempts, newest first (up to 10). */
+  recentOutcomes: RunOutcome[];
 }
 
 export type RunNowResult =

@@ -1,38 +1,33 @@
-import type { LatestRunRow } from "../engine/sql.js";
+import type { RunSummaryRow } from "../engine/sql.js";
 import type { TaskJob } from "../engine/types.js";
 import type { RunOutcome, TaskStatus } from "./status.js";
 import type { RegisteredTask } from "./taskRegistry.js";
 import type { DesiredState } from "./types.js";
 
-/** Joins registry, desired state, job rows and the latest run records into one view per task. */
+/** Joins registry, desired state, job rows and run summaries into one view per task. */
 export function buildTaskStatuses(input: {
   registered: RegisteredTask[];
   desired: DesiredState | undefined;
   jobs: TaskJob[];
-  latest: LatestRunRow[];
+  summaries: RunSummaryRow[];
 }): TaskStatus[] {
   const jobs = new Map(input.jobs.map((job) => [job.name, job]));
   const configured = new Map((input.desired?.tasks ?? []).map((task) => [task.name, task]));
-  const outcomes = new Map(
-    input.latest.filter((row) => row.kind === "outcome").map((row) => [row.job_name, row]),
-  );
-  const starts = new Map(
-    input.latest.filter((row) => row.kind === "start").map((row) => [row.job_name, row]),
-  );
+  const summaries = new Map(input.summaries.map((row) => [row.job_name, row]));
   const registered = new Map(input.registered.map((task) => [task.name, task]));
   const names = [...new Set([...registered.keys(), ...jobs.keys()])].sort();
 
   return names.map((name) => {
     const job = jobs.get(name);
     const entry = configured.get(name);
-    const outcome = outcomes.get(name);
+    const summary = summaries.get(name);
     // a run is in progress when the row is locked after a start that has not finished
     const running = Boolean(
       job?.lockedAt &&
         job.lastRunAt &&
         (!job.lastFinishedAt || job.lastRunAt.getTime() > job.lastFinishedAt.getTime()),
     );
-    const start = starts.get(name);
+    const lastOutcome = asOutcome(summary?.last_outcome);
     return {
       name,
       registered: registered.has(name),
@@ -49,15 +44,15 @@ export function buildTaskStatuses(input: {
           }
         : null,
       running,
-      runningOn: running ? (start?.agenda_name ?? null) : null,
-      lastOutcome: outcomeOf(outcome),
-      lastError: outcome && outcomeOf(outcome) === "failed" ? (outcome.error ?? null) : null,
+      runningOn: running ? (summary?.last_start_instance ?? null) : null,
+      lastOutcome,
+      lastError: lastOutcome === "failed" ? (summary?.last_error ?? null) : null,
       consecutiveFailures: job?.failCount ?? 0,
+      recentOutcomes: (summary?.recent_outcomes ?? []).map(asOutcome).filter((outcome) => outcome !== null),
     };
   });
 }
 
-function outcomeOf(row: LatestRunRow | undefined): RunOutcome | null {
-  const value = row?.meta?.outcome;
+function asOutcome(value: string | null | undefined): RunOutcome | null {
   return value === "succeeded" || value === "failed" || value === "skipped" ? value : null;
 }

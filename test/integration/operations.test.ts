@@ -171,6 +171,8 @@ describe("status", () => {
       consecutiveFailures: 0,
     });
     expect(byName.get("st-bad")).toMatchObject({ lastOutcome: "failed", lastError: "st-bad broke" });
+    expect(byName.get("st-bad")?.recentOutcomes.slice(0, 2)).toEqual(["failed", "failed"]);
+    expect(byName.get("st-ok")?.recentOutcomes[0]).toBe("succeeded");
     expect(byName.get("st-legacy")).toMatchObject({ registered: false, configured: null });
   });
 });
