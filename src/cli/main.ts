@@ -1,4 +1,5 @@
 import { parseArgs } from "node:util";
+import { runNowCommand, runsCommand, statusCommand } from "./adminCommands.js";
 import { CliError, type CliIo } from "./common.js";
 import { auditCommand, planCommand, validateCommand } from "./configCommands.js";
 
@@ -10,9 +11,18 @@ const USAGE = `usage: cronwarden <command> [options]
       show what a reconcile would change in the live database, changing nothing
   audit [--task NAME] [--limit N] [--namespace NS] [--database-url URL]
       the audit trail of applied changes, newest first
+  status [--url URL] [--token TOKEN]
+      every task: schedule, next and last run, last outcome; exit 0 all well, 3 when an enabled
+      task's last run failed or a missed slot is reported, 2 when the API cannot be used
+  runs <task> [--limit N] [--url URL] [--token TOKEN]
+      the task's finished runs, newest first (N 1-500, default 20)
+  run <task> [--url URL] [--token TOKEN]
+      run the task now; exit 0 queued, 1 refused (unknown task, running, disabled)
 
 The database is --database-url, else DATABASE_URL, else the embedded PostgreSQL of a service
-running in this folder (.data/).`;
+running in this folder (.data/). status, runs and run talk to a running service's admin API at
+--url, else CRONWARDEN_ADMIN_URL, else http://127.0.0.1:8787, with --token, else
+CRONWARDEN_ADMIN_TOKEN (prefer the variable: a command line is visible to other users).`;
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
@@ -29,11 +39,18 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         task: { type: "string" },
         limit: { type: "string" },
         namespace: { type: "string" },
+        url: { type: "string" },
+        token: { type: "string" },
       },
     });
     const file = () => {
       const [first] = positionals;
       if (!first) throw new CliError(`${command} needs a config file\n\n${USAGE}`);
+      return first;
+    };
+    const task = () => {
+      const [first] = positionals;
+      if (!first) throw new CliError(`${command} needs a task name\n\n${USAGE}`);
       return first;
     };
     switch (command) {
@@ -43,6 +60,12 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         return await planCommand(file(), values, io);
       case "audit":
         return await auditCommand(values, io);
+      case "status":
+        return await statusCommand(values, io);
+      case "runs":
+        return await runsCommand(task(), values, io);
+      case "run":
+        return await runNowCommand(task(), values, io);
       case undefined:
       case "help":
       case "--help":

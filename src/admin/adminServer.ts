@@ -1,0 +1,79 @@
+import type { AddressInfo } from "node:net";
+import Fastify from "fastify";
+import { redactSecrets } from "../observability/redact.js";
+import type { Logger } from "../scheduler/logger.js";
+import { AccessPolicy } from "./auth.js";
+import { configRoutes } from "./configRoutes.js";
+import { errorHandler, notFoundHandler } from "./httpErrors.js";
+import { MissedSlotTracker } from "./missedSlots.js";
+import { type MetricsSource, probeRoutes } from "./probeRoutes.js";
+import type { AdminScheduler } from "./schedulerApi.js";
+import { taskRoutes } from "./taskRoutes.js";
+
+export const DEFAULT_ADMIN_PORT = 8787;
+
+export interface AdminServerOptions {
+  scheduler: AdminScheduler;
+  /** Served at /metrics (`createMetrics(scheduler)`); without it /metrics answers 404. */
+  metrics?: MetricsSource;
+  /** Default 127.0.0.1. Beyond loopback every endpoint needs the token, and a token is required. */
+  host?: string;
+  /** Default 8787; 0 picks a free port (see listen()'s url). */
+  port?: number;
+  /** The bearer token (CRONWARDEN_ADMIN_TOKEN), at least 16 characters. Without it, mutating calls are refused. */
+  token?: string | undefined;
+  logger: Logger;
+}
+
+export interface AdminServer {
+  listen(): Promise<{ url: string }>;
+  close(): Promise<void>;
+}
+
+/**
+ * The admin HTTP API: task status, run history, run now, the config in force, health, readiness
+ * and Prometheus metrics. Throws CronwardenError INVALID_SETTINGS when asked to listen beyond
+ * loopback without a token (or given a short token).
+ */
+export function createAdminServer(options: AdminServerOptions): AdminServer {
+  const host = options.host ?? "127.0.0.1";
+  const port = options.port ?? DEFAULT_ADMIN_PORT;
+  const token = options.token === "" ? undefined : options.token;
+  const access = new AccessPolicy(host, token);
+  const logger = options.logger.child({ component: "admin-api" });
+  const secrets = token === undefined ? [] : [token];
+
+  // fastify's own request logging is off: nothing logs request headers (the token)
+  const app = Fastify({ logger: false, bodyLimit: 16 * 1024, return503OnClosing: true });
+  const missed = new MissedSlotTracker(options.scheduler, logger);
+  app.addHook("onRequest", async (request) => access.check(request));
+  app.addHook("onSend", async (_request, reply, payload) => {
+    reply.header("cache-control", "no-store");
+    return typeof payload === "string" ? redactSecrets(payload, secrets) : payload;
+  });
+  app.setErrorHandler(errorHandler(logger));
+  app.setNotFoundHandler(notFoundHandler);
+  taskRoutes(app, options.scheduler, missed);
+  configRoutes(app, options.scheduler);
+  probeRoutes(app, options.scheduler, options.metrics);
+
+  return {
+    async listen() {
+      await app.listen({ host, port });
+      const address = app.server.address();
+      const bound = typeof address === "object" && address ? address : undefined;
+      const url = bound ? urlOf(bound) : `http://${host}:${port}`;
+      logger.info({ url, authenticated: token !== undefined }, `admin API listening on ${url}`);
+      return { url };
+    },
+    async close() {
+      missed.close();
+      await app.close();
+    },
+  };
+}
+
+function urlOf(address: AddressInfo): string {
+  const host = address.family === "IPv6" ? `[${address.address}]` : address.address;
+  return `http://${host}:${address.port}`;
+}

@@ -1,0 +1,9 @@
+import type { SchedulerEventSource } from "../observability/subscriptions.js";
+import type { Scheduler } from "../scheduler/scheduler.js";
+
+/** What the admin server uses of a Scheduler: its events, its read-mostly API and runNow(). */
+export type AdminScheduler = SchedulerEventSource &
+  Pick<
+    Scheduler,
+    "status" | "taskStatus" | "runs" | "runNow" | "readiness" | "desiredState" | "lastReconcile"
+  >;

@@ -1,0 +1,64 @@
+import type { FastifyInstance } from "fastify";
+import { nextRunTimes } from "../scheduler/cronValidator.js";
+import type { TaskStatus } from "../scheduler/status.js";
+import { HttpError } from "./httpErrors.js";
+import type { MissedSlotTracker } from "./missedSlots.js";
+import type { AdminScheduler } from "./schedulerApi.js";
+import { parseOr400, runNowBody, runsQuery, taskParams } from "./schemas.js";
+
+const NEXT_RUNS = 5;
+
+/** GET /tasks, GET /tasks/:name, GET /tasks/:name/runs, POST /tasks/:name/run. */
+export function taskRoutes(app: FastifyInstance, scheduler: AdminScheduler, missed: MissedSlotTracker): void {
+  const withMissed = (task: TaskStatus) => ({ ...task, missedSlot: missed.get(task.name) });
+
+  app.get("/tasks", async () => (await scheduler.status()).map(withMissed));
+
+  app.get("/tasks/:name", async (request) => {
+    const { name } = parseOr400(taskParams, request.params, "path");
+    const task = await scheduler.taskStatus(name);
+    if (!task) throw new HttpError(404, `no task named "${name}" (neither registered nor in the database)`);
+    return { ...withMissed(task), nextRuns: nextRuns(task) };
+  });
+
+  app.get("/tasks/:name/runs", async (request) => {
+    const { name } = parseOr400(taskParams, request.params, "path");
+    const { limit } = parseOr400(runsQuery, request.query, "query");
+    if (!(await scheduler.taskStatus(name))) {
+      throw new HttpError(404, `no task named "${name}" (neither registered nor in the database)`);
+    }
+    return scheduler.runs(name, limit);
+  });
+
+  app.post("/tasks/:name/run", async (request, reply) => {
+    const { name } = parseOr400(taskParams, request.params, "path");
+    parseOr400(runNowBody, request.body, "body");
+    const result = await scheduler.runNow(name);
+    switch (result.status) {
+      case "queued":
+        return reply
+          .code(202)
+          .send({ status: "queued", task: result.taskName, requestedAt: result.requestedAt });
+      case "unknown":
+        throw new HttpError(404, `cannot run "${name}": ${result.reason}`);
+      case "running":
+      case "disabled":
+        return reply
+          .code(409)
+          .send({ error: `cannot run "${name}" now: ${result.reason}`, status: result.status });
+    }
+  });
+}
+
+/** The next run times of the schedule in force, none while the task is disabled or has no cron. */
+function nextRuns(task: TaskStatus): Date[] {
+  const enabled = task.job?.enabled ?? task.configured?.enabled ?? false;
+  const cron = task.job?.cron ?? task.configured?.cron;
+  const timezone = task.job?.timezone ?? task.configured?.timezone ?? "UTC";
+  if (!enabled || !cron) return [];
+  try {
+    return nextRunTimes(cron, timezone, new Date(), NEXT_RUNS);
+  } catch {
+    return [];
+  }
+}

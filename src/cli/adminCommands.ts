@@ -1,0 +1,128 @@
+import { z } from "zod";
+import { AdminClient, type AdminConnectionOptions } from "./adminClient.js";
+import { runNowSchema, runRecordSchema, type TaskStatusJson, taskStatusSchema } from "./adminResponses.js";
+import { CliError, type CliIo, table } from "./common.js";
+
+/** `status` exits 3 when a task needs attention (see needsAttention). */
+export const EXIT_ATTENTION = 3;
+
+/**
+ * `cronwarden status`: every task's schedule, next and last run, last outcome. Exit 0 when all is
+ * well, 3 when an enabled task's last run failed or a missed slot is reported, 2 on errors.
+ */
+export async function statusCommand(options: AdminConnectionOptions, io: CliIo): Promise<number> {
+  const client = new AdminClient(options, io);
+  const { body: tasks } = await client.request("GET", "/tasks", z.array(taskStatusSchema));
+  for (const line of table(
+    ["TASK", "ENABLED", "SCHEDULE", "NEXT RUN", "LAST RUN", "OUTCOME", "FAILS", "RUNNING", "NOTE"],
+    tasks.map((task) => [
+      task.name,
+      enabledOf(task) === undefined ? "-" : enabledOf(task) ? "yes" : "no",
+      scheduleOf(task),
+      time(task.job?.nextRunAt),
+      time(task.job?.lastRunAt),
+      task.lastOutcome ?? "-",
+      String(task.consecutiveFailures),
+      task.running ? `on ${task.runningOn ?? "?"}` : "-",
+      noteOf(task),
+    ]),
+  )) {
+    io.out(line);
+  }
+  const attention = tasks.filter((task) => needsAttention(task) !== undefined);
+  if (attention.length === 0) {
+    io.out(`${tasks.length} task(s), none needs attention`);
+    return 0;
+  }
+  io.out(
+    `${attention.length} task(s) need attention: ${attention.map((task) => `${task.name} (${needsAttention(task)})`).join(", ")}`,
+  );
+  return EXIT_ATTENTION;
+}
+
+/** `cronwarden runs <task> [--limit N]`: the task's finished runs, newest first. */
+export async function runsCommand(
+  task: string,
+  options: AdminConnectionOptions & { limit?: string | undefined },
+  io: CliIo,
+): Promise<number> {
+  const limit = options.limit ?? "20";
+  if (!/^\d+$/.test(limit) || Number(limit) < 1 || Number(limit) > 500)
+    throw new CliError(`--limit ${limit} is invalid: use a whole number from 1 to 500`);
+  const client = new AdminClient(options, io);
+  const { body: runs } = await client.request(
+    "GET",
+    `/tasks/${encodeURIComponent(task)}/runs?limit=${limit}`,
+    z.array(runRecordSchema),
+  );
+  for (const line of table(
+    ["SCHEDULED", "STARTED", "DURATION", "OUTCOME", "TRIGGER", "ATTEMPT", "INSTANCE", "ERROR"],
+    runs.map((run) => [
+      time(run.scheduledAt),
+      time(run.startedAt),
+      duration(run.durationMs),
+      run.outcome,
+      run.trigger ?? "-",
+      run.attempt === null ? "-" : String(run.attempt),
+      run.instanceId ?? "-",
+      oneLine(run.error ?? run.detail ?? ""),
+    ]),
+  )) {
+    io.out(line);
+  }
+  io.out(`${runs.length} run(s) of ${task}`);
+  return 0;
+}
+
+/** `cronwarden run <task>`: queues a run now; exit 1 when refused (unknown, running, disabled). */
+export async function runNowCommand(
+  task: string,
+  options: AdminConnectionOptions,
+  io: CliIo,
+): Promise<number> {
+  const client = new AdminClient(options, io);
+  const { body } = await client.request("POST", `/tasks/${encodeURIComponent(task)}/run`, runNowSchema);
+  io.out(`queued a run of ${body.task} (requested ${time(body.requestedAt)})`);
+  return 0;
+}
+
+function enabledOf(task: TaskStatusJson): boolean | undefined {
+  return task.job?.enabled ?? task.configured?.enabled;
+}
+
+/** Why a task needs attention, or undefined. */
+export function needsAttention(task: TaskStatusJson): string | undefined {
+  if (enabledOf(task) !== true) return undefined;
+  if (task.missedSlot) return `missed slot ${time(task.missedSlot.scheduledAt)}`;
+  if (task.lastOutcome === "failed") return "last run failed";
+  return undefined;
+}
+
+function scheduleOf(task: TaskStatusJson): string {
+  const cron = task.job?.cron ?? task.configured?.cron;
+  if (!cron) return "-";
+  const timezone = task.job?.timezone ?? task.configured?.timezone;
+  return timezone ? `${cron} (${timezone})` : cron;
+}
+
+function noteOf(task: TaskStatusJson): string {
+  const notes: string[] = [];
+  if (!task.registered) notes.push("not registered in this code");
+  if (task.missedSlot) notes.push(`missed ${time(task.missedSlot.scheduledAt)}: ${task.missedSlot.reason}`);
+  if (task.lastOutcome === "failed" && task.lastError) notes.push(oneLine(task.lastError));
+  return notes.join("; ") || "-";
+}
+
+function time(iso: string | null | undefined): string {
+  return iso ? iso.replace(/\.\d{3}Z$/, "Z") : "-";
+}
+
+function duration(ms: number | null): string {
+  if (ms === null) return "-";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+}
+
+function oneLine(text: string, max = 80): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}

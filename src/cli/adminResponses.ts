@@ -1,0 +1,48 @@
+import { z } from "zod";
+
+/** The admin API's answers as the CLI reads them (dates stay ISO strings). */
+
+const isoDate = z.string();
+
+export const taskStatusSchema = z.object({
+  name: z.string(),
+  registered: z.boolean(),
+  configured: z.object({ enabled: z.boolean(), cron: z.string(), timezone: z.string() }).nullable(),
+  job: z
+    .object({
+      enabled: z.boolean(),
+      cron: z.string().nullable(),
+      timezone: z.string().nullable(),
+      nextRunAt: isoDate.nullable(),
+      lastRunAt: isoDate.nullable(),
+      lastFinishedAt: isoDate.nullable(),
+    })
+    .nullable(),
+  running: z.boolean(),
+  runningOn: z.string().nullable(),
+  lastOutcome: z.enum(["succeeded", "failed", "skipped"]).nullable(),
+  lastError: z.string().nullable(),
+  consecutiveFailures: z.number(),
+  missedSlot: z
+    .object({ scheduledAt: isoDate.nullable(), detectedAt: isoDate, reason: z.string() })
+    .nullable()
+    .optional(),
+});
+
+export type TaskStatusJson = z.output<typeof taskStatusSchema>;
+
+export const runRecordSchema = z.object({
+  outcome: z.string(),
+  scheduledAt: isoDate,
+  startedAt: isoDate.nullable(),
+  finishedAt: isoDate,
+  durationMs: z.number().nullable(),
+  error: z.string().nullable(),
+  detail: z.string().nullable(),
+  instanceId: z.string().nullable(),
+  attempt: z.number().nullable(),
+  rerun: z.boolean(),
+  trigger: z.string().optional(),
+});
+
+export const runNowSchema = z.object({ status: z.literal("queued"), task: z.string(), requestedAt: isoDate });

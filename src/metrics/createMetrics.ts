@@ -1,0 +1,74 @@
+import { Registry } from "prom-client";
+import type { AlertDeliveryObserver } from "../alerts/types.js";
+import { type SchedulerEventSource, Subscriptions } from "../observability/subscriptions.js";
+import type { Logger } from "../scheduler/logger.js";
+import type { Scheduler } from "../scheduler/scheduler.js";
+import { defineMetrics } from "./definitions.js";
+import { EventFeed } from "./eventFeed.js";
+import { setStatusGauges } from "./statusGauges.js";
+
+/** What the metrics read of a Scheduler: its events, and status() at scrape time. */
+export type MetricsScheduler = SchedulerEventSource & Pick<Scheduler, "status">;
+
+export interface MetricsOptions {
+  /** Where a failing status() read at scrape time is reported (at warn, once per failure streak). */
+  logger?: Logger;
+}
+
+export interface Metrics {
+  /** cronwarden's own registry (not prom-client's global one): merge it into yours if you like. */
+  readonly registry: Registry;
+  /** The Content-Type of `render()`'s text. */
+  readonly contentType: string;
+  /** The Prometheus text exposition of every metric. */
+  render(): Promise<string>;
+  /** Feeds the alert counters; pass it to the Alerter as `observer`. */
+  readonly alerts: AlertDeliveryObserver;
+  /** Stops listening to the scheduler. */
+  stop(): void;
+}
+
+/**
+ * Prometheus metrics fed by the scheduler's events, plus per-task gauges read from
+ * `scheduler.status()` when scraped.
+ */
+export function createMetrics(scheduler: MetricsScheduler, options: MetricsOptions = {}): Metrics {
+  const logger = options.logger?.child({ component: "metrics" });
+  const registry = new Registry();
+  let inFlight: Promise<void> | undefined;
+  let failing = false;
+  const refreshStatus = () => {
+    inFlight ??= scheduler
+      .status()
+      .then((tasks) => {
+        setStatusGauges(metrics, tasks, feed.lastSuccessAt);
+        failing = false;
+      })
+      .catch((error: unknown) => {
+        // keep the previous values; the scrape itself still succeeds
+        if (!failing)
+          logger?.warn({ err: error }, "metrics: cannot read the task status; per-task gauges are stale");
+        failing = true;
+      })
+      .finally(() => {
+        inFlight = undefined;
+      });
+    return inFlight;
+  };
+  const metrics = defineMetrics(registry, refreshStatus);
+  const feed = new EventFeed(metrics);
+  const subscriptions = new Subscriptions(scheduler, (event, error) =>
+    logger?.warn({ err: error, event }, `metrics: the ${event} listener failed`),
+  );
+  feed.attach(subscriptions);
+  return {
+    registry,
+    contentType: registry.contentType,
+    render: () => registry.metrics(),
+    alerts: {
+      delivered: (channel, event) => metrics.alertsSent.inc({ channel, event }),
+      failed: (channel, event) => metrics.alertsFailed.inc({ channel, event }),
+    },
+    stop: () => subscriptions.close(),
+  };
+}

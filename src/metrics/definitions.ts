@@ -1,0 +1,128 @@
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+
+/**
+ * Every metric cronwarden exports, on the registry it is given. Names follow the Prometheus
+ * conventions: `cronwarden_` prefix, base units (seconds), `_total` for counters.
+ */
+export function defineMetrics(registry: Registry, refreshStatus: () => Promise<void>) {
+  const registers = [registry];
+  // Gauges read from scheduler.status() at scrape time; one status() call serves them all.
+  const collect = () => refreshStatus();
+  return {
+    runs: new Counter({
+      name: "cronwarden_runs_total",
+      help: "Finished runs (attempts) of a task on this instance, by outcome (succeeded, failed).",
+      labelNames: ["task", "outcome"] as const,
+      registers,
+    }),
+    runDuration: new Histogram({
+      name: "cronwarden_run_duration_seconds",
+      help: "How long a run's handler took, from its start to its end, on this instance.",
+      labelNames: ["task", "outcome"] as const,
+      buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600],
+      registers,
+    }),
+    startLateness: new Histogram({
+      name: "cronwarden_run_start_lateness_seconds",
+      help: "How late a run's first attempt started after its slot (startedAt - scheduledAt).",
+      labelNames: ["task"] as const,
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300],
+      registers,
+    }),
+    runsInProgress: new Gauge({
+      name: "cronwarden_runs_in_progress",
+      help: "Runs whose handler is running on this instance now.",
+      labelNames: ["task"] as const,
+      registers,
+    }),
+    retries: new Counter({
+      name: "cronwarden_run_retries_total",
+      help: "Failed attempts that the task's retry policy retries.",
+      labelNames: ["task"] as const,
+      registers,
+    }),
+    lastSuccess: new Gauge({
+      name: "cronwarden_task_last_success_timestamp_seconds",
+      help: "When the task's last successful run finished (unix seconds), on any instance.",
+      labelNames: ["task"] as const,
+      collect,
+      registers,
+    }),
+    nextRun: new Gauge({
+      name: "cronwarden_task_next_run_timestamp_seconds",
+      help: "When the task is scheduled to run next (unix seconds); absent while it is disabled.",
+      labelNames: ["task"] as const,
+      collect,
+      registers,
+    }),
+    enabled: new Gauge({
+      name: "cronwarden_task_enabled",
+      help: "1 when the task's job is enabled, 0 when disabled.",
+      labelNames: ["task"] as const,
+      collect,
+      registers,
+    }),
+    consecutiveFailures: new Gauge({
+      name: "cronwarden_task_consecutive_failures",
+      help: "Failed runs in a row (reset by a success).",
+      labelNames: ["task"] as const,
+      collect,
+      registers,
+    }),
+    missedSlots: new Counter({
+      name: "cronwarden_missed_slots_total",
+      help: "Slots of an enabled task that passed without a run starting.",
+      labelNames: ["task"] as const,
+      registers,
+    }),
+    reconciles: new Counter({
+      name: "cronwarden_reconciles_total",
+      help: "Reconcile passes by trigger (config, stored, anti-entropy) and result (changed, unchanged, failed).",
+      labelNames: ["trigger", "result"] as const,
+      registers,
+    }),
+    configReloads: new Counter({
+      name: "cronwarden_config_reloads_total",
+      help: "Config versions read from the source, by result (loaded, error).",
+      labelNames: ["result"] as const,
+      registers,
+    }),
+    configRejected: new Counter({
+      name: "cronwarden_config_rejected_entries_total",
+      help: "Config entries refused (invalid field, unknown task); the task keeps its previous state.",
+      registers,
+    }),
+    lockRenewals: new Counter({
+      name: "cronwarden_lock_renewals_total",
+      help: "Lock renewals of running jobs by this instance's watchdog.",
+      labelNames: ["task"] as const,
+      registers,
+    }),
+    lockLosses: new Counter({
+      name: "cronwarden_lock_losses_total",
+      help: "Runs that lost their lock (another instance could take the job over).",
+      labelNames: ["task"] as const,
+      registers,
+    }),
+    abandoned: new Counter({
+      name: "cronwarden_runs_abandoned_total",
+      help: "Timed-out handlers that ignored their signal past the grace period; their lock was released.",
+      labelNames: ["task"] as const,
+      registers,
+    }),
+    alertsSent: new Counter({
+      name: "cronwarden_alerts_sent_total",
+      help: "Alerts delivered, by channel and event.",
+      labelNames: ["channel", "event"] as const,
+      registers,
+    }),
+    alertsFailed: new Counter({
+      name: "cronwarden_alerts_failed_total",
+      help: "Alerts that could not be delivered (error or timeout), by channel and event.",
+      labelNames: ["channel", "event"] as const,
+      registers,
+    }),
+  };
+}
+
+export type MetricSet = ReturnType<typeof defineMetrics>;

@@ -1,0 +1,75 @@
+import type { Subscriptions } from "../observability/subscriptions.js";
+import type { MetricSet } from "./definitions.js";
+
+/**
+ * What the scheduler's events count. Runs in progress are this instance's (one process, one
+ * scrape target); the last success per task is kept here and merged with the database's view.
+ */
+export class EventFeed {
+  readonly #metrics: MetricSet;
+  /** Runs in progress by task: keys of started runs not finished yet. */
+  readonly #inProgress = new Map<string, Set<string>>();
+  /** Last successful finish seen by this instance, by task (ms since epoch). */
+  readonly lastSuccessAt = new Map<string, number>();
+
+  constructor(metrics: MetricSet) {
+    this.#metrics = metrics;
+  }
+
+  attach(events: Subscriptions): void {
+    events.on("run:started", (event) => {
+      this.#track(event.taskName, runKey(event), true);
+      if (event.attempt === 1) {
+        const lateness = Math.max(0, event.startedAt.getTime() - event.scheduledAt.getTime()) / 1000;
+        this.#metrics.startLateness.observe({ task: event.taskName }, lateness);
+      }
+    });
+    events.on("run:finished", (event) => {
+      const task = event.taskName;
+      this.#track(task, runKey(event), false);
+      this.#metrics.runs.inc({ task, outcome: event.outcome });
+      this.#metrics.runDuration.observe({ task, outcome: event.outcome }, event.durationMs / 1000);
+      if (event.outcome === "succeeded") {
+        const finishedAt = event.startedAt.getTime() + event.durationMs;
+        this.lastSuccessAt.set(task, Math.max(finishedAt, this.lastSuccessAt.get(task) ?? 0));
+      }
+    });
+    events.on("run:retry", (event) => this.#metrics.retries.inc({ task: event.taskName }));
+    events.on("run:lock-lost", (event) => this.#metrics.lockLosses.inc({ task: event.taskName }));
+    events.on("run:abandoned", (event) => this.#metrics.abandoned.inc({ task: event.taskName }));
+    events.on("lock:renewed", (event) => this.#metrics.lockRenewals.inc({ task: event.taskName }));
+    events.on("missed-slot", (event) => this.#metrics.missedSlots.inc({ task: event.taskName }));
+    events.on("reconciled", (result) =>
+      this.#metrics.reconciles.inc({
+        trigger: result.trigger,
+        result: result.applied.length > 0 ? "changed" : "unchanged",
+      }),
+    );
+    events.on("reconcile:failed", (event) =>
+      this.#metrics.reconciles.inc({ trigger: triggerOf(event), result: "failed" }),
+    );
+    events.on("config:loaded", () => this.#metrics.configReloads.inc({ result: "loaded" }));
+    events.on("config:error", () => this.#metrics.configReloads.inc({ result: "error" }));
+    events.on("config:rejected", () => this.#metrics.configRejected.inc());
+  }
+
+  #track(task: string, key: string, running: boolean): void {
+    let keys = this.#inProgress.get(task);
+    if (!keys) {
+      keys = new Set();
+      this.#inProgress.set(task, keys);
+    }
+    if (running) keys.add(key);
+    else keys.delete(key);
+    this.#metrics.runsInProgress.set({ task }, keys.size);
+  }
+}
+
+function runKey(event: { scheduledAt: Date; startedAt: Date; attempt: number }): string {
+  return `${event.scheduledAt.getTime()}|${event.startedAt.getTime()}|${event.attempt}`;
+}
+
+/** `reconcile:failed` may name its trigger; older schedulers do not. */
+function triggerOf(event: object): string {
+  return "trigger" in event && typeof event.trigger === "string" ? event.trigger : "unknown";
+}

@@ -1,0 +1,1 @@
+export { createMetrics, type Metrics, type MetricsOptions, type MetricsScheduler } from "./createMetrics.js";

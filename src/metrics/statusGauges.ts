@@ -1,0 +1,35 @@
+import type { TaskStatus } from "../scheduler/status.js";
+import type { MetricSet } from "./definitions.js";
+
+/**
+ * Sets the per-task gauges from one `scheduler.status()` (the database's view, shared by every
+ * instance): enabled, next run, consecutive failures, and the last success (the later of the
+ * database's and this instance's events).
+ */
+export function setStatusGauges(
+  metrics: MetricSet,
+  tasks: readonly TaskStatus[],
+  lastSuccessSeen: ReadonlyMap<string, number>,
+): void {
+  metrics.enabled.reset();
+  metrics.nextRun.reset();
+  metrics.consecutiveFailures.reset();
+  metrics.lastSuccess.reset();
+  const lastSuccess = new Map(lastSuccessSeen);
+  for (const task of tasks) {
+    const labels = { task: task.name };
+    const enabled = task.job?.enabled ?? task.configured?.enabled;
+    if (enabled !== undefined) metrics.enabled.set(labels, enabled ? 1 : 0);
+    if (task.job?.enabled && task.job.nextRunAt) metrics.nextRun.set(labels, seconds(task.job.nextRunAt));
+    metrics.consecutiveFailures.set(labels, task.consecutiveFailures);
+    const finished = task.job?.lastFinishedAt;
+    if (task.lastOutcome === "succeeded" && finished) {
+      lastSuccess.set(task.name, Math.max(finished.getTime(), lastSuccess.get(task.name) ?? 0));
+    }
+  }
+  for (const [task, at] of lastSuccess) metrics.lastSuccess.set({ task }, at / 1000);
+}
+
+function seconds(date: Date): number {
+  return date.getTime() / 1000;
+}

@@ -1,0 +1,182 @@
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
+import { runCli } from "../../src/cli/main.js";
+import type { RunStartedEvent } from "../../src/index.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+import { LogCapture } from "../helpers/logs.js";
+
+/** `cronwarden status | runs | run` against a live admin server (in-process CLI, real HTTP). */
+
+const TOKEN = "cli-admin-token-0123456789abcdef";
+
+let db: TestDatabase;
+let harness: SchedulerHarness;
+let server: AdminServer;
+let url = "";
+let releaseHold: () => void = () => {};
+const started: RunStartedEvent[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  harness = await SchedulerHarness.start(
+    db.pool,
+    [
+      { name: "cli-ok", handler: async () => {} },
+      {
+        name: "cli-fail",
+        handler: async () => {
+          throw new Error("upstream said no\nsecond line");
+        },
+      },
+      {
+        name: "cli-hold",
+        handler: () =>
+          new Promise<void>((resolve) => {
+            releaseHold = resolve;
+          }),
+      },
+    ],
+    [{ name: "cli-ok" }, { name: "cli-fail" }, { name: "cli-hold", cron: "0 0 0 1 1 *" }],
+    { missedSlotCheckMs: 0, missedSlotGraceMs: 1000 },
+  );
+  harness.scheduler.on("run:started", (event) => started.push(event));
+  server = createAdminServer({
+    scheduler: harness.scheduler,
+    port: 0,
+    token: TOKEN,
+    logger: new LogCapture().logger,
+  });
+  url = (await server.listen()).url;
+  await Promise.all([harness.runsOf("cli-ok", 2), harness.runsOf("cli-fail", 1)]);
+});
+
+afterAll(async () => {
+  releaseHold();
+  await server?.close();
+  await harness?.stop();
+  await db?.drop();
+});
+
+async function cli(
+  argv: string[],
+  env: NodeJS.ProcessEnv = { CRONWARDEN_ADMIN_URL: url, CRONWARDEN_ADMIN_TOKEN: TOKEN },
+) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, {
+    out: (line) => out.push(line),
+    err: (line) => err.push(line),
+    env,
+    cwd: process.cwd(),
+  });
+  return { code, out, err };
+}
+
+describe("cronwarden status", () => {
+  it("prints a table and exits 3 while an enabled task's last run failed", async () => {
+    const result = await pollUntil("cli-fail's failure in the status", async () => {
+      const attempt = await cli(["status"]);
+      return attempt.code === 3 ? attempt : undefined;
+    });
+    expect(result.err).toEqual([]);
+    expect(result.out[0]).toMatch(
+      /^TASK\s+ENABLED\s+SCHEDULE\s+NEXT RUN\s+LAST RUN\s+OUTCOME\s+FAILS\s+RUNNING\s+NOTE$/,
+    );
+    const row = (name: string) => result.out.find((line) => line.startsWith(`${name} `)) ?? "";
+    expect(row("cli-ok")).toMatch(
+      /^cli-ok\s+yes\s+\* \* \* \* \* \* \(UTC\)\s+\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ\s+\S+Z\s+succeeded\s+0\s+(?:-|on \S+)\s+-$/,
+    );
+    // RUNNING is "-" or "on <instance>" (a run may be in progress right now)
+    expect(row("cli-fail")).toMatch(/\sfailed\s+\d+\s+(?:-|on \S+)\s+upstream said no second line$/);
+    expect(row("cli-hold")).toMatch(/^cli-hold\s+yes\s+0 0 0 1 1 \* \(UTC\)/);
+    expect(result.out.at(-1)).toBe("1 task(s) need attention: cli-fail (last run failed)");
+  });
+
+  it("exits 0 when nothing enabled is in trouble (the failing task disabled)", async () => {
+    await harness.writeConfig([
+      { name: "cli-ok" },
+      { name: "cli-fail", enabled: false },
+      { name: "cli-hold", cron: "0 0 0 1 1 *" },
+    ]);
+    const result = await cli(["status", "--url", url]);
+    expect(result.code).toBe(0);
+    expect(result.out.at(-1)).toBe("3 task(s), none needs attention");
+  });
+
+  it("exits 3 when a missed slot is reported, until the task runs again", async () => {
+    await db.pool.query(
+      "UPDATE agenda_jobs SET next_run_at = date_trunc('second', now()) - interval '10 minutes' WHERE name = 'cli-hold'",
+    );
+    await harness.scheduler.checkMissedSlots();
+    const result = await cli(["status"]);
+    expect(result.code).toBe(3);
+    expect(result.out.at(-1)).toMatch(/^1 task\(s\) need attention: cli-hold \(missed slot \S+Z\)$/);
+    // the detector nudges the workers: the overdue slot runs, and the report clears
+    await pollUntil("cli-hold's catch-up run", () => started.some((event) => event.taskName === "cli-hold"));
+    expect((await cli(["status"])).code).toBe(0);
+    releaseHold();
+  });
+});
+
+describe("cronwarden runs", () => {
+  it("lists the last N runs of a task", async () => {
+    const result = await cli(["runs", "cli-ok", "--limit", "2"]);
+    expect(result).toMatchObject({ code: 0, err: [] });
+    expect(result.out[0]).toMatch(
+      /^SCHEDULED\s+STARTED\s+DURATION\s+OUTCOME\s+TRIGGER\s+ATTEMPT\s+INSTANCE\s+ERROR$/,
+    );
+    expect(result.out.slice(1, 3)).toEqual([
+      expect.stringMatching(/^\S+Z\s+\S+Z\s+\d+ ms\s+succeeded\s+schedule\s+1\s+\S+$/),
+      expect.stringMatching(/succeeded/),
+    ]);
+    expect(result.out.at(-1)).toBe("2 run(s) of cli-ok");
+  });
+
+  it("exits 1 for an unknown task and 2 for a bad limit", async () => {
+    const unknown = await cli(["runs", "nope"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.err[0]).toMatch(/^cronwarden runs: no task named "nope"/);
+    expect((await cli(["runs", "cli-ok", "--limit", "0"])).code).toBe(2);
+  });
+});
+
+describe("cronwarden run", () => {
+  it("queues a run (exit 0); refused while running, disabled or unknown (exit 1)", async () => {
+    await pollUntil("cli-hold idle", async () => {
+      const status = await harness.scheduler.taskStatus("cli-hold");
+      return status?.running === false;
+    });
+    const before = started.length;
+    const queued = await cli(["run", "cli-hold"]);
+    expect(queued).toMatchObject({ code: 0, err: [] });
+    expect(queued.out[0]).toMatch(/^queued a run of cli-hold \(requested \S+Z\)$/);
+    await pollUntil("the manual run", () =>
+      started.slice(before).some((event) => event.taskName === "cli-hold" && event.trigger === "manual"),
+    );
+    const busy = await cli(["run", "cli-hold"]);
+    expect(busy.code).toBe(1);
+    expect(busy.err[0]).toMatch(/^cronwarden run: cannot run "cli-hold" now: "cli-hold" is running now/);
+    releaseHold();
+    expect((await cli(["run", "cli-fail"])).code).toBe(1); // disabled above
+    expect((await cli(["run", "nope"])).code).toBe(1);
+  });
+
+  it("exits 2 without a token (401) and when the API is unreachable", async () => {
+    const anonymous = await cli(["run", "cli-ok"], { CRONWARDEN_ADMIN_URL: url });
+    expect(anonymous.code).toBe(2);
+    expect(anonymous.err[0]).toMatch(/missing bearer token.*\(pass --token or set CRONWARDEN_ADMIN_TOKEN\)$/);
+    const probe = createServer();
+    await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
+    const { port } = probe.address() as AddressInfo;
+    await new Promise((resolve) => probe.close(resolve));
+    const unreachable = await cli(["status", "--url", `http://127.0.0.1:${port}`]);
+    expect(unreachable.code).toBe(2);
+    expect(unreachable.err[0]).toBe(
+      `cronwarden status: cannot reach the admin API at http://127.0.0.1:${port}: ECONNREFUSED`,
+    );
+    expect((await cli(["run"])).err[0]).toMatch(/run needs a task name/);
+  });
+});

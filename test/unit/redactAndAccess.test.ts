@@ -1,0 +1,39 @@
+import { describe, expect, it } from "vitest";
+import { isLoopback } from "../../src/admin/index.js";
+import { redactSecrets } from "../../src/observability/redact.js";
+
+describe("isLoopback", () => {
+  it("accepts 127.0.0.0/8, ::1 and localhost only", () => {
+    for (const host of ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost", "LOCALHOST"]) {
+      expect(isLoopback(host), host).toBe(true);
+    }
+    for (const host of [
+      "0.0.0.0",
+      "::",
+      "10.0.0.1",
+      "192.168.1.2",
+      "example.com",
+      "127.0.0.1.nip.io",
+      "::ffff:10.0.0.1",
+    ]) {
+      expect(isLoopback(host), host).toBe(false);
+    }
+  });
+});
+
+describe("redactSecrets", () => {
+  it("hides URL passwords, password pairs (keeping JSON valid) and known secrets", () => {
+    expect(redactSecrets("cannot reach postgres://app:s3cr%40t@db:5432/app now")).toBe(
+      "cannot reach postgres://app:***@db:5432/app now",
+    );
+    expect(redactSecrets("host=db password=hunter2 user=app")).toBe("host=db password=*** user=app");
+    expect(JSON.parse(redactSecrets('{"password":"hunter2","user":"app"}'))).toEqual({
+      password: "***",
+      user: "app",
+    });
+    expect(redactSecrets("token abc123abc123abc123 echoed", ["abc123abc123abc123"])).toBe("token *** echoed");
+    expect(redactSecrets("https://hooks.example.com/services/T/B/X and user@example.com")).toBe(
+      "https://hooks.example.com/services/T/B/X and user@example.com",
+    );
+  });
+});
