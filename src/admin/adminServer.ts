@@ -1,5 +1,6 @@
 import type { AddressInfo } from "node:net";
 import Fastify from "fastify";
+import { DASHBOARD_PREFIX, dashboardRoutes } from "../dashboard/dashboardRoutes.js";
 import { redactSecrets } from "../observability/redact.js";
 import type { Logger } from "../scheduler/logger.js";
 import { AccessPolicy } from "./auth.js";
@@ -46,7 +47,11 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   // fastify's own request logging is off: nothing logs request headers (the token)
   const app = Fastify({ logger: false, bodyLimit: 16 * 1024, return503OnClosing: true });
   const missed = new MissedSlotTracker(options.scheduler, logger);
-  app.addHook("onRequest", async (request) => access.check(request));
+  app.addHook("onRequest", async (request) => {
+    // the dashboard's static files hold no data; every data call they make carries the token
+    if (request.method === "GET" && isDashboardFile(request.url)) return;
+    access.check(request);
+  });
   app.addHook("onSend", async (_request, reply, payload) => {
     reply.header("cache-control", "no-store");
     return typeof payload === "string" ? redactSecrets(payload, secrets) : payload;
@@ -56,6 +61,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   taskRoutes(app, options.scheduler, missed);
   configRoutes(app, options.scheduler);
   probeRoutes(app, options.scheduler, options.metrics);
+  dashboardRoutes(app, options.scheduler);
 
   return {
     async listen() {
@@ -71,6 +77,11 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
       await app.close();
     },
   };
+}
+
+function isDashboardFile(url: string): boolean {
+  const pathname = url.split("?")[0] ?? "";
+  return pathname === "/" || pathname === "/dashboard" || pathname.startsWith(DASHBOARD_PREFIX);
 }
 
 function urlOf(address: AddressInfo): string {

@@ -5,5 +5,12 @@ import type { Scheduler } from "../scheduler/scheduler.js";
 export type AdminScheduler = SchedulerEventSource &
   Pick<
     Scheduler,
-    "status" | "taskStatus" | "runs" | "runNow" | "readiness" | "desiredState" | "lastReconcile"
+    | "status"
+    | "taskStatus"
+    | "runs"
+    | "runNow"
+    | "readiness"
+    | "desiredState"
+    | "lastReconcile"
+    | "auditTrail"
   >;

@@ -46,7 +46,7 @@ export class EventFeed {
       }),
     );
     events.on("reconcile:failed", (event) =>
-      this.#metrics.reconciles.inc({ trigger: triggerOf(event), result: "failed" }),
+      this.#metrics.reconciles.inc({ trigger: event.trigger, result: "failed" }),
     );
     events.on("config:loaded", () => this.#metrics.configReloads.inc({ result: "loaded" }));
     events.on("config:error", () => this.#metrics.configReloads.inc({ result: "error" }));
@@ -67,9 +67,4 @@ export class EventFeed {
 
 function runKey(event: { scheduledAt: Date; startedAt: Date; attempt: number }): string {
   return `${event.scheduledAt.getTime()}|${event.startedAt.getTime()}|${event.attempt}`;
-}
-
-/** `reconcile:failed` may name its trigger; older schedulers do not. */
-function triggerOf(event: object): string {
-  return "trigger" in event && typeof event.trigger === "string" ? event.trigger : "unknown";
 }

@@ -75,6 +75,7 @@ export class ConfigWatcher {
           ? `revision ${this.#current.revision}`
           : "the jobs as they are in the database";
         this.#logger.error({ err: error }, `${error.message}; keeping ${kept}`);
+        this.#options.onError?.(error);
       },
     });
   }
@@ -100,6 +101,7 @@ export class ConfigWatcher {
         { err: error, revision: document.revision },
         `${(error as Error).message}; keeping ${kept}`,
       );
+      this.#options.onError?.(error as Error);
       return;
     }
     this.#pending = state;

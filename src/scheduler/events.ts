@@ -1,4 +1,4 @@
-import type { ReconcileResult } from "./configReconciler.js";
+import type { ReconcileResult, ReconcileTrigger } from "./configReconciler.js";
 
 /** The scheduler's typed events: the hook for logs, metrics, alerts and tests. */
 
@@ -67,7 +67,7 @@ export interface SchedulerEvents {
   /** An enabled task's slot passed its grace without a run starting (silent-stop detection). */
   "missed-slot": [MissedSlotEvent];
   reconciled: [ReconcileResult];
-  "reconcile:failed": [{ error: Error }];
+  "reconcile:failed": [{ error: Error; trigger: ReconcileTrigger }];
   /** A config entry was refused (invalid or unknown name); the task keeps its previous state. */
   "config:rejected": [ConfigRejectedEvent];
   /** The config source could not be read or parsed (unreachable, malformed); the last valid snapshot stays. */

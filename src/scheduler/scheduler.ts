@@ -286,7 +286,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     try {
       result = await this.#reconciler.reconcile(state, trigger);
     } catch (error) {
-      this.emit("reconcile:failed", { error: error as Error });
+      this.emit("reconcile:failed", { error: error as Error, trigger });
       throw error;
     }
     if (trigger !== "anti-entropy") {
