@@ -1,12 +1,16 @@
 import path from "node:path";
 import pg from "pg";
 import {
+  Alerter,
+  createAdminServer,
   createLogger,
+  createMetrics,
   createScheduler,
   FileConfigSource,
   handleShutdownSignals,
   type Logger,
   type TaskRegistrar,
+  WebhookAlertChannel,
 } from "../src/index.js";
 import { startEmbeddedPostgres } from "../src/infra/embeddedPostgres/index.js";
 import { loadServiceSettings } from "./settings.js";
@@ -75,12 +79,49 @@ export async function runService(options: ServiceOptions): Promise<void> {
       namespace: settings.CRONWARDEN_NAMESPACE,
       antiEntropyMs: settings.CRONWARDEN_ANTI_ENTROPY_MS,
     });
+    // 3b. operations: metrics, alerts, admin API; created before start() so start-up events count
+    const metrics = createMetrics(scheduler, { logger });
+    const alerter = settings.CRONWARDEN_ALERT_WEBHOOK_URL
+      ? new Alerter({
+          scheduler,
+          channels: [
+            new WebhookAlertChannel({
+              url: settings.CRONWARDEN_ALERT_WEBHOOK_URL,
+              format: settings.CRONWARDEN_ALERT_WEBHOOK_FORMAT,
+            }),
+          ],
+          silenceMs: settings.CRONWARDEN_ALERT_SILENCE_MS,
+          logger,
+          observer: metrics.alerts,
+        })
+      : undefined;
+    // refuses (INVALID_SETTINGS) to listen beyond loopback without a token: the start fails with that message
+    const admin = settings.CRONWARDEN_ADMIN_ENABLED
+      ? createAdminServer({
+          scheduler,
+          metrics,
+          host: settings.CRONWARDEN_ADMIN_HOST,
+          port: settings.CRONWARDEN_ADMIN_PORT,
+          token: settings.CRONWARDEN_ADMIN_TOKEN,
+          logger,
+        })
+      : undefined;
+    // clean-ups run in reverse: this one after scheduler.stop(), so alerts raised while draining go out
+    cleanups.push(async () => {
+      await alerter?.flush(5_000);
+      alerter?.stop();
+      metrics.stop();
+      await admin?.close();
+    });
     cleanups.push(async () => {
       await scheduler.stop();
     });
 
     // 4. task modules
     options.registerTasks(scheduler);
+
+    // the admin API answers /healthz (and /readyz with 503) during start-up
+    await admin?.listen();
 
     // 5-9. define handlers, read the desired state, reconcile, start the workers, watch the config
     await scheduler.start();

@@ -33,7 +33,27 @@ const environmentSchema = z.object({
   CRONWARDEN_ANTI_ENTROPY_MS: optionalInt(0),
   CRONWARDEN_INSTANCE_ID: z.string().min(1).optional(),
   CRONWARDEN_PG_POOL_MAX: optionalInt(2),
+  CRONWARDEN_ADMIN_ENABLED: z
+    .enum(["true", "false", "1", "0"], { message: "must be true or false" })
+    .default("true")
+    .transform((value) => value === "true" || value === "1"),
+  CRONWARDEN_ADMIN_HOST: z.string().min(1).default("127.0.0.1"),
+  CRONWARDEN_ADMIN_PORT: optionalInt(0).refine(
+    (port) => port === undefined || port <= 65535,
+    "must be at most 65535",
+  ),
+  CRONWARDEN_ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+  CRONWARDEN_ALERT_WEBHOOK_URL: z
+    .string()
+    .url("must be an http:// or https:// URL")
+    .refine((url) => /^https?:\/\//i.test(url), "must be an http:// or https:// URL")
+    .optional(),
+  CRONWARDEN_ALERT_WEBHOOK_FORMAT: z.enum(["json", "slack"]).default("json"),
+  CRONWARDEN_ALERT_SILENCE_MS: optionalInt(0),
 });
+
+/** Values never echoed back in an error message. */
+const SECRET_VARIABLES = new Set(["DATABASE_URL", "CRONWARDEN_ADMIN_TOKEN", "CRONWARDEN_ALERT_WEBHOOK_URL"]);
 
 export type ServiceSettings = z.output<typeof environmentSchema>;
 
@@ -43,7 +63,7 @@ export function loadServiceSettings(environment: NodeJS.ProcessEnv = process.env
   if (result.success) return result.data;
   const problems = result.error.issues.map((issue) => {
     const name = String(issue.path[0]);
-    const value = name === "DATABASE_URL" ? "(hidden)" : JSON.stringify(environment[name]);
+    const value = SECRET_VARIABLES.has(name) ? "(hidden)" : JSON.stringify(environment[name]);
     return `${name}=${value}: ${issue.message}`;
   });
   throw new CronwardenError("INVALID_SETTINGS", `invalid environment: ${problems.join("; ")}`);

@@ -50,3 +50,27 @@ export type { AuditRecord } from "./store/auditLog.js";
 export interface TaskRegistrar {
   register(task: import("./scheduler/types.js").TaskRegistration): void;
 }
+export {
+  type AdminScheduler,
+  type AdminServer,
+  type AdminServerOptions,
+  createAdminServer,
+  DEFAULT_ADMIN_PORT,
+  type MetricsSource,
+} from "./admin/index.js";
+export {
+  type Alert,
+  type AlertChannel,
+  type AlertDeliveryObserver,
+  type AlertEvent,
+  Alerter,
+  type AlerterOptions,
+  type AlertingScheduler,
+  type AlertSeverity,
+  DEFAULT_SILENCE_MS,
+  slackText,
+  WebhookAlertChannel,
+  type WebhookChannelOptions,
+  type WebhookFormat,
+} from "./alerts/index.js";
+export { createMetrics, type Metrics, type MetricsOptions, type MetricsScheduler } from "./metrics/index.js";

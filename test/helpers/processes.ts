@@ -16,7 +16,8 @@ export class ServiceProcess {
   constructor(entry: string, environment: NodeJS.ProcessEnv) {
     this.child = spawn(process.execPath, ["--import", "tsx", path.resolve(root, entry)], {
       cwd: root,
-      env: { ...process.env, LOG_LEVEL: "debug", ...environment },
+      // a free port for each instance's admin API: several run on this machine at once
+      env: { ...process.env, LOG_LEVEL: "debug", CRONWARDEN_ADMIN_PORT: "0", ...environment },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let buffered = "";
