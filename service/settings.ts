@@ -31,6 +31,7 @@ const environmentSchema = z.object({
   CRONWARDEN_HEALTH_PROBE_MS: optionalInt(100),
   CRONWARDEN_NAMESPACE: z.string().min(1).optional(),
   CRONWARDEN_ANTI_ENTROPY_MS: optionalInt(0),
+  CRONWARDEN_RUN_LOG_RETENTION_DAYS: optionalInt(0),
   CRONWARDEN_INSTANCE_ID: z.string().min(1).optional(),
   CRONWARDEN_PG_POOL_MAX: optionalInt(2),
   CRONWARDEN_ADMIN_ENABLED: z

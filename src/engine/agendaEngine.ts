@@ -284,6 +284,11 @@ export class AgendaEngine {
     return sql.selectRunSummaries(this.#options.pool, recent);
   }
 
+  /** Deletes run-log rows older than `before` (one instance at a time); null when another instance is at it. */
+  pruneRunLog(before: Date): Promise<number | null> {
+    return sql.pruneRunLog(this.#options.pool, before);
+  }
+
   /** Whether the database answered the last probe. */
   get databaseUp(): boolean {
     return this.#health.up;

@@ -250,3 +250,36 @@ export async function claimMissedSlotReport(db: Queryable, jobId: string, slot: 
   );
   return result.rowCount === 1;
 }
+
+/** Batch size of the run-log pruning: short transactions on a big table. */
+const PRUNE_BATCH = 5_000;
+export const RETENTION_LOCK_KEY = 0x6377_0003;
+
+/**
+ * Deletes run-log rows older than `before`, in batches, if no other instance is doing it (a
+ * try-lock, not a wait). Returns the number of rows deleted, or null when another instance held it.
+ */
+export async function pruneRunLog(pool: Pool, before: Date): Promise<number | null> {
+  const client = await pool.connect();
+  try {
+    const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [
+      RETENTION_LOCK_KEY,
+    ]);
+    if (!rows[0]?.locked) return null;
+    try {
+      let total = 0;
+      for (;;) {
+        const result = await client.query(
+          `DELETE FROM "${LOGS_TABLE}" WHERE id IN (SELECT id FROM "${LOGS_TABLE}" WHERE timestamp < $1 LIMIT ${PRUNE_BATCH})`,
+          [before],
+        );
+        total += result.rowCount ?? 0;
+        if ((result.rowCount ?? 0) < PRUNE_BATCH) return total;
+      }
+    } finally {
+      await client.query("SELECT pg_advisory_unlock($1)", [RETENTION_LOCK_KEY]);
+    }
+  } finally {
+    client.release();
+  }
+}

@@ -36,6 +36,9 @@ export interface StopResult {
   abandoned: string[];
 }
 
+/** How often run history past its retention is pruned. */
+const RETENTION_EVERY_MS = 3_600_000;
+
 type State = "new" | "starting" | "running" | "stopping" | "stopped";
 
 /**
@@ -54,6 +57,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #store: DesiredStateStore;
   readonly #audit: AuditLog;
   #antiEntropyTimer: NodeJS.Timeout | undefined;
+  #retentionTimer: NodeJS.Timeout | undefined;
   #antiEntropyPass: Promise<void> | undefined;
   #state: State = "new";
 
@@ -155,6 +159,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     await this.#engine.start();
     this.#watcher.start();
     this.#startAntiEntropy();
+    this.#startRetention();
     this.#state = "running";
     this.#logger.info(
       {
@@ -175,6 +180,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
     clearInterval(this.#antiEntropyTimer);
+    clearInterval(this.#retentionTimer);
     await this.#antiEntropyPass;
     await this.#watcher.stop();
     const outcome = await this.#engine.drain(drainTimeoutMs);
@@ -331,6 +337,29 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       `config source unreachable at start-up: scheduling from the last applied config, revision ${stored.revision} of ${stored.source}, applied ${stored.appliedAt.toISOString()} by ${stored.appliedBy}`,
     );
     return state;
+  }
+
+  /** Deletes run history older than the retention; returns the rows deleted (null: another instance is at it). */
+  async pruneRunHistory(now = new Date()): Promise<number | null> {
+    const days = this.settings.runLogRetentionDays;
+    if (days <= 0) return 0;
+    const deleted = await this.#engine.pruneRunLog(new Date(now.getTime() - days * 86_400_000));
+    if (deleted)
+      this.#logger.info(
+        { deleted, retentionDays: days },
+        `pruned ${deleted} run-log row(s) older than ${days} days`,
+      );
+    return deleted;
+  }
+
+  #startRetention(): void {
+    if (this.settings.runLogRetentionDays <= 0) return;
+    this.#retentionTimer = setInterval(() => {
+      this.pruneRunHistory().catch((error: unknown) =>
+        this.#logger.warn({ err: error }, "pruning the run history failed; retrying in an hour"),
+      );
+    }, RETENTION_EVERY_MS);
+    this.#retentionTimer.unref();
   }
 
   /** Besides change events, a full reconcile now and then repairs drift (rows edited or deleted by hand). */

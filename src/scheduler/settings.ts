@@ -13,6 +13,8 @@ export const schedulerSettingsSchema = z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, "use letters, digits, '.', '_' or '-'")
       .default("default"),
+    /** Run-log rows (agenda_logs) older than this many days are deleted, hourly; 0 keeps them forever. */
+    runLogRetentionDays: z.number().min(0).default(30),
     /** A full reconcile this often repairs drift; 0 turns it off. */
     antiEntropyMs: z.number().int().min(0).default(60_000),
     defaultTimezone: z.string().refine(isValidTimezone, "is not an IANA timezone name").default("UTC"),

@@ -233,3 +233,25 @@ describe("silent-stop detection", () => {
     expect(rows[0].next_run_at).toBeInstanceOf(Date);
   });
 });
+
+describe("run history retention", () => {
+  it("deletes run-log rows older than the retention, keeps the recent ones", async () => {
+    const h = await start(
+      [{ name: "ret-task", handler: async () => {} }],
+      [{ name: "ret-task", cron: "0 0 0 1 1 *" }],
+      {
+        runLogRetentionDays: 7,
+      },
+    );
+    await db.pool.query(
+      `INSERT INTO agenda_logs (timestamp, level, event, job_name, message)
+       SELECT now() - interval '8 days', 'info', 'success', 'ret-task', 'old' FROM generate_series(1, 12)
+       UNION ALL SELECT now() - interval '6 days', 'info', 'success', 'ret-task', 'recent' FROM generate_series(1, 3)`,
+    );
+    expect(await h.scheduler.pruneRunHistory()).toBeGreaterThanOrEqual(12);
+    const { rows } = await db.pool.query(
+      "SELECT message, count(*)::int AS n FROM agenda_logs WHERE job_name = 'ret-task' GROUP BY 1",
+    );
+    expect(rows).toEqual([{ message: "recent", n: 3 }]);
+  });
+});
