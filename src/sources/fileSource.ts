@@ -2,10 +2,10 @@ import { createHash } from "node:crypto";
 import { type FSWatcher, watch } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
-import YAML from "yaml";
 import { CronwardenError } from "../scheduler/errors.js";
 import { toError } from "../scheduler/logger.js";
 import type { ConfigDocument, ConfigListener, ConfigSource } from "./configSource.js";
+import { ANY_FORMAT, type DocumentFormat, parseDocument } from "./parseDocument.js";
 
 export interface FileSourceOptions {
   /** JSON (`.json`) or YAML (`.yaml`, `.yml`); other extensions are tried as JSON, then YAML. */
@@ -138,31 +138,20 @@ export class FileConfigSource implements ConfigSource {
 
   #parse(text: string): unknown {
     const extension = path.extname(this.path).toLowerCase();
-    const parsers: Array<["JSON" | "YAML", (input: string) => unknown]> =
+    const formats: readonly DocumentFormat[] =
       extension === ".json"
-        ? [["JSON", JSON.parse]]
+        ? ["json"]
         : extension === ".yaml" || extension === ".yml"
-          ? [["YAML", parseYaml]]
-          : [
-              ["JSON", JSON.parse],
-              ["YAML", parseYaml],
-            ];
-    let lastError: Error | undefined;
-    for (const [format, parse] of parsers) {
-      try {
-        return parse(text);
-      } catch (thrown) {
-        lastError = new Error(`not valid ${format}: ${toError(thrown).message}`);
-      }
+          ? ["yaml"]
+          : ANY_FORMAT;
+    try {
+      return parseDocument(text, formats);
+    } catch (thrown) {
+      throw new CronwardenError(
+        "INVALID_CONFIG",
+        `config ${this.description} cannot be parsed (${toError(thrown).message}); fix the syntax, the last valid config stays in force`,
+        { cause: thrown },
+      );
     }
-    throw new CronwardenError(
-      "INVALID_CONFIG",
-      `config ${this.description} cannot be parsed (${lastError?.message}); fix the syntax, the last valid config stays in force`,
-      { cause: lastError },
-    );
   }
-}
-
-function parseYaml(text: string): unknown {
-  return YAML.parse(text, { prettyErrors: true, uniqueKeys: true });
 }
