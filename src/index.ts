@@ -43,7 +43,10 @@ export type {
   TaskRegistration,
 } from "./scheduler/types.js";
 export type { ConfigDocument, ConfigListener, ConfigSource } from "./sources/configSource.js";
+export { EtcdConfigSource, type EtcdSourceOptions } from "./sources/etcdSource.js";
 export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";
+export { HttpConfigSource, type HttpSourceOptions } from "./sources/httpSource.js";
+export type { DocumentFormat } from "./sources/parseDocument.js";
 export type { AuditRecord } from "./store/auditLog.js";
 
 /** What task modules need of the scheduler: a place to register. */

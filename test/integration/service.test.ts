@@ -33,7 +33,10 @@ it("the reference service starts on an embedded PostgreSQL, logs a heartbeat run
     expect(run.outcome).toBe("succeeded");
     // the admin API and the dashboard come with it (on loopback)
     const admin = service.find((line) => /^admin API listening on/.test(String(line.msg)));
-    const tasks = (await (await fetch(`${admin?.url}/tasks`)).json()) as Array<{ name: string; lastOutcome: string }>;
+    const tasks = (await (await fetch(`${admin?.url}/tasks`)).json()) as Array<{
+      name: string;
+      lastOutcome: string;
+    }>;
     expect(tasks.find((task) => task.name === "heartbeat")?.lastOutcome).toBe("succeeded");
     expect((await fetch(`${admin?.url}/dashboard/`)).status).toBe(200);
     service.child.kill("SIGTERM");
