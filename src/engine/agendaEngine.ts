@@ -213,18 +213,12 @@ export class AgendaEngine {
     const nextRunAt = probe.attrs.nextRunAt;
     if (!nextRunAt)
       throw new Error(`cron "${cron}" in ${timezone} has no next run after ${now.toISOString()}`);
-    await sql.updateSchedule(this.#options.pool, {
-      name: taskName,
-      cron,
-      timezone,
-      nextRunAt,
-      modifiedBy: this.instanceId,
-    });
+    await sql.updateSchedule(this.#options.pool, { name: taskName, cron, timezone, nextRunAt });
     return nextRunAt;
   }
 
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {
-    await sql.setDisabled(this.#options.pool, taskName, !enabled, this.instanceId);
+    await sql.setDisabled(this.#options.pool, taskName, !enabled);
   }
 
   /** Runs `work` while holding a database-wide lock, so instances reconcile one at a time. */

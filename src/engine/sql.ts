@@ -65,29 +65,29 @@ export async function selectRunGuard(db: Queryable, jobId: string): Promise<RunG
   return result.rows[0];
 }
 
+/*
+ * The reconciler's two writes leave `last_modified_by` alone: Agenda sets it to the instance that
+ * locks and runs the job, which is how status tells where a run is going on. Who changed a
+ * schedule is in the audit trail.
+ */
+
 /** The in-place schedule change: same row (id, lock, history), new cron, timezone and next run. */
 export async function updateSchedule(
   db: Queryable,
-  change: { name: string; cron: string; timezone: string; nextRunAt: Date; modifiedBy: string },
+  change: { name: string; cron: string; timezone: string; nextRunAt: Date },
 ): Promise<number> {
   const result = await db.query(
-    `UPDATE "${JOBS_TABLE}"
-        SET repeat_interval = $2, repeat_timezone = $3, next_run_at = $4, last_modified_by = $5
+    `UPDATE "${JOBS_TABLE}" SET repeat_interval = $2, repeat_timezone = $3, next_run_at = $4
       WHERE name = $1 AND type = 'single'`,
-    [change.name, change.cron, change.timezone, change.nextRunAt, change.modifiedBy],
+    [change.name, change.cron, change.timezone, change.nextRunAt],
   );
   return result.rowCount ?? 0;
 }
 
-export async function setDisabled(
-  db: Queryable,
-  name: string,
-  disabled: boolean,
-  modifiedBy: string,
-): Promise<number> {
+export async function setDisabled(db: Queryable, name: string, disabled: boolean): Promise<number> {
   const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET disabled = $2, last_modified_by = $3 WHERE name = $1 AND type = 'single'`,
-    [name, disabled, modifiedBy],
+    `UPDATE "${JOBS_TABLE}" SET disabled = $2 WHERE name = $1 AND type = 'single'`,
+    [name, disabled],
   );
   return result.rowCount ?? 0;
 }
@@ -120,18 +120,17 @@ export interface RunSummaryRow {
   job_name: string;
   last_outcome: string | null;
   last_error: string | null;
-  last_start_instance: string | null;
   recent_outcomes: string[] | null;
 }
 
 /**
- * Per task job: the latest finished attempt, the instance of the latest start and the outcomes of
- * the last `recent` attempts, newest first. One index lookup per job (agenda_logs is large).
+ * Per task job: the latest finished attempt and the outcomes of the last `recent` attempts, newest
+ * first. One index lookup per job (agenda_logs is large).
  */
 export async function selectRunSummaries(db: Queryable, recent: number): Promise<RunSummaryRow[]> {
   const result = await db.query<RunSummaryRow>(
     `SELECT j.name AS job_name, outcomes.list[1] AS last_outcome, last_outcome.error AS last_error,
-            last_start.agenda_name AS last_start_instance, outcomes.list AS recent_outcomes
+            outcomes.list AS recent_outcomes
        FROM "${JOBS_TABLE}" j
        LEFT JOIN LATERAL (
          SELECT array_agg(o.outcome ORDER BY o.timestamp DESC) AS list FROM (
@@ -142,9 +141,6 @@ export async function selectRunSummaries(db: Queryable, recent: number): Promise
          SELECT error FROM "${LOGS_TABLE}" l
           WHERE l.job_name = j.name AND l.event IN ('success', 'fail', 'retry') AND l.meta ? 'outcome'
           ORDER BY l.timestamp DESC LIMIT 1) last_outcome ON true
-       LEFT JOIN LATERAL (
-         SELECT agenda_name FROM "${LOGS_TABLE}" l
-          WHERE l.job_name = j.name AND l.event = 'start' ORDER BY l.timestamp DESC LIMIT 1) last_start ON true
       WHERE j.type = 'single'`,
     [recent],
   );

@@ -44,7 +44,8 @@ export function buildTaskStatuses(input: {
           }
         : null,
       running,
-      runningOn: running ? (summary?.last_start_instance ?? null) : null,
+      // the instance that locked the job: Agenda writes it with the lock
+      runningOn: running ? (job?.lastModifiedBy ?? null) : null,
       lastOutcome,
       lastError: lastOutcome === "failed" ? (summary?.last_error ?? null) : null,
       consecutiveFailures: job?.failCount ?? 0,
