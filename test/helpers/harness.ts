@@ -3,6 +3,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import type { Pool } from "pg";
+import { afterAll, beforeAll } from "vitest";
 import YAML from "yaml";
 import {
   createScheduler,
@@ -12,6 +13,7 @@ import {
   type SchedulerSettingsInput,
   type TaskRegistration,
 } from "../../src/index.js";
+import { createTestDatabase, type TestDatabase } from "./database.js";
 import { LogCapture } from "./logs.js";
 import { pollUntil } from "./poll.js";
 
@@ -121,3 +123,39 @@ export function yamlOf(config: ConfigEntry[]): string {
 }
 
 export { pollUntil };
+
+/**
+ * One database for a test file and the schedulers started on it, stopped and dropped after the
+ * file. Call at the top level of the file.
+ */
+export function harnessSuite() {
+  let database: TestDatabase | undefined;
+  const started: SchedulerHarness[] = [];
+  beforeAll(async () => {
+    database = await createTestDatabase();
+  });
+  afterAll(async () => {
+    for (const harness of started) await harness.stop().catch(() => {});
+    await database?.drop();
+  });
+  const db = (): TestDatabase => {
+    if (!database) throw new Error("harnessSuite: the database exists only inside tests");
+    return database;
+  };
+  return {
+    db,
+    /** Starts a scheduler on the file's database; it is stopped after the file. */
+    async start(
+      ...args: Parameters<typeof SchedulerHarness.start> extends [unknown, ...infer Rest] ? Rest : never
+    ) {
+      const harness = await SchedulerHarness.start(db().pool, ...args);
+      started.push(harness);
+      return harness;
+    },
+    /** Stops this harness after the file too (for harnesses made with create()). */
+    track(harness: SchedulerHarness): SchedulerHarness {
+      started.push(harness);
+      return harness;
+    },
+  };
+}

@@ -1,24 +1,14 @@
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import type { RunFinishedEvent } from "../../src/index.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
-import { SchedulerHarness } from "../helpers/harness.js";
+import { harnessSuite, SchedulerHarness } from "../helpers/harness.js";
 
 /**
  * SPEC §6: overlap, catch-up after downtime and the next run after a re-enable follow Agenda's
  * defaults. These tests pin what those defaults are (docs/behaviour.md describes them).
  */
 
-let db: TestDatabase;
-const harnesses: SchedulerHarness[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-
-afterAll(async () => {
-  for (const harness of harnesses) await harness.stop();
-  await db?.drop();
-});
+const suite = harnessSuite();
+const db = () => suite.db();
 
 function collect(harness: SchedulerHarness, taskName: string): RunFinishedEvent[] {
   const runs: RunFinishedEvent[] = [];
@@ -30,22 +20,22 @@ function collect(harness: SchedulerHarness, taskName: string): RunFinishedEvent[
 
 it("catch-up: slots missed while no worker ran give one run at start, then the schedule resumes (no backfill)", async () => {
   const first = await SchedulerHarness.start(
-    db.pool,
+    db().pool,
     [{ name: "catch-up", handler: async () => {} }],
     [{ name: "catch-up", cron: "*/2 * * * * *" }],
   );
   await first.stop();
   // as if every worker had been down for 20 s: ten slots missed
   const missedSince = new Date(Math.floor(Date.now() / 2000) * 2000 - 20_000);
-  await db.pool.query("UPDATE agenda_jobs SET next_run_at = $1 WHERE name = 'catch-up'", [missedSince]);
+  await db().pool.query("UPDATE agenda_jobs SET next_run_at = $1 WHERE name = 'catch-up'", [missedSince]);
 
   const restartedAt = Date.now();
   const second = await SchedulerHarness.start(
-    db.pool,
+    db().pool,
     [{ name: "catch-up", handler: async () => {} }],
     [{ name: "catch-up", cron: "*/2 * * * * *" }],
   );
-  harnesses.push(second);
+  suite.track(second);
   const runs = collect(second, "catch-up");
   await second.runsOf("catch-up", 3);
   const [catchUp, next, after] = runs;
@@ -56,13 +46,13 @@ it("catch-up: slots missed while no worker ran give one run at start, then the s
 
 it("re-enable: a job disabled over several slots runs once at once for its frozen slot, then on schedule", async () => {
   const harness = await SchedulerHarness.start(
-    db.pool,
+    db().pool,
     [{ name: "re-enable", handler: async () => {} }],
     [{ name: "re-enable", cron: "*/2 * * * * *", enabled: false }],
   );
-  harnesses.push(harness);
+  suite.track(harness);
   const frozen = new Date(Math.floor(Date.now() / 2000) * 2000 - 10_000);
-  await db.pool.query("UPDATE agenda_jobs SET next_run_at = $1 WHERE name = 're-enable'", [frozen]);
+  await db().pool.query("UPDATE agenda_jobs SET next_run_at = $1 WHERE name = 're-enable'", [frozen]);
   const runs = collect(harness, "re-enable");
   await harness.writeConfig([{ name: "re-enable", cron: "*/2 * * * * *", enabled: true }]);
   await harness.runsOf("re-enable", 2);
@@ -74,7 +64,7 @@ it("overlap: a run that outlasts its interval never overlaps itself; the slots i
   let active = 0;
   let maxActive = 0;
   const harness = await SchedulerHarness.start(
-    db.pool,
+    db().pool,
     [
       {
         name: "overlap",
@@ -88,7 +78,7 @@ it("overlap: a run that outlasts its interval never overlaps itself; the slots i
     ],
     [{ name: "overlap", cron: "* * * * * *" }],
   );
-  harnesses.push(harness);
+  suite.track(harness);
   const runs = collect(harness, "overlap");
   await harness.runsOf("overlap", 3, 30_000);
   expect(maxActive).toBe(1);

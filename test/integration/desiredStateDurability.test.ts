@@ -1,32 +1,15 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
-import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+import { describe, expect, it } from "vitest";
+import { harnessSuite, pollUntil, SchedulerHarness } from "../helpers/harness.js";
 
 /** Durable last-known desired state, anti-entropy (drift repair) and the audit trail. */
 
-let db: TestDatabase;
-const harnesses: SchedulerHarness[] = [];
+const suite = harnessSuite();
+const start = suite.start;
+const db = () => suite.db();
 const task = (name: string) => ({ name, handler: async () => {} });
 
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-
-afterAll(async () => {
-  for (const harness of harnesses) await harness.stop().catch(() => {});
-  await db?.drop();
-});
-
-async function start(
-  ...args: Parameters<typeof SchedulerHarness.start> extends [unknown, ...infer Rest] ? Rest : never
-) {
-  const harness = await SchedulerHarness.start(db.pool, ...args);
-  harnesses.push(harness);
-  return harness;
-}
-
 async function jobRow(name: string) {
-  const { rows } = await db.pool.query("SELECT * FROM agenda_jobs WHERE name = $1", [name]);
+  const { rows } = await db().pool.query("SELECT * FROM agenda_jobs WHERE name = $1", [name]);
   return rows[0];
 }
 
@@ -44,10 +27,10 @@ describe("durable desired state", () => {
       },
     );
     await first.stop();
-    await db.pool.query("DELETE FROM agenda_jobs WHERE name LIKE 'dur-%'"); // so the restart has work to do
+    await db().pool.query("DELETE FROM agenda_jobs WHERE name LIKE 'dur-%'"); // so the restart has work to do
 
-    const restarted = SchedulerHarness.create(db.pool, tasks, { namespace: "durable" }); // no config file at all
-    harnesses.push(restarted);
+    const restarted = SchedulerHarness.create(db().pool, tasks, { namespace: "durable" }); // no config file at all
+    suite.track(restarted);
     await restarted.scheduler.start();
     const line = restarted.logs.find((entry) =>
       /^config source unreachable at start-up/.test(String(entry.msg)),
@@ -73,10 +56,10 @@ describe("anti-entropy", () => {
       ],
       { antiEntropyMs: 300, namespace: "drift" },
     );
-    await db.pool.query("DELETE FROM agenda_jobs WHERE name = 'drift-deleted'");
-    await db.pool.query("UPDATE agenda_jobs SET repeat_interval = '*/7 * * * *' WHERE name = 'drift-cron'");
-    await db.pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'drift-next'");
-    await db.pool.query("UPDATE agenda_jobs SET disabled = true WHERE name = 'drift-flag'");
+    await db().pool.query("DELETE FROM agenda_jobs WHERE name = 'drift-deleted'");
+    await db().pool.query("UPDATE agenda_jobs SET repeat_interval = '*/7 * * * *' WHERE name = 'drift-cron'");
+    await db().pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'drift-next'");
+    await db().pool.query("UPDATE agenda_jobs SET disabled = true WHERE name = 'drift-flag'");
     await pollUntil("the repairs", async () => {
       const [deleted, cron, next, flag] = await Promise.all(
         ["drift-deleted", "drift-cron", "drift-next", "drift-flag"].map(jobRow),

@@ -1,30 +1,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { MissedSlotEvent, RunFinishedEvent, RunRetryEvent, TaskContext } from "../../src/index.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
-import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+import { harnessSuite, pollUntil } from "../helpers/harness.js";
 
 /** Retries, run-now, the status view and silent-stop detection, against a real PostgreSQL. */
 
-let db: TestDatabase;
-const harnesses: SchedulerHarness[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-
-afterAll(async () => {
-  for (const harness of harnesses) await harness.stop();
-  await db?.drop();
-});
-
-async function start(
-  ...args: Parameters<typeof SchedulerHarness.start> extends [unknown, ...infer Rest] ? Rest : never
-) {
-  const harness = await SchedulerHarness.start(db.pool, ...args);
-  harnesses.push(harness);
-  return harness;
-}
+const suite = harnessSuite();
+const start = suite.start;
+const db = () => suite.db();
 
 describe("retries", () => {
   it("retries a failed slot with backoff, under the same slot, and records every attempt", async () => {
@@ -152,7 +135,7 @@ describe("status", () => {
       [{ name: "st-ok" }, { name: "st-bad" }],
     );
     await Promise.all([h.runsOf("st-ok", 2), h.runsOf("st-bad", 2)]);
-    await db.pool.query(
+    await db().pool.query(
       "INSERT INTO agenda_jobs (name, type, repeat_interval, next_run_at, data) VALUES ('st-legacy', 'single', '* * * * *', now(), '{}')",
     );
     const all = await pollUntil("both outcomes", async () => {
@@ -195,10 +178,10 @@ describe("silent-stop detection", () => {
     );
     h.scheduler.on("missed-slot", (event) => missed.push(event));
     // what a dead instance leaves: a slot ten minutes past, locked an hour ago, never renewed
-    await db.pool.query(
+    await db().pool.query(
       "UPDATE agenda_jobs SET next_run_at = date_trunc('second', now()) - interval '10 minutes', locked_at = now() - interval '1 hour' WHERE name = 'stuck'",
     );
-    const { rows } = await db.pool.query("SELECT next_run_at FROM agenda_jobs WHERE name = 'stuck'");
+    const { rows } = await db().pool.query("SELECT next_run_at FROM agenda_jobs WHERE name = 'stuck'");
     const found = await h.scheduler.checkMissedSlots();
     expect(found).toEqual([
       {
@@ -224,12 +207,12 @@ describe("silent-stop detection", () => {
         antiEntropyMs: 0,
       },
     );
-    await db.pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'lost-next'");
+    await db().pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'lost-next'");
     const found = await h.scheduler.checkMissedSlots();
     expect(found).toEqual([
       { taskName: "lost-next", scheduledAt: null, reason: "has no next run (it would never run again)" },
     ]);
-    const { rows } = await db.pool.query("SELECT next_run_at FROM agenda_jobs WHERE name = 'lost-next'");
+    const { rows } = await db().pool.query("SELECT next_run_at FROM agenda_jobs WHERE name = 'lost-next'");
     expect(rows[0].next_run_at).toBeInstanceOf(Date);
   });
 });
@@ -243,13 +226,13 @@ describe("run history retention", () => {
         runLogRetentionDays: 7,
       },
     );
-    await db.pool.query(
+    await db().pool.query(
       `INSERT INTO agenda_logs (timestamp, level, event, job_name, message)
        SELECT now() - interval '8 days', 'info', 'success', 'ret-task', 'old' FROM generate_series(1, 12)
        UNION ALL SELECT now() - interval '6 days', 'info', 'success', 'ret-task', 'recent' FROM generate_series(1, 3)`,
     );
     expect(await h.scheduler.pruneRunHistory()).toBeGreaterThanOrEqual(12);
-    const { rows } = await db.pool.query(
+    const { rows } = await db().pool.query(
       "SELECT message, count(*)::int AS n FROM agenda_logs WHERE job_name = 'ret-task' GROUP BY 1",
     );
     expect(rows).toEqual([{ message: "recent", n: 3 }]);

@@ -1,34 +1,17 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
-import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+import { describe, expect, it } from "vitest";
+import { harnessSuite, pollUntil } from "../helpers/harness.js";
 
 /**
  * The whole loop in one process against a real PostgreSQL: a watched config file, the reconciler,
  * Agenda's workers. Every test uses its own task names, so they share one database.
  */
 
-let db: TestDatabase;
-const harnesses: SchedulerHarness[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-
-afterAll(async () => {
-  for (const harness of harnesses) await harness.stop();
-  await db?.drop();
-});
-
-async function harness(
-  ...args: Parameters<typeof SchedulerHarness.start> extends [unknown, ...infer Rest] ? Rest : never
-) {
-  const started = await SchedulerHarness.start(db.pool, ...args);
-  harnesses.push(started);
-  return started;
-}
+const suite = harnessSuite();
+const harness = suite.start;
+const db = () => suite.db();
 
 async function jobRow(name: string) {
-  const result = await db.pool.query("SELECT * FROM agenda_jobs WHERE name = $1", [name]);
+  const result = await db().pool.query("SELECT * FROM agenda_jobs WHERE name = $1", [name]);
   return result.rows[0];
 }
 
@@ -173,7 +156,7 @@ describe("scheduler with a watched config file", () => {
       { intervalMs: 10, timeoutMs: 15_000 },
     );
     const callsBefore = calls;
-    await db.pool.query("UPDATE agenda_jobs SET disabled = true WHERE name = 'prelocked'");
+    await db().pool.query("UPDATE agenda_jobs SET disabled = true WHERE name = 'prelocked'");
     const skipped = await pollUntil("the skipped run record", async () =>
       (await h.scheduler.runs("prelocked", 5)).find(
         (run) => run.scheduledAt.getTime() === locked.next_run_at.getTime(),

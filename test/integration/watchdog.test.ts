@@ -1,30 +1,13 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import type { RunTroubleEvent } from "../../src/index.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
-import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+import { harnessSuite, pollUntil } from "../helpers/harness.js";
 
 /** Lock renewal, fencing and timeouts in one process against a real PostgreSQL. */
 
-let db: TestDatabase;
-const harnesses: SchedulerHarness[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-
-afterAll(async () => {
-  for (const harness of harnesses) await harness.stop();
-  await db?.drop();
-});
-
-async function start(
-  ...args: Parameters<typeof SchedulerHarness.start> extends [unknown, ...infer Rest] ? Rest : never
-) {
-  const harness = await SchedulerHarness.start(db.pool, ...args);
-  harnesses.push(harness);
-  return harness;
-}
+const suite = harnessSuite();
+const start = suite.start;
+const db = () => suite.db();
 
 function concurrency() {
   const state = { active: 0, max: 0, runs: 0 };
@@ -78,7 +61,7 @@ describe("watchdog", () => {
     h.scheduler.on("run:lock-lost", (event) => lost.push(event));
     await new Promise<void>((resolve) => h.scheduler.once("run:started", () => resolve()));
     // what another instance's takeover looks like in the row: a lock time this instance never wrote
-    await db.pool.query(
+    await db().pool.query(
       "UPDATE agenda_jobs SET locked_at = now() + interval '1 hour' WHERE name = 'wd-stolen'",
     );
     await pollUntil("the lock loss", () => lost.length > 0, { timeoutMs: 5000 });
@@ -93,7 +76,7 @@ describe("watchdog", () => {
     );
     expect(failed).toMatchObject({ outcome: "failed", error: expect.stringMatching(/^lock lost: /) });
     // the fenced final save did not unlock the new owner's lock
-    const { rows } = await db.pool.query(
+    const { rows } = await db().pool.query(
       "SELECT locked_at > now() AS still_stolen FROM agenda_jobs WHERE name = 'wd-stolen'",
     );
     expect(rows).toEqual([{ still_stolen: true }]);
