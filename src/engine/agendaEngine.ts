@@ -87,6 +87,8 @@ export class AgendaEngine {
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
     const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger);
     this.#repository = repository;
+    // subscribed before Agenda's own handler, so Agenda's look at the job finds the cache dropped
+    notificationChannel.subscribe(() => repository.invalidateLockable());
     this.#runner = new TaskRunner(
       {
         pool,

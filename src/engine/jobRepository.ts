@@ -4,7 +4,7 @@ import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
 import { retryWhileDisconnected } from "./retry.js";
 import type { RunLedger } from "./runLedger.js";
-import { JOBS_TABLE, renewLock } from "./sql.js";
+import { JOBS_TABLE, renewLock, selectLockableJobNames } from "./sql.js";
 import type { LockRenewer } from "./watchdog.js";
 
 /**
@@ -21,6 +21,16 @@ import type { LockRenewer } from "./watchdog.js";
  * - `unlockJob`, which Agenda calls without awaiting, never rejects (an unhandled rejection
  *   would end the process while the database is down).
  */
+/**
+ * Agenda polls with one locking statement per job name, so an idle instance's load grows with the
+ * number of tasks. One statement per poll now lists the names that have anything to lock; the
+ * per-name statement runs only for those. The list is shared by the calls of one poll (they come
+ * within milliseconds), looks a little further ahead than the poll does, and is dropped on every
+ * job notification (a save, a run-now), so nothing is seen later than Agenda alone would see it.
+ */
+const LOCKABLE_NAMES_TTL_MS = 250;
+const LOCKABLE_NAMES_LOOKAHEAD_MS = 1_000;
+
 /** How long the save that ends a run is retried while the database is unreachable. */
 const FINAL_SAVE_RETRY_MS = 10 * 60_000;
 
@@ -31,6 +41,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   /** Jobs whose run ended but whose end is not saved yet: not to be locked again meanwhile. */
   readonly #finalSavesPending = new Set<string>();
   #takeoversHeldUntil = 0;
+  #lockable: { at: number; until: Date; names: Promise<Set<string>> } | undefined;
 
   constructor(pool: Pool, ledger: RunLedger, logger: Logger) {
     super({ pool, tableName: JOBS_TABLE, ensureSchema: false });
@@ -49,6 +60,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     // Agenda's own expiry check can drop a run from its books while its end is still being saved
     if (this.#finalSavesPending.has(jobName)) return undefined;
     const deadline = Date.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
+    if (!(await this.#lockableNames(nextScanAt, deadline)).has(jobName)) return undefined;
     const job = await super.getNextJobToRun(jobName, nextScanAt, deadline, now, options);
     return job ? this.#locked(job) : undefined;
   }
@@ -70,6 +82,25 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
         "could not release a pre-locked job; its lock will expire",
       );
     }
+  }
+
+  /** Forgets the lockable names (a job was saved or a run requested: look again). */
+  invalidateLockable(): void {
+    this.#lockable = undefined;
+  }
+
+  #lockableNames(nextScanAt: Date, lockDeadline: Date): Promise<Set<string>> {
+    const cached = this.#lockable;
+    if (cached && Date.now() - cached.at < LOCKABLE_NAMES_TTL_MS && nextScanAt <= cached.until)
+      return cached.names;
+    const until = new Date(nextScanAt.getTime() + LOCKABLE_NAMES_LOOKAHEAD_MS);
+    const names = selectLockableJobNames(this.#db, until, lockDeadline);
+    const entry = { at: Date.now(), until, names };
+    this.#lockable = entry;
+    names.catch(() => {
+      if (this.#lockable === entry) this.#lockable = undefined; // a failed query is not cached
+    });
+    return names;
   }
 
   async renewLock(jobId: string, expected: Date, next: Date): Promise<boolean> {

@@ -50,6 +50,23 @@ export async function selectJobFlags(
   return result.rows[0];
 }
 
+/**
+ * The names of jobs a poll could lock: due (unlocked, next run before `until`) or with an expired
+ * lock. The same predicate as Agenda's getNextJobToRun, for all names in one statement.
+ */
+export async function selectLockableJobNames(
+  db: Queryable,
+  until: Date,
+  lockDeadline: Date,
+): Promise<Set<string>> {
+  const result = await db.query<{ name: string }>(
+    `SELECT DISTINCT name FROM "${JOBS_TABLE}"
+      WHERE disabled = FALSE AND ((locked_at IS NULL AND next_run_at <= $1) OR locked_at <= $2)`,
+    [until, lockDeadline],
+  );
+  return new Set(result.rows.map((row) => row.name));
+}
+
 export interface RunGuardRow {
   disabled: boolean;
   repeat_interval: string | null;

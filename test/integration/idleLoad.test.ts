@@ -1,0 +1,48 @@
+import pg from "pg";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { SchedulerHarness } from "../helpers/harness.js";
+
+/**
+ * Idle load does not grow with the number of tasks: Agenda alone sends one locking statement per
+ * task name per poll; the engine first asks once which names have anything to lock.
+ */
+
+let db: TestDatabase;
+let harness: SchedulerHarness | undefined;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+afterAll(async () => {
+  await harness?.stop();
+  await db?.drop();
+});
+
+it("an idle instance with 60 tasks, none due, sends no per-task locking statement", async () => {
+  const pool = new pg.Pool({ connectionString: db.url, max: 4 });
+  const statements: string[] = [];
+  const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
+  (pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+    const text = args[0];
+    statements.push(typeof text === "string" ? text : String((text as { text?: string })?.text));
+    return query(...args);
+  };
+  const names = Array.from({ length: 60 }, (_, index) => `idle-${index}`);
+  harness = await SchedulerHarness.start(
+    pool,
+    names.map((name) => ({ name, handler: async () => {} })),
+    names.map((name) => ({ name, cron: "0 0 0 1 1 *" })), // once a year: never due here
+    { processEveryMs: 200, antiEntropyMs: 0, missedSlotCheckMs: 0, healthProbeMs: 60_000 },
+  );
+  statements.length = 0;
+  await new Promise((resolve) => setTimeout(resolve, 1500)); // several polls
+  const lockable = statements.filter((text) => text.includes("SELECT DISTINCT name")).length;
+  const perName = statements.filter((text) => text.includes("FOR UPDATE SKIP LOCKED")).length;
+  expect(lockable).toBeGreaterThanOrEqual(3); // it polled
+  expect(perName).toBe(0); // and asked about no task by name
+  await harness.stop();
+  harness = undefined;
+  await pool.end();
+});
