@@ -1,0 +1,348 @@
+/** The bench's output: a markdown report and one line of JSON. */
+import type { FailoverTrial } from "../scenarios/failover.js";
+import type { HerdFigures } from "../scenarios/herd.js";
+import type { IdleResult } from "../scenarios/idle.js";
+import { LATENESS_POLLS, type LatenessFigures, type LatenessResult } from "../scenarios/lateness.js";
+import {
+  type Contender,
+  DEFAULT_PROCESS_EVERY_MS,
+  LOCK_LIFETIME_MS,
+  median,
+  POOL_MAX,
+  round,
+  type Sizes,
+} from "./common.js";
+import type { Machine } from "./machine.js";
+import type { ReconcileFigures } from "./protocol.js";
+
+export interface Results {
+  lateness?: LatenessResult;
+  herd?: Record<Contender, HerdFigures>;
+  idle?: IdleResult;
+  failover?: Record<Contender, FailoverTrial[]>;
+  reconcile?: ReconcileFigures;
+  /** config write -> stored with a small (10-task) config, for contrast. */
+  reconcileSmall?: ReconcileFigures;
+}
+
+type Figure = number | null;
+
+/** The JSON's lateness figures: the 500 ms poll, stable (see bench/scenarios/lateness.ts). */
+const MAIN_LATENESS_POLL_MS = 500;
+
+function failoverFigures(trials: FailoverTrial[] | undefined): { seconds: Figure; duplicates: Figure } {
+  if (!trials || trials.length === 0) return { seconds: null, duplicates: null };
+  const seconds = trials.map((trial) => trial.failoverS).filter((value): value is number => value !== null);
+  return {
+    seconds: seconds.length === trials.length ? round(median(seconds), 1) : null,
+    duplicates: trials.reduce((sum, trial) => sum + trial.duplicates, 0),
+  };
+}
+
+function contenderFigures(results: Results, contender: Contender, memoryTasks: number) {
+  const lateness = results.lateness?.[MAIN_LATENESS_POLL_MS]?.[contender];
+  const herd = results.herd?.[contender];
+  const idle = results.idle?.[contender];
+  const failover = failoverFigures(results.failover?.[contender]);
+  const memory = Object.values(idle ?? {}).find((figures) => figures?.tasks === memoryTasks);
+  return {
+    lateness_p50_ms: round(lateness?.p50, 1),
+    lateness_p99_ms: round(lateness?.p99, 1),
+    herd_tasks: herd?.tasks ?? null,
+    herd_runs: herd?.runs ?? null,
+    herd_last_ms: round(herd?.lastMs),
+    idle_tps_100: round(idle?.[100]?.tps, 1),
+    idle_tps_1000: round(idle?.[1000]?.tps, 1),
+    idle_tps_10000: round(idle?.[10000]?.tps, 1),
+    failover_s: failover.seconds,
+    failover_duplicates: failover.duplicates,
+    rss_mb_10000: round(memory?.rssMb, 1),
+  };
+}
+
+export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit: string): string {
+  const cw = contenderFigures(results, "cronwarden", sizes.memoryTasks);
+  const agenda = contenderFigures(results, "agenda", sizes.memoryTasks);
+  const reconcile = results.reconcile;
+  const figures: Record<string, unknown> = {
+    ...cw,
+    reconcile_cold_ms_10000: reconcile?.coldError ? null : round(reconcile?.coldMs),
+    reconcile_change_ms_10000: reconcile?.changeError ? null : round(reconcile?.changeMs),
+    reconcile_noop_ms_10000: round(reconcile?.noopMs),
+    config_to_stored_ms: round(reconcile ? median(reconcile.configToStoredMs) : null),
+  };
+  for (const [key, value] of Object.entries(agenda)) figures[`${key}_agenda`] = value;
+  for (const key of [
+    "reconcile_cold_ms_10000",
+    "reconcile_change_ms_10000",
+    "reconcile_noop_ms_10000",
+    "config_to_stored_ms",
+  ])
+    figures[`${key}_agenda`] = null;
+  const failures: Record<string, { ms: number | null; error: string }> = {};
+  if (reconcile?.coldError) failures.cold = { ms: round(reconcile.coldMs), error: reconcile.coldError };
+  if (reconcile?.changeError)
+    failures.change = { ms: round(reconcile.changeMs), error: reconcile.changeError };
+  const restarts = Object.entries(results.idle ?? {}).flatMap(([contender, bySize]) =>
+    Object.values(bySize ?? {})
+      .filter((figure) => figure?.firstStartError)
+      .map((figure) => `${contender} ${figure?.tasks}: ${figure?.firstStartError}`),
+  );
+  if (Object.keys(failures).length > 0) figures.reconcile_failed = failures;
+  if (restarts.length > 0) figures.idle_first_start_failed = restarts;
+  const poll1000 = results.lateness?.[1000];
+  figures.lateness_poll1000 = poll1000
+    ? {
+        p50_ms: round(poll1000.cronwarden.p50, 1),
+        p99_ms: round(poll1000.cronwarden.p99, 1),
+        late_slots: poll1000.cronwarden.late,
+        p50_ms_agenda: round(poll1000.agenda.p50, 1),
+        p99_ms_agenda: round(poll1000.agenda.p99, 1),
+        late_slots_agenda: poll1000.agenda.late,
+      }
+    : null;
+  figures.mode = quick ? "quick" : "full";
+  figures.commit = commit;
+  figures.sizes = {
+    lateness_slots: sizes.latenessSlots,
+    lateness_poll_ms: MAIN_LATENESS_POLL_MS,
+    herd_tasks: sizes.herdTasks,
+    idle_tasks: sizes.idle,
+    idle_window_s: sizes.idleWindowMs / 1000,
+    failover_trials: sizes.failoverTrials,
+    failover_processes: sizes.failoverProcesses,
+    failover_task_s: sizes.failoverTaskMs / 1000,
+    reconcile_tasks: sizes.reconcileTasks,
+    rss_tasks: sizes.memoryTasks,
+  };
+  return JSON.stringify(figures);
+}
+
+const show = (value: number | null | undefined, digits = 0): string => {
+  const rounded = round(value, digits);
+  return rounded === null ? "–" : rounded.toFixed(digits);
+};
+
+const failedNote = (error: string | null) => (error ? ` **failed**: ${error}` : "");
+
+type Row = (...cells: string[]) => void;
+
+export function markdown(options: {
+  results: Results;
+  machine: Machine;
+  sizes: Sizes;
+  quick: boolean;
+  loadAfter: number[];
+  /** codeVersion() when the run ended. */
+  commitAfter: string;
+  elapsedS: number;
+  startedAt: Date;
+}): string {
+  const { results, machine, sizes, quick } = options;
+  const lines: string[] = [];
+  const row: Row = (...cells) => lines.push(`| ${cells.join(" | ")} |`);
+  lines.push(`## cronwarden vs raw Agenda (${quick ? "quick" : "full"} mode)`, "");
+  lines.push(
+    `- Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.ramGb} GB RAM, ${machine.kernel}`,
+    `- Versions: Node ${machine.node}, PostgreSQL ${machine.postgres} (embedded, default settings), Agenda ${machine.agenda}, @agendajs/postgres-backend ${machine.postgresBackend}, cronwarden ${machine.cronwarden} at ${machine.commit}${options.commitAfter === machine.commit ? "" : ` (**the code changed during the run**: ${options.commitAfter} at the end)`}`,
+    `- Run: ${options.startedAt.toISOString()}, ${Math.round(options.elapsedS)} s; load average before ${machine.loadBefore.join(" / ")}, after ${options.loadAfter.map((load) => load.toFixed(2)).join(" / ")}`,
+    `- Settings (both contenders): pg pool max ${POOL_MAX}; lock lifetime ${LOCK_LIFETIME_MS / 1000} s; poll (processEvery) ${DEFAULT_PROCESS_EVERY_MS / 1000} s, except lateness (1 s and 0.5 s); everything else at each one's defaults (raw Agenda: maxConcurrency 20, defaultConcurrency 5, no job log; cronwarden: JSON log lines at info to a file)`,
+    `- Sizes: lateness ${sizes.latenessSlots} slots; herd ${sizes.herdTasks} tasks; idle ${sizes.idle[100]} / ${sizes.idle[1000]} / ${sizes.idle[10000]} tasks, ${sizes.idleWindowMs / 1000} s window${sizes.idleConcurrent ? " (all idle processes at once, alongside the failover scenario)" : ""}; failover ${sizes.failoverTrials} trial(s), ${sizes.failoverProcesses} processes per contender, ${sizes.failoverTaskMs / 1000} s task; reconcile ${sizes.reconcileTasks} tasks; RSS at ${sizes.memoryTasks} tasks`,
+    "",
+  );
+  row("scenario", "figure", "cronwarden", "raw Agenda");
+  row("---", "---", "---:", "---:");
+  for (const pollMs of LATENESS_POLLS) {
+    const byContender = results.lateness?.[pollMs];
+    if (byContender) latenessRows(row, byContender);
+  }
+  if (results.herd) herdRows(row, results.herd);
+  if (results.idle) idleRows(row, results.idle, sizes);
+  if (results.failover) failoverRows(row, results.failover);
+  if (results.reconcile) reconcileRows(row, results.reconcile);
+  const small = results.reconcileSmall;
+  if (small) {
+    row(
+      `reconcile (${small.count} tasks)`,
+      "one entry edited: file write -> next_run_at stored (ms, median)",
+      show(median(small.configToStoredMs)),
+      "n/a",
+    );
+  }
+  lines.push("");
+  return lines.join("\n");
+}
+
+function latenessRows(row: Row, lateness: Record<Contender, LatenessFigures>): void {
+  const { cronwarden: cw, agenda } = lateness;
+  row(
+    `lateness (\`* * * * * *\`, poll ${cw.pollMs} ms, ${cw.slots} / ${agenda.slots} slots)`,
+    "p50 (ms)",
+    show(cw.p50, 1),
+    show(agenda.p50, 1),
+  );
+  row("", "p99 (ms)", show(cw.p99, 1), show(agenda.p99, 1));
+  row("", "max (ms)", show(cw.max, 1), show(agenda.max, 1));
+  row("", "slots more than 100 ms late", `${cw.late}`, `${agenda.late}`);
+  row(
+    "",
+    "missed / doubled slots",
+    `${cw.missed} / ${cw.duplicates}`,
+    `${agenda.missed} / ${agenda.duplicates}`,
+  );
+}
+
+function herdRows(row: Row, herd: Record<Contender, HerdFigures>): void {
+  const { cronwarden: cw, agenda } = herd;
+  row(
+    `herd (${cw.tasks} tasks due in one second)`,
+    "first start after the boundary (ms)",
+    show(cw.firstMs),
+    show(agenda.firstMs),
+  );
+  row("", "last start after the boundary (ms)", show(cw.lastMs), show(agenda.lastMs));
+  row("", "runs of the slot (handlers' record)", `${cw.runs}`, `${agenda.runs}`);
+  row("", "tasks not run exactly once", `${cw.wrongTasks}`, `${agenda.wrongTasks}`);
+  row("", "success rows in agenda_logs", `${cw.logRuns ?? "–"}`, "– (no job log by default)");
+  row("", "set-up: process start -> ready (ms)", show(cw.setupMs), show(agenda.setupMs));
+}
+
+function idleRows(row: Row, idle: IdleResult, sizes: Sizes): void {
+  const keys = [100, 1000, 10000] as const;
+  for (const key of keys) {
+    const cw = idle.cronwarden[key];
+    const agenda = idle.agenda[key];
+    row(
+      key === 100 ? "idle load (none due)" : "",
+      `tps with ${cw?.tasks ?? key} tasks`,
+      show(cw?.tps, 1),
+      show(agenda?.tps, 1),
+    );
+  }
+  const memoryOf = (contender: Contender) =>
+    Object.values(idle[contender]).find((figures) => figures?.tasks === sizes.memoryTasks);
+  row(
+    "memory (VmRSS)",
+    `RSS with ${sizes.memoryTasks} tasks (MB)`,
+    show(memoryOf("cronwarden")?.rssMb, 1),
+    show(memoryOf("agenda")?.rssMb, 1),
+  );
+  for (const key of keys) {
+    const cw = idle.cronwarden[key];
+    if (!cw || cw.tasks === sizes.memoryTasks) continue;
+    row("", `RSS with ${cw.tasks} tasks (MB)`, show(cw.rssMb, 1), show(idle.agenda[key]?.rssMb, 1));
+  }
+  for (const key of keys) {
+    const cw = idle.cronwarden[key];
+    row(
+      "",
+      `set-up with ${cw?.tasks ?? key} tasks: process start -> ready (ms)`,
+      show(cw?.setupMs),
+      show(idle.agenda[key]?.setupMs),
+    );
+    if (cw?.firstStartError)
+      row("", `${cw.tasks} tasks: first start **failed**; figures after a restart`, cw.firstStartError, "");
+  }
+}
+
+function failoverRows(row: Row, failover: Record<Contender, FailoverTrial[]>): void {
+  const cw = failoverFigures(failover.cronwarden);
+  const agenda = failoverFigures(failover.agenda);
+  row(
+    `failover (SIGKILL, lock ${LOCK_LIFETIME_MS / 1000} s)`,
+    "kill -> next start in another process (s, median)",
+    show(cw.seconds, 1),
+    show(agenda.seconds, 1),
+  );
+  const each = (contender: Contender) =>
+    failover[contender].map((trial) => show(trial.failoverS, 1)).join(", ");
+  row("", "each trial (s)", each("cronwarden"), each("agenda"));
+  const which = (contender: Contender) =>
+    failover[contender]
+      .map((trial) =>
+        trial.failoverS === null ? "none" : trial.sameSlot ? "re-run of the killed slot" : "next slot",
+      )
+      .join(", ");
+  row("", "that start was", which("cronwarden"), which("agenda"));
+  const lost = (contender: Contender) =>
+    `${failover[contender].filter((trial) => trial.killedSlotLost).length} of ${failover[contender].length}`;
+  row("", "trials where the killed slot was never re-run", lost("cronwarden"), lost("agenda"));
+  row(
+    "",
+    "duplicate starts of a slot (all trials)",
+    `${cw.duplicates ?? "–"}`,
+    `${agenda.duplicates ?? "–"}`,
+  );
+  const after = (contender: Contender) =>
+    failover[contender]
+      .map((trial) =>
+        trial.startsAfterKill
+          .map(
+            (start) =>
+              `${start.afterKillS.toFixed(1)} s (slot ${start.slotOffsetS === null ? "?" : `+${start.slotOffsetS}`} s${start.rerun ? ", re-run" : ""})`,
+          )
+          .join(", "),
+      )
+      .join("; ");
+  row("", "starts after the kill", after("cronwarden"), after("agenda"));
+  const failures = (contender: Contender) =>
+    [...new Set(failover[contender].flatMap((trial) => trial.failures))].join("; ") || "none";
+  row("", "runs that ended in error after the kill", failures("cronwarden"), failures("agenda"));
+}
+
+function reconcileRows(row: Row, reconcile: ReconcileFigures): void {
+  row(
+    `reconcile (${reconcile.count} tasks)`,
+    "validate the whole config, parseDesiredState (ms)",
+    show(reconcile.validateMs),
+    "n/a",
+  );
+  row(
+    "",
+    "scheduler.start() on an empty database (ms)",
+    `${show(reconcile.startMs)}${failedNote(reconcile.startError)}`,
+    "n/a",
+  );
+  if (reconcile.restartMs !== null)
+    row("", "second start on the same database (ms)", show(reconcile.restartMs), "n/a");
+  row(
+    "",
+    "cold: first reconcile, config loaded -> done (ms)",
+    `${show(reconcile.coldMs)}${failedNote(reconcile.coldError)}`,
+    "n/a",
+  );
+  row(
+    "",
+    "every cron changed: config loaded -> done (ms)",
+    `${show(reconcile.changeMs)}${failedNote(reconcile.changeError)}`,
+    "n/a",
+  );
+  row(
+    "",
+    "every cron changed: file write -> config loaded / -> done (ms)",
+    `${show(reconcile.changeLoadMs)} / ${show(reconcile.changeFromWriteMs)}`,
+    "n/a",
+  );
+  row("", "every cron changed: longest event-loop stall (ms)", show(reconcile.changeBlockedMs), "n/a");
+  row("", "no change: config loaded -> done (ms)", show(reconcile.noopMs), "n/a");
+  row(
+    "",
+    "changes applied: cold / change / no-op",
+    `${reconcile.coldChanges} / ${reconcile.changeChanges} / ${reconcile.noopChanges}`,
+    "n/a",
+  );
+  if (reconcile.changeError)
+    row(
+      "",
+      "after the failed change: rows re-timed / changes the retry applied",
+      `${reconcile.changeStored} / ${reconcile.changeRetryApplied}`,
+      "n/a",
+    );
+  row("", "audit rows at the end", `${reconcile.auditRows}`, "n/a");
+  row(
+    "",
+    "one entry edited: file write -> next_run_at stored (ms, median)",
+    show(median(reconcile.configToStoredMs)),
+    "n/a",
+  );
+}

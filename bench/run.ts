@@ -1,0 +1,166 @@
+/**
+ * `npm run bench [-- --quick] [-- --only=lateness,herd,idle,failover,reconcile] [-- --keep]`
+ *
+ * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
+ * database per scenario and contender, each contender in its own OS process. Progress goes to
+ * stderr; stdout gets a markdown report and, as its last line, one line of JSON.
+ * Child processes and PostgreSQL are cleaned up on success, failure, timeout and Ctrl-C.
+ */
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import os from "node:os";
+import path from "node:path";
+import { killAllWorkers } from "./lib/children.js";
+import { type BenchContext, FULL, QUICK } from "./lib/common.js";
+import { codeVersion, describeMachine } from "./lib/machine.js";
+import { type BenchPostgres, startBenchPostgres } from "./lib/postgres.js";
+import { jsonLine, markdown, type Results } from "./lib/report.js";
+import { runFailover } from "./scenarios/failover.js";
+import { runHerd } from "./scenarios/herd.js";
+import { runIdle } from "./scenarios/idle.js";
+import { runLateness } from "./scenarios/lateness.js";
+import { runReconcile } from "./scenarios/reconcile.js";
+
+const SCENARIOS = ["lateness", "herd", "idle", "failover", "reconcile"] as const;
+type Scenario = (typeof SCENARIOS)[number];
+
+const args = process.argv.slice(2);
+const quick = args.includes("--quick");
+const keep = args.includes("--keep");
+const onlyArg = args.find((arg) => arg.startsWith("--only="));
+const only = onlyArg
+  ? onlyArg
+      .slice("--only=".length)
+      .split(",")
+      .map((name) => name.trim())
+  : [...SCENARIOS];
+for (const name of only) {
+  if (!(SCENARIOS as readonly string[]).includes(name)) {
+    console.error(`unknown scenario "${name}"; choose from ${SCENARIOS.join(", ")}`);
+    process.exit(2);
+  }
+}
+const unknown = args.filter((arg) => !["--quick", "--keep"].includes(arg) && !arg.startsWith("--only="));
+if (unknown.length > 0) {
+  console.error(
+    `unknown argument(s): ${unknown.join(" ")}\nusage: npm run bench [-- --quick] [--only=a,b] [--keep]`,
+  );
+  process.exit(2);
+}
+const sizes = quick ? QUICK : FULL;
+const overallTimeoutMs = quick ? 15 * 60_000 : 120 * 60_000;
+
+const began = performance.now();
+const startedAt = new Date();
+const progress = (message: string) =>
+  process.stderr.write(
+    `[bench ${((performance.now() - began) / 1000).toFixed(0).padStart(4)} s] ${message}\n`,
+  );
+
+let dir: string | undefined;
+let server: BenchPostgres | undefined;
+let cleaning: Promise<void> | undefined;
+
+/** Stops every worker and PostgreSQL; removes the work dir, except its logs after a failure. */
+function cleanUp(failed = false): Promise<void> {
+  cleaning ??= (async () => {
+    await killAllWorkers().catch(() => {});
+    await server?.stop().catch((error: unknown) => progress(`could not stop PostgreSQL: ${String(error)}`));
+    if (!dir) return;
+    if (keep) {
+      progress(`kept ${dir}`);
+      return;
+    }
+    if (failed) {
+      await rm(path.join(dir, "pg"), { recursive: true, force: true }).catch(() => {});
+      progress(`logs kept in ${path.join(dir, "logs")}`);
+      return;
+    }
+    await rm(dir, { recursive: true, force: true }).catch(() => {});
+  })();
+  return cleaning;
+}
+
+function abort(reason: string, code: number): void {
+  progress(reason);
+  void cleanUp(code !== 130 && code !== 143).finally(() => process.exit(code));
+}
+
+process.on("SIGINT", () => abort("interrupted: cleaning up", 130));
+process.on("SIGTERM", () => abort("terminated: cleaning up", 143));
+process.on("uncaughtException", (error) => abort(`uncaught: ${error.stack ?? error.message}`, 1));
+process.on("unhandledRejection", (reason) => abort(`unhandled rejection: ${String(reason)}`, 1));
+const overall = setTimeout(
+  () => abort(`the bench took longer than ${overallTimeoutMs / 60_000} min: giving up`, 1),
+  overallTimeoutMs,
+);
+overall.unref();
+
+async function main(): Promise<void> {
+  dir = await mkdtemp(path.join(os.tmpdir(), "cronwarden-bench-"));
+  const logDir = path.join(dir, "logs");
+  await mkdir(logDir);
+  progress(`${quick ? "quick" : "full"} mode; scenarios: ${only.join(", ")}; work dir ${dir}`);
+  server = await startBenchPostgres(dir);
+  const machine = await describeMachine(server.version);
+  progress(`PostgreSQL ${server.version} up; ${machine.cpu}, ${machine.cores} cores`);
+  const context: BenchContext = { pg: server, dir, logDir, quick, sizes, progress };
+  const results: Results = {};
+  const wanted = (name: Scenario) => only.includes(name);
+
+  if (wanted("lateness")) {
+    progress("lateness");
+    results.lateness = await runLateness(context);
+  }
+  if (wanted("herd")) {
+    progress("herd");
+    results.herd = await runHerd(context);
+  }
+  if (sizes.idleConcurrent) {
+    // quick mode: idle and failover together (failover is mostly waiting for a lock to expire)
+    if (wanted("idle") || wanted("failover")) progress("idle load and memory, and failover, together");
+    const [idle, failover] = await Promise.all([
+      wanted("idle") ? runIdle(context) : undefined,
+      wanted("failover") ? runFailover(context) : undefined,
+    ]);
+    if (idle) results.idle = idle;
+    if (failover) results.failover = failover;
+  } else {
+    if (wanted("idle")) {
+      progress("idle load and memory");
+      results.idle = await runIdle(context);
+    }
+    if (wanted("failover")) {
+      progress("failover");
+      results.failover = await runFailover(context);
+    }
+  }
+  if (wanted("reconcile")) {
+    progress(`reconcile with ${sizes.reconcileTasks} tasks`);
+    results.reconcile = await runReconcile(context, sizes.reconcileTasks);
+    progress("reconcile with 10 tasks (config write -> stored, for contrast)");
+    results.reconcileSmall = await runReconcile(context, 10);
+  }
+
+  const report = markdown({
+    results,
+    machine,
+    sizes,
+    quick,
+    loadAfter: os.loadavg(),
+    commitAfter: codeVersion(),
+    elapsedS: (performance.now() - began) / 1000,
+    startedAt,
+  });
+  process.stdout.write(`${report}\n${jsonLine(results, sizes, quick, machine.commit)}\n`);
+}
+
+try {
+  await main();
+  await cleanUp();
+  progress("done");
+  process.exit(0);
+} catch (error) {
+  progress(`failed: ${(error as Error).stack ?? String(error)}`);
+  await cleanUp(true);
+  process.exit(1);
+}
