@@ -59,6 +59,7 @@ const progress = (message: string) =>
 let dir: string | undefined;
 let server: BenchPostgres | undefined;
 let cleaning: Promise<void> | undefined;
+let interrupted = false;
 
 /** Stops every worker and PostgreSQL; removes the work dir, except its logs after a failure. */
 function cleanUp(failed = false): Promise<void> {
@@ -81,6 +82,7 @@ function cleanUp(failed = false): Promise<void> {
 }
 
 function abort(reason: string, code: number): void {
+  interrupted = true;
   progress(reason);
   void cleanUp(code !== 130 && code !== 143).finally(() => process.exit(code));
 }
@@ -160,7 +162,8 @@ try {
   progress("done");
   process.exit(0);
 } catch (error) {
-  progress(`failed: ${(error as Error).stack ?? String(error)}`);
+  // after an interruption, the scenario fails because its workers were killed: nothing to add
+  if (!interrupted) progress(`failed: ${(error as Error).stack ?? String(error)}`);
   await cleanUp(true);
   process.exit(1);
 }

@@ -15,12 +15,12 @@ export interface Machine {
   agenda: string;
   postgresBackend: string;
   cronwarden: string;
-  /** The commit of the code the workers ran, `+dirty` when src/ had uncommitted changes. */
+  /** The last commit of src/ when the run started (see codeVersion). */
   commit: string;
   loadBefore: number[];
 }
 
-/** `<short commit>[+dirty]` of the working tree's src/ (workers load it when they start). */
+/** The last commit that changed src/, `+dirty` with uncommitted changes there (workers load src/ when they start). */
 export function codeVersion(): string {
   try {
     const git = (...args: string[]) =>
@@ -29,7 +29,7 @@ export function codeVersion(): string {
         encoding: "utf8",
         stdio: ["ignore", "pipe", "ignore"],
       }).trim();
-    const commit = git("rev-parse", "--short", "HEAD");
+    const commit = git("log", "-1", "--format=%h", "--", "src");
     const dirty = git("status", "--porcelain", "--", "src") !== "";
     return `${commit}${dirty ? "+dirty" : ""}`;
   } catch {

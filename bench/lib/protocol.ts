@@ -87,6 +87,8 @@ export type WorkerMessage =
     }
   | { type: "finish"; label: string; pid: number; task: string; at: number; error: string | null }
   | { type: "reconcile"; figures: ReconcileFigures }
+  /** An error the scheduler reported outside a handler (raw Agenda: its `error` event). */
+  | { type: "engine-error"; label: string; pid: number; at: number; message: string }
   | { type: "stopped"; label: string; pid: number }
   | { type: "fatal"; label: string; pid: number; message: string };
 

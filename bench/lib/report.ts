@@ -286,8 +286,8 @@ function failoverRows(row: Row, failover: Record<Contender, FailoverTrial[]>): v
       .join("; ");
   row("", "starts after the kill", after("cronwarden"), after("agenda"));
   const failures = (contender: Contender) =>
-    [...new Set(failover[contender].flatMap((trial) => trial.failures))].join("; ") || "none";
-  row("", "runs that ended in error after the kill", failures("cronwarden"), failures("agenda"));
+    failover[contender].map((trial) => trial.failures.join(", ") || "none").join("; ");
+  row("", "errors after the kill (s after it: message)", failures("cronwarden"), failures("agenda"));
 }
 
 function reconcileRows(row: Row, reconcile: ReconcileFigures): void {

@@ -37,7 +37,7 @@ export interface FailoverTrial {
   duplicates: number;
   /** Every start after the kill: seconds after the kill, slot (+s from the killed slot), re-run flag. */
   startsAfterKill: Array<{ afterKillS: number; slotOffsetS: number | null; rerun: boolean }>;
-  /** Runs that ended with an error after the kill (Agenda's "execution took more than ..."). */
+  /** Errors after the kill (s after the kill: message): failed runs, Agenda's "execution ... took more than". */
   failures: string[];
 }
 
@@ -117,9 +117,13 @@ async function failoverOnce(
     let duplicates = 0;
     for (const [slot, count] of perSlot) duplicates += Math.max(0, count - (slot === killedSlot ? 2 : 1));
     const finishes = survivors.flatMap((worker) => worker.messages);
-    const failures = finishes
-      .filter((message) => message.type === "finish" && message.error !== null && message.at >= killedAt)
-      .map((message) => (message.type === "finish" ? (message.error ?? "") : ""));
+    const failures = finishes.flatMap((message) => {
+      if (message.type === "finish" && message.error !== null && message.at >= killedAt)
+        return [`${((message.at - killedAt) / 1000).toFixed(1)} s: ${message.error}`];
+      if (message.type === "engine-error" && message.at >= killedAt)
+        return [`${((message.at - killedAt) / 1000).toFixed(1)} s: ${message.message}`];
+      return [];
+    });
     return {
       failoverS: takeover ? (takeover.at - killedAt) / 1000 : null,
       sameSlot: takeover?.slot === killedSlot,

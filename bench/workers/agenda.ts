@@ -45,7 +45,11 @@ const agenda = new Agenda({
   processEvery: spec.processEveryMs,
   defaultLockLifetime: spec.lockLifetimeMs,
 });
-agenda.on("error", (error: Error) => process.stderr.write(`agenda error: ${error.message}\n`));
+// Agenda reports a run it gave up on ("execution ... took more than <lock lifetime>") here, not as `fail`
+agenda.on("error", (error: Error) => {
+  process.stderr.write(`agenda error: ${error.message}\n`);
+  send({ type: "engine-error", label, pid, at: Date.now(), message: error.message });
+});
 
 const names: string[] = [];
 for (let index = 0; index < spec.tasks.count; index++) {
