@@ -73,6 +73,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
       minIntervalMs: settings.CRONWARDEN_MIN_INTERVAL_MS,
       processEveryMs: settings.CRONWARDEN_PROCESS_EVERY_MS,
       lockLifetimeMs: settings.CRONWARDEN_LOCK_LIFETIME_MS,
+      maxConcurrency: settings.CRONWARDEN_MAX_CONCURRENCY,
       drainTimeoutMs: settings.CRONWARDEN_DRAIN_TIMEOUT_MS,
       timeoutGraceMs: settings.CRONWARDEN_TIMEOUT_GRACE_MS,
       healthProbeMs: settings.CRONWARDEN_HEALTH_PROBE_MS,

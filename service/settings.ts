@@ -26,6 +26,7 @@ const environmentSchema = z.object({
   CRONWARDEN_MIN_INTERVAL_MS: optionalInt(1000),
   CRONWARDEN_PROCESS_EVERY_MS: optionalInt(100),
   CRONWARDEN_LOCK_LIFETIME_MS: optionalInt(1000),
+  CRONWARDEN_MAX_CONCURRENCY: optionalInt(1),
   CRONWARDEN_DRAIN_TIMEOUT_MS: optionalInt(0),
   CRONWARDEN_TIMEOUT_GRACE_MS: optionalInt(0),
   CRONWARDEN_HEALTH_PROBE_MS: optionalInt(100),

@@ -1,13 +1,16 @@
-import { PostgresJobLogger, PostgresNotificationChannel } from "@agendajs/postgres-backend";
+import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import type { Logger } from "../scheduler/logger.js";
 import { DatabaseHealth } from "./databaseHealth.js";
+import { cacheDebugColors } from "./debugColors.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
+import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
 import { ensureAgendaSchema } from "./schema.js";
 import * as sql from "./sql.js";
+import { STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
 import { type RunningRuns, TaskRunner } from "./taskRunner.js";
 import type {
   DrainOutcome,
@@ -33,6 +36,10 @@ const DEFAULT_MISSED_SLOT_GRACE_MS = 60_000;
 /** How many recent outcomes a status listing carries (the dashboard's strip). */
 const RECENT_OUTCOMES = 10;
 const DEFAULT_MISSED_SLOT_CHECK_MS = 15_000;
+/** Agenda's own default. */
+const DEFAULT_MAX_CONCURRENCY = 20;
+/** Locks held at once (running plus waiting for a worker), per worker: see JobRepositoryLimits. */
+const HELD_LOCKS_PER_WORKER = 2;
 
 /** Agenda 'error' events repeat on every poll while the database is down: log each message once per window. */
 const ERROR_LOG_WINDOW_MS = 30_000;
@@ -50,9 +57,13 @@ export class AgendaEngine {
   #repository: CronwardenJobRepository | undefined;
   #agenda: Agenda | undefined;
   #recorder: RunRecorder | undefined;
+  #channel: JobNotificationChannel | undefined;
+  #lockingPass = false;
+  #lockAgain = false;
   #started = false;
 
   constructor(options: EngineOptions) {
+    cacheDebugColors();
     this.#options = options;
     this.#logger = options.logger.child({ component: "engine" });
     this.#health = new DatabaseHealth({
@@ -81,14 +92,21 @@ export class AgendaEngine {
     await ensureAgendaSchema(pool);
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
     this.#recorder = new RunRecorder(jobLogger, this.#ledger, instanceId, this.#logger);
-    const notificationChannel = new PostgresNotificationChannel({ pool });
+    const notificationChannel = new JobNotificationChannel({ pool });
     // The channel is an EventEmitter that emits 'error' when its LISTEN connection drops (a
     // database restart); without a listener that is an uncaught exception. It reconnects itself.
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
-    const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger);
+    const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger, {
+      lockLifetimeMs,
+      maxHeldLocks: HELD_LOCKS_PER_WORKER * (this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY),
+      onRunEnded: () => void this.#lockMoreDueJobs(),
+    });
     this.#repository = repository;
+    this.#channel = notificationChannel;
     // subscribed before Agenda's own handler, so Agenda's look at the job finds the cache dropped
-    notificationChannel.subscribe(() => repository.invalidateLockable());
+    notificationChannel.subscribe((notification) => {
+      if (notification.source !== LOCAL_WAKE_SOURCE) repository.invalidateLockable();
+    });
     this.#runner = new TaskRunner(
       {
         pool,
@@ -116,9 +134,13 @@ export class AgendaEngine {
       processEvery: processEveryMs,
       defaultLockLifetime: lockLifetimeMs,
       defaultConcurrency: 1,
+      maxConcurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
       logging: true,
     });
-    agenda.on("error", (error: Error) => this.#logAgendaError(error));
+    agenda.on("error", (error: Error) => {
+      if (error instanceof StaleStartError) this.#logStaleStart(error);
+      else this.#logAgendaError(error);
+    });
     await agenda.ready;
     this.#agenda = agenda;
     this.#missedSlots = new MissedSlotDetector({
@@ -135,14 +157,19 @@ export class AgendaEngine {
     });
   }
 
-  /** Defines the Agenda job for a task; `handler` runs once per slot this instance locks. */
+  /**
+   * Defines the Agenda job for a task; `handler` runs once per slot this instance locks.
+   * `concurrency: 1` and the row lock keep a task to one run at a time. No per-name `lockLimit`:
+   * Agenda drops a pre-locked job whose lock expired while it waited for a free worker without
+   * decrementing its count of locked jobs (agenda 6.2.6 JobProcessor.jobProcessing), so with a
+   * limit of 1 this instance would never lock that task again (a 1,000-task herd lost 600).
+   */
   defineTask(taskName: string, handler: RunHandler, options: TaskDefinitionOptions = {}): void {
     const runner = this.#runner;
     if (!runner) throw new Error("AgendaEngine.prepare() must complete first");
     this.#definedTasks.push(taskName);
     this.#requireAgenda().define(taskName, (job: Job) => runner.run(taskName, job, handler, options), {
       concurrency: 1,
-      lockLimit: 1,
     });
   }
 
@@ -298,6 +325,45 @@ export class AgendaEngine {
   checkMissedSlots() {
     if (!this.#missedSlots) throw new Error("AgendaEngine.prepare() must complete first");
     return this.#missedSlots.check();
+  }
+
+  /**
+   * A run ended: if due jobs are waiting (a herd larger than the lock limit), wake Agenda for as
+   * many as there is room to lock, instead of leaving them to its next poll. One pass at a time;
+   * ends that arrive during a pass ask for one more.
+   */
+  async #lockMoreDueJobs(): Promise<void> {
+    const repository = this.#repository;
+    const channel = this.#channel;
+    if (!this.#started || !repository || !channel) return;
+    if (this.#lockingPass) {
+      this.#lockAgain = true;
+      return;
+    }
+    this.#lockingPass = true;
+    try {
+      do {
+        this.#lockAgain = false;
+        const names = await repository.dueNamesToLock(new Date(Date.now() + this.#options.processEveryMs));
+        await Promise.all(names.map((name) => channel.wakeLocally(name)));
+      } while (this.#lockAgain && this.#started);
+    } catch (error) {
+      this.#logger.debug({ err: error }, "could not look for more due jobs; the next poll will");
+    } finally {
+      this.#lockingPass = false;
+    }
+  }
+
+  /** A queued run lost its lock before a worker was free: the instance is behind its due runs. */
+  #logStaleStart(error: StaleStartError): void {
+    const now = Date.now();
+    const last = this.#lastErrorLog.get(STALE_START_MESSAGE);
+    if (last !== undefined && now - last < ERROR_LOG_WINDOW_MS) return;
+    this.#lastErrorLog.set(STALE_START_MESSAGE, now);
+    this.#logger.warn(
+      { err: error, maxConcurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY },
+      `a due run waited longer than its lock lifetime for a free worker and was locked again (${error.message}); more due runs than this instance starts in a lock lifetime: raise maxConcurrency or add instances`,
+    );
   }
 
   /**

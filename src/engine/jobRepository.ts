@@ -3,8 +3,9 @@ import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
 import { retryWhileDisconnected } from "./retry.js";
-import type { RunLedger } from "./runLedger.js";
+import type { RowAtStart, RunLedger } from "./runLedger.js";
 import { JOBS_TABLE, renewLock, selectLockableJobNames } from "./sql.js";
+import { StaleStartError } from "./staleStart.js";
 import type { LockRenewer } from "./watchdog.js";
 
 /**
@@ -29,10 +30,23 @@ import type { LockRenewer } from "./watchdog.js";
  * job notification (a save, a run-now), so nothing is seen later than Agenda alone would see it.
  */
 const LOCKABLE_NAMES_TTL_MS = 250;
-const LOCKABLE_NAMES_LOOKAHEAD_MS = 1_000;
+const LOCKABLE_NAMES_LOOKAHEAD_MS = LOCKABLE_NAMES_TTL_MS;
 
 /** How long the save that ends a run is retried while the database is unreachable. */
 const FINAL_SAVE_RETRY_MS = 10 * 60_000;
+
+export interface JobRepositoryLimits {
+  lockLifetimeMs: number;
+  /**
+   * At most this many jobs locked by this instance at once, running or waiting for a worker.
+   * Agenda alone locks every due job at the poll before their slot; with a herd of 1,000 its
+   * queue work grows with the square of the queue (and one instance hoards the whole herd while
+   * others idle). The rest stay unlocked, for other instances or for `onRunEnded`.
+   */
+  maxHeldLocks: number;
+  /** A run ended and its lock was released: there may be room to lock due jobs. */
+  onRunEnded?: () => void;
+}
 
 export class CronwardenJobRepository extends PostgresJobRepository implements LockRenewer {
   readonly #db: Pool;
@@ -42,12 +56,15 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   readonly #finalSavesPending = new Set<string>();
   #takeoversHeldUntil = 0;
   #lockable: { at: number; until: Date; names: Promise<Set<string>> } | undefined;
+  readonly #limits: JobRepositoryLimits;
+  #locksInFlight = 0;
 
-  constructor(pool: Pool, ledger: RunLedger, logger: Logger) {
+  constructor(pool: Pool, ledger: RunLedger, logger: Logger, limits: JobRepositoryLimits) {
     super({ pool, tableName: JOBS_TABLE, ensureSchema: false });
     this.#db = pool;
     this.#ledger = ledger;
     this.#logger = logger;
+    this.#limits = limits;
   }
 
   override async getNextJobToRun(
@@ -58,11 +75,26 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     options: JobRepositoryOptions | undefined,
   ): Promise<JobParameters | undefined> {
     // Agenda's own expiry check can drop a run from its books while its end is still being saved
-    if (this.#finalSavesPending.has(jobName)) return undefined;
-    const deadline = Date.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
-    if (!(await this.#lockableNames(nextScanAt, deadline)).has(jobName)) return undefined;
-    const job = await super.getNextJobToRun(jobName, nextScanAt, deadline, now, options);
-    return job ? this.#locked(job) : undefined;
+    if (this.#finalSavesPending.has(jobName) || this.#roomToLock() <= 0) return undefined;
+    const lockable = await this.#lockableNames(nextScanAt, this.#takeoverDeadline(lockDeadline));
+    // Agenda asks for every name at once: the room is taken before the first lock returns
+    if (!lockable.has(jobName) || this.#roomToLock() <= 0) return undefined;
+    // one job row per task: once asked, the name has nothing more to lock in this poll (Agenda
+    // asks again after every lock, to fill its queue)
+    lockable.delete(jobName);
+    this.#locksInFlight += 1;
+    try {
+      const job = await super.getNextJobToRun(
+        jobName,
+        nextScanAt,
+        this.#takeoverDeadline(lockDeadline),
+        now,
+        options,
+      );
+      return job ? this.#locked(job) : undefined;
+    } finally {
+      this.#locksInFlight -= 1;
+    }
   }
 
   override async lockJob(
@@ -74,6 +106,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   override async unlockJob(job: JobParameters): Promise<void> {
+    if (job._id) this.#ledger.renewed(String(job._id), undefined);
     try {
       await super.unlockJob(job);
     } catch (error) {
@@ -82,6 +115,32 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
         "could not release a pre-locked job; its lock will expire",
       );
     }
+  }
+
+  /**
+   * Names of due jobs that nobody holds, most overdue first, as many as this instance has room to
+   * lock (none while it is at its limit).
+   */
+  async dueNamesToLock(nextScanAt: Date): Promise<string[]> {
+    const room = this.#roomToLock();
+    if (room <= 0) return [];
+    const deadline = this.#takeoverDeadline(new Date(Date.now() - this.#limits.lockLifetimeMs));
+    const names: string[] = [];
+    for (const name of await this.#lockableNames(nextScanAt, deadline)) {
+      if (names.length >= room) break;
+      if (!this.#finalSavesPending.has(name)) names.push(name);
+    }
+    return names;
+  }
+
+  #roomToLock(): number {
+    const since = new Date(Date.now() - this.#limits.lockLifetimeMs);
+    return this.#limits.maxHeldLocks - this.#ledger.heldLocks(since) - this.#locksInFlight;
+  }
+
+  /** After an outage no lock counts as expired for a while (see holdTakeovers). */
+  #takeoverDeadline(lockDeadline: Date): Date {
+    return Date.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
   }
 
   /** Forgets the lockable names (a job was saved or a run requested: look again). */
@@ -115,9 +174,9 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
    * after the lock expired, and then the fence makes this late save fail instead of undoing it.
    */
   override async saveJobState(job: JobParameters, options: JobRepositoryOptions | undefined): Promise<void> {
+    if (job.lockedAt) return this.#saveRunStart(job, job.lockedAt, options);
     // the fence of this run, taken now: a later lock of the same job must not lend it its own
     const fence = job._id ? (this.#ledger.get(String(job._id))?.lockToken ?? null) : null;
-    if (job.lockedAt) return this.#saveJobState(job, options, fence);
     let logged = false;
     this.#finalSavesPending.add(job.name);
     try {
@@ -135,6 +194,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     } finally {
       this.#finalSavesPending.delete(job.name);
     }
+    this.#limits.onRunEnded?.();
   }
 
   /**
@@ -145,14 +205,35 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#takeoversHeldUntil = Date.now() + forMs;
   }
 
+  /**
+   * The save Agenda makes just before it calls the handler (the lock held). Fenced on the lock
+   * this very job object was given, not the ledger's latest: a job that waited in Agenda's queue
+   * past its lock lifetime may have been locked again meanwhile, here or elsewhere, and must not
+   * start as well. The lock is renewed by the same statement, so the run starts with a whole
+   * lifetime ahead of it (the watchdog's first renewal comes a third of a lifetime later).
+   */
+  async #saveRunStart(
+    job: JobParameters,
+    heldLock: Date,
+    options: JobRepositoryOptions | undefined,
+  ): Promise<void> {
+    const renewed = new Date();
+    const row = await this.#saveJobState({ ...job, lockedAt: renewed }, options, heldLock, true);
+    job.lockedAt = renewed; // Agenda's Job shares this object: its expiry check reads it
+    const jobId = String(job._id);
+    this.#ledger.renewed(jobId, renewed);
+    this.#ledger.startSaved(jobId, row);
+  }
+
   /** Same statement as PostgresJobRepository 3.0.6, plus the fence and the next-run guard. */
   async #saveJobState(
     job: JobParameters,
     options: JobRepositoryOptions | undefined,
     fence: Date | null,
-  ): Promise<void> {
+    starting = false,
+  ): Promise<RowAtStart | undefined> {
     if (!job._id) throw new Error("Cannot save job state without job ID");
-    const result = await this.#db.query(
+    const result = await this.#db.query<RowAtStart>(
       `UPDATE "${JOBS_TABLE}"
           SET locked_at = $2,
               next_run_at = CASE
@@ -165,7 +246,8 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
               failed_at = $8,
               last_finished_at = $9,
               last_modified_by = $11
-        WHERE id = $1 AND name = $10 AND ($14::timestamptz IS NULL OR date_trunc('milliseconds', locked_at) = $14)`,
+        WHERE id = $1 AND name = $10 AND ($14::timestamptz IS NULL OR date_trunc('milliseconds', locked_at) = $14)
+        RETURNING disabled, repeat_interval, repeat_timezone`,
       [
         String(job._id),
         job.lockedAt ?? null,
@@ -184,6 +266,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       ],
     );
     if (result.rowCount !== 1) {
+      if (starting) throw new StaleStartError(job.name);
       throw new Error(
         fence
           ? `job ${job._id} (${job.name}): not saved, this instance no longer holds its lock`
@@ -192,6 +275,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     }
     // after the final save the lock is released: later writes (the next run) are not fenced on it
     if (!job.lockedAt) this.#ledger.renewed(String(job._id), undefined);
+    return result.rows[0];
   }
 
   #locked(job: JobParameters): JobParameters {

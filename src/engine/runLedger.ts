@@ -7,6 +7,13 @@
 
 export type RunOutcome = "succeeded" | "failed" | "skipped";
 
+/** The schedule fields of the job row as the save that starts a run left them. */
+export interface RowAtStart {
+  disabled: boolean;
+  repeat_interval: string | null;
+  repeat_timezone: string | null;
+}
+
 export interface LockedRow {
   nextRunAt: Date | null;
   lockedAt?: Date | undefined;
@@ -31,6 +38,8 @@ export interface RunEntry {
   detail?: string;
   /** Its outcome row has been written. */
   recorded?: boolean;
+  /** What the run's start save read back (saves the runner a read of the row). */
+  rowAtStart?: RowAtStart;
 }
 
 export class RunLedger {
@@ -71,6 +80,27 @@ export class RunLedger {
   renewed(jobId: string, lockToken: Date | undefined): void {
     const entry = this.#entries.get(jobId);
     if (entry) entry.lockToken = lockToken;
+  }
+
+  /** Jobs this instance holds a lock on (queued or running) that was written after `since`. */
+  heldLocks(since: Date): number {
+    let held = 0;
+    for (const entry of this.#entries.values()) if (entry.lockToken && entry.lockToken > since) held += 1;
+    return held;
+  }
+
+  /** The save that starts a run read the row back; the runner's skip check uses it once. */
+  startSaved(jobId: string, row: RowAtStart | undefined): void {
+    const entry = this.#entries.get(jobId);
+    if (entry) entry.rowAtStart = row;
+  }
+
+  /** The row as this run's start save saw it, once (a retry or a later run reads the row again). */
+  takeRowAtStart(jobId: string): RowAtStart | undefined {
+    const entry = this.#entries.get(jobId);
+    const row = entry?.rowAtStart;
+    if (entry) entry.rowAtStart = undefined;
+    return row;
   }
 
   settle(jobId: string, outcome: RunOutcome, detail?: string): void {

@@ -3,9 +3,17 @@ import type { JobLogEntry, JobLogger, JobLogQuery, JobLogQueryResult } from "age
 import type { Logger } from "../scheduler/logger.js";
 import { retryWhileDisconnected } from "./retry.js";
 import type { RunLedger } from "./runLedger.js";
+import { isStaleStart } from "./staleStart.js";
 
 /** How long a run log row is retried while the database is unreachable. */
 const LOG_RETRY_MS = 10 * 60_000;
+
+/**
+ * Agenda events not written as rows: `locked` (every pre-lock, before the run exists) and
+ * `complete` (repeats the `success`/`fail` row). Each was one more INSERT per run, and a run's
+ * history, status and the re-run detection read `start`, `success`, `fail` and `retry` only.
+ */
+const UNRECORDED_EVENTS = new Set(["locked", "complete"]);
 
 /**
  * Agenda's persistent job log (`agenda_logs`), with each run's identity added to the rows
@@ -28,6 +36,8 @@ export class RunRecorder implements JobLogger {
   }
 
   log(entry: Omit<JobLogEntry, "_id">): Promise<void> {
+    if (entry.event === "complete" && entry.jobId) this.#ledger.forget(entry.jobId);
+    if (UNRECORDED_EVENTS.has(entry.event) || isStaleStart(entry.error)) return Promise.resolve();
     const enriched = this.#enrich(entry);
     const write = retryWhileDisconnected(() => this.#inner.log(enriched), {
       maxElapsedMs: LOG_RETRY_MS,
@@ -39,7 +49,6 @@ export class RunRecorder implements JobLogger {
     });
     this.#pending.add(write);
     void write.finally(() => this.#pending.delete(write));
-    if (entry.event === "complete" && entry.jobId) this.#ledger.forget(entry.jobId);
     return write;
   }
 

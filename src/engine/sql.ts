@@ -60,8 +60,9 @@ export async function selectLockableJobNames(
   lockDeadline: Date,
 ): Promise<Set<string>> {
   const result = await db.query<{ name: string }>(
-    `SELECT DISTINCT name FROM "${JOBS_TABLE}"
-      WHERE disabled = FALSE AND ((locked_at IS NULL AND next_run_at <= $1) OR locked_at <= $2)`,
+    `SELECT name FROM "${JOBS_TABLE}"
+      WHERE disabled = FALSE AND ((locked_at IS NULL AND next_run_at <= $1) OR locked_at <= $2)
+      GROUP BY name ORDER BY min(next_run_at) NULLS LAST`,
     [until, lockDeadline],
   );
   return new Set(result.rows.map((row) => row.name));

@@ -190,9 +190,13 @@ export class TaskRunner {
     }
   }
 
-  /** Agenda pre-locks jobs due within one poll; the config may have changed since. */
+  /**
+   * Agenda pre-locks jobs due within one poll; the config may have changed since. The save that
+   * Agenda makes just before the handler reads the row back; without it, the row is read here.
+   */
   async #whySkip(jobId: string, job: Job): Promise<string | undefined> {
-    const guard = await sql.selectRunGuard(this.#deps.pool, jobId);
+    const guard =
+      this.#deps.ledger.takeRowAtStart(jobId) ?? (await sql.selectRunGuard(this.#deps.pool, jobId));
     if (!guard) return "the job row no longer exists";
     if (guard.disabled) return "the task was disabled after this slot was locked";
     if (

@@ -7,6 +7,8 @@ export interface EngineOptions {
   instanceId: string;
   processEveryMs: number;
   lockLifetimeMs: number;
+  /** Runs in progress at once on this instance, all tasks together (Agenda's maxConcurrency). */
+  maxConcurrency?: number;
   /** After a timeout, how long a handler that ignores its signal keeps the lock before it is abandoned. */
   timeoutGraceMs?: number;
   /** How often the database is probed for the outage log. */

@@ -76,6 +76,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       instanceId,
       processEveryMs: settings.processEveryMs,
       lockLifetimeMs: settings.lockLifetimeMs,
+      maxConcurrency: settings.maxConcurrency,
       timeoutGraceMs: settings.timeoutGraceMs,
       healthProbeMs: settings.healthProbeMs,
       missedSlotGraceMs: settings.missedSlotGraceMs,

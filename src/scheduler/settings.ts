@@ -2,7 +2,11 @@ import { z } from "zod";
 import { DEFAULT_MIN_INTERVAL_MS, formatMs, isValidTimezone } from "./cronValidator.js";
 import { CronwardenError } from "./errors.js";
 
-/** Agenda's own default poll interval; lowered to the minimum interval when that is shorter. */
+/**
+ * Agenda's own default poll interval; lowered to half the minimum interval when that is shorter.
+ * A poll equal to a schedule's interval can leave every slot late by up to one poll: the poll that
+ * starts a late slot cannot also lock the next one ahead (measured in docs/benchmarks.md).
+ */
 const AGENDA_DEFAULT_PROCESS_EVERY_MS = 5_000;
 
 export const schedulerSettingsSchema = z
@@ -27,6 +31,8 @@ export const schedulerSettingsSchema = z
      * theirs every third of it, so this bounds failover after a crash, not the length of a run.
      */
     lockLifetimeMs: z.number().int().min(1000).default(15_000),
+    /** Runs in progress at once on this instance, all tasks together; due runs beyond it wait. */
+    maxConcurrency: z.number().int().min(1).max(10_000).default(20),
     /** After a task's timeout, how long a handler that ignores its signal keeps the lock. */
     timeoutGraceMs: z.number().int().min(0).default(30_000),
     /** An enabled task whose slot is this far past without a run starting is reported missed (at least 2 polls). */
@@ -40,7 +46,8 @@ export const schedulerSettingsSchema = z
   })
   .transform((settings, context) => {
     const processEveryMs =
-      settings.processEveryMs ?? Math.min(AGENDA_DEFAULT_PROCESS_EVERY_MS, settings.minIntervalMs);
+      settings.processEveryMs ??
+      Math.min(AGENDA_DEFAULT_PROCESS_EVERY_MS, Math.floor(settings.minIntervalMs / 2));
     if (processEveryMs > settings.minIntervalMs) {
       context.addIssue({
         code: "custom",

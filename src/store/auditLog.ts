@@ -19,6 +19,9 @@ export interface AuditRecord extends AuditEntry {
   namespace: string;
 }
 
+/** Rows per INSERT: 9 parameters each, well under PostgreSQL's limit of 65,535 per statement. */
+const AUDIT_INSERT_BATCH = 1_000;
+
 /** Every applied change to a task's schedule, durably: who, what, from which config version. */
 export class AuditLog {
   readonly #pool: Pool;
@@ -29,8 +32,34 @@ export class AuditLog {
     this.#namespace = namespace;
   }
 
+  /**
+   * Inserts in batches: PostgreSQL takes at most 65,535 parameters per statement (9 per entry),
+   * and a reconcile of 10,000 tasks writes tens of thousands of entries. Given a client, the
+   * batches run in the caller's transaction; otherwise in one of their own, all or nothing.
+   */
   async record(entries: AuditEntry[], db: Pool | PoolClient = this.#pool): Promise<void> {
     if (entries.length === 0) return;
+    if (entries.length <= AUDIT_INSERT_BATCH) return this.#insert(entries, db);
+    if (db !== this.#pool) {
+      for (let start = 0; start < entries.length; start += AUDIT_INSERT_BATCH)
+        await this.#insert(entries.slice(start, start + AUDIT_INSERT_BATCH), db);
+      return;
+    }
+    const client = await this.#pool.connect();
+    try {
+      await client.query("BEGIN");
+      for (let start = 0; start < entries.length; start += AUDIT_INSERT_BATCH)
+        await this.#insert(entries.slice(start, start + AUDIT_INSERT_BATCH), client);
+      await client.query("COMMIT");
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  async #insert(entries: AuditEntry[], db: Pool | PoolClient): Promise<void> {
     const values: unknown[] = [];
     const rows = entries.map((entry, index) => {
       const base = index * 9;
