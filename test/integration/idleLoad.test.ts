@@ -38,7 +38,9 @@ it("an idle instance with 60 tasks, none due, sends no per-task locking statemen
   );
   statements.length = 0;
   await new Promise((resolve) => setTimeout(resolve, 1500)); // several polls
-  const lockable = statements.filter((text) => text.includes("GROUP BY name ORDER BY min(next_run_at)")).length;
+  const lockable = statements.filter((text) =>
+    text.includes("GROUP BY name ORDER BY min(next_run_at)"),
+  ).length;
   const perName = statements.filter((text) => text.includes("FOR UPDATE SKIP LOCKED")).length;
   expect(lockable).toBeGreaterThanOrEqual(3); // it polled
   expect(perName).toBe(0); // and asked about no task by name
