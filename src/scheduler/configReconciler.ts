@@ -1,8 +1,12 @@
 import type { AuditEntry } from "../store/auditLog.js";
+import { forEachConcurrently } from "./concurrently.js";
 import type { Logger } from "./logger.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
 import type { TaskRegistry } from "./taskRegistry.js";
 import type { DesiredState } from "./types.js";
+
+/** Actions applied at once; leaves most of a default pool of 10 to the runs. */
+const APPLY_CONCURRENCY = 4;
 
 /** The part of the engine the reconciler uses. */
 export interface ReconcileTarget {
@@ -73,13 +77,23 @@ export class ConfigReconciler {
       const liveByName = new Map(live.map((job) => [job.name, job]));
       const applied: ReconcileAction[] = [];
       const audit: AuditEntry[] = [];
-      for (const action of plan.actions) {
-        const job = liveByName.get(action.task ?? "");
-        if (!(await this.#apply(action, job, trigger))) continue;
+      // each action touches its own task's row: a few at a time (10,000 in a row took 7-9 s)
+      const done: boolean[] = [];
+      let failure: unknown;
+      await forEachConcurrently(plan.actions, APPLY_CONCURRENCY, async (action, index) => {
+        done[index] = await this.#apply(action, liveByName.get(action.task ?? ""), trigger);
+      }).catch((error: unknown) => {
+        failure = error;
+      });
+      plan.actions.forEach((action, index) => {
+        if (!done[index]) return;
         applied.push(action);
+        const job = liveByName.get(action.task ?? "");
         audit.push(...auditEntries(action, job, trigger, desired, this.#target.instanceId));
-      }
+      });
+      // what was applied is audited even when a later action failed (the retry will not redo it)
       await this.#recorder?.recordAudit(audit);
+      if (failure !== undefined) throw failure;
       if (trigger === "config") await this.#recorder?.saveApplied(desired, this.#target.instanceId);
       const result: ReconcileResult = { revision: desired.revision, trigger, at: this.#now(), plan, applied };
       this.#last = result;

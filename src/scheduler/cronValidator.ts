@@ -37,14 +37,24 @@ const FIVE_FIELDS: FieldSpec[] = [
 
 const ALIASES = new Set(["@yearly", "@annually", "@monthly", "@weekly", "@daily", "@hourly"]);
 
+/** Answers of isValidTimezone: building an Intl.DateTimeFormat costs ~0.15 ms, 1.5 s for 10,000 entries. */
+const timezoneValidity = new Map<string, boolean>();
+const TIMEZONE_CACHE_LIMIT = 1_000;
+
 export function isValidTimezone(timezone: string): boolean {
-  if (!/^[A-Za-z]/.test(timezone)) return false; // offsets like "+08:00" are not IANA names
-  try {
-    new Intl.DateTimeFormat("en-US", { timeZone: timezone });
-    return true;
-  } catch {
-    return false;
+  const known = timezoneValidity.get(timezone);
+  if (known !== undefined) return known;
+  let valid = /^[A-Za-z]/.test(timezone); // offsets like "+08:00" are not IANA names
+  if (valid) {
+    try {
+      new Intl.DateTimeFormat("en-US", { timeZone: timezone });
+    } catch {
+      valid = false;
+    }
   }
+  if (timezoneValidity.size >= TIMEZONE_CACHE_LIMIT) timezoneValidity.clear();
+  timezoneValidity.set(timezone, valid);
+  return valid;
 }
 
 /** Checks a cron expression and timezone; `now` is where the gap sampling starts. */

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
-import { ConfigReconciler } from "../../src/scheduler/configReconciler.js";
+import { ConfigReconciler, type ReconcileTarget } from "../../src/scheduler/configReconciler.js";
 import { TaskRegistry } from "../../src/scheduler/taskRegistry.js";
 import type { DesiredState, DesiredTask } from "../../src/scheduler/types.js";
+import type { AuditEntry } from "../../src/store/auditLog.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
 
@@ -181,5 +182,40 @@ describe("ConfigReconciler against Agenda's table", () => {
     ]);
     // exactly one of the four did the work; the others found nothing left to change
     expect(results.map((result) => result.applied.length).sort()).toEqual([0, 0, 0, 3]);
+  });
+
+  it("audits the changes it applied when a later one fails, then reports the failure", async () => {
+    const audited: AuditEntry[] = [];
+    const failing: ReconcileTarget = {
+      instanceId: engine.instanceId,
+      withReconcileLock: (work) => engine.withReconcileLock(work),
+      listJobs: () => engine.listJobs(),
+      updateSchedule: (...args) => engine.updateSchedule(...args),
+      setEnabled: (...args) => engine.setEnabled(...args),
+      createJob: async (taskName, ...rest) => {
+        if (taskName === "digest") throw new Error("database went away");
+        await engine.createJob(taskName, ...rest);
+      },
+    };
+    const registry = new TaskRegistry();
+    for (const name of ["report", "cleanup", "digest"]) registry.register({ name, handler: async () => {} });
+    const partial = new ConfigReconciler({
+      target: failing,
+      registry,
+      logger: logs.logger,
+      now,
+      recorder: {
+        recordAudit: async (entries) => {
+          audited.push(...entries);
+        },
+        saveApplied: async () => {},
+      },
+    });
+    await expect(
+      partial.reconcile(state([{ name: "report" }, { name: "cleanup" }, { name: "digest" }])),
+    ).rejects.toThrow("database went away");
+    expect(await row("report")).toHaveLength(1);
+    expect(await row("cleanup")).toHaveLength(1);
+    expect([...new Set(audited.map((entry) => entry.task))].sort()).toEqual(["cleanup", "report"]);
   });
 });
