@@ -1,12 +1,13 @@
 /**
  * Lateness: one task on `* * * * * *` (cronwarden with minIntervalMs 1000); for each slot,
  * handler entry minus the slot. Two poll settings, each with both contenders:
- * - 1000 ms, the cron's own interval (cronwarden's default processEveryMs for minIntervalMs
- *   1000). Agenda locks a job ahead of its slot only if the job is free at the poll before it; a
+ * - 1000 ms, the cron's own interval (cronwarden's default until 155333c; now half the minimum
+ *   interval). Agenda locks a job ahead of its slot only if the job is free at the poll before it; a
  *   run that is still going at that poll (or a slot that was already late) leaves the next slot
  *   to the poll after it, late by the poll's phase, and every later slot the same: the figure is
  *   either a few ms or up to a second, depending on the phase each process happens to get.
- * - 500 ms (half the interval): a late slot is followed by a poll that locks the next one ahead.
+ * - 500 ms (half the interval, cronwarden's default for minIntervalMs 1000): a late slot is
+ *   followed by a poll that locks the next one ahead.
  * The first 3 slots of each process are warm-up. One process per contender and setting, each on
  * its own database; the contenders of a setting run at the same time.
  */
