@@ -1,5 +1,5 @@
 import type { AddressInfo } from "node:net";
-import Fastify from "fastify";
+import type { FastifyInstance } from "fastify";
 import { DASHBOARD_PREFIX, dashboardRoutes } from "../dashboard/dashboardRoutes.js";
 import { redactSecrets } from "../observability/redact.js";
 import type { Logger } from "../scheduler/logger.js";
@@ -44,27 +44,35 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   const logger = options.logger.child({ component: "admin-api" });
   const secrets = token === undefined ? [] : [token];
 
-  // fastify's own request logging is off: nothing logs request headers (the token)
-  const app = Fastify({ logger: false, bodyLimit: 16 * 1024, return503OnClosing: true });
   const missed = new MissedSlotTracker(options.scheduler, logger);
-  app.addHook("onRequest", async (request) => {
-    // the dashboard's static files hold no data; every data call they make carries the token
-    if (request.method === "GET" && isDashboardFile(request.url)) return;
-    access.check(request);
-  });
-  app.addHook("onSend", async (_request, reply, payload) => {
-    reply.header("cache-control", "no-store");
-    return typeof payload === "string" ? redactSecrets(payload, secrets) : payload;
-  });
-  app.setErrorHandler(errorHandler(logger));
-  app.setNotFoundHandler(notFoundHandler);
-  taskRoutes(app, options.scheduler, missed);
-  configRoutes(app, options.scheduler);
-  probeRoutes(app, options.scheduler, options.metrics);
-  dashboardRoutes(app, options.scheduler);
+  let app: FastifyInstance | undefined;
+
+  // fastify (about 18 MB) is loaded when the server starts, not by every process that imports cronwarden
+  const build = async (): Promise<FastifyInstance> => {
+    const { default: Fastify } = await import("fastify");
+    // fastify's own request logging is off: nothing logs request headers (the token)
+    const server = Fastify({ logger: false, bodyLimit: 16 * 1024, return503OnClosing: true });
+    server.addHook("onRequest", async (request) => {
+      // the dashboard's static files hold no data; every data call they make carries the token
+      if (request.method === "GET" && isDashboardFile(request.url)) return;
+      access.check(request);
+    });
+    server.addHook("onSend", async (_request, reply, payload) => {
+      reply.header("cache-control", "no-store");
+      return typeof payload === "string" ? redactSecrets(payload, secrets) : payload;
+    });
+    server.setErrorHandler(errorHandler(logger));
+    server.setNotFoundHandler(notFoundHandler);
+    taskRoutes(server, options.scheduler, missed);
+    configRoutes(server, options.scheduler);
+    probeRoutes(server, options.scheduler, options.metrics);
+    dashboardRoutes(server, options.scheduler);
+    return server;
+  };
 
   return {
     async listen() {
+      app ??= await build();
       await app.listen({ host, port });
       const address = app.server.address();
       const bound = typeof address === "object" && address ? address : undefined;
@@ -74,7 +82,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     },
     async close() {
       missed.close();
-      await app.close();
+      await app?.close();
     },
   };
 }

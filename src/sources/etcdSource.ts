@@ -1,5 +1,5 @@
 import { setTimeout as delay } from "node:timers/promises";
-import { Etcd3, type IWatchResponse, type Watcher } from "etcd3";
+import type { Etcd3, IWatchResponse, Watcher } from "etcd3";
 import { CronwardenError, type CronwardenErrorCode } from "../scheduler/errors.js";
 import { toError } from "../scheduler/logger.js";
 import { formatDelay, retryDelay, sleep } from "./backoff.js";
@@ -90,7 +90,7 @@ export class EtcdConfigSource implements ConfigSource {
   }
 
   async load(): Promise<ConfigDocument> {
-    const client = this.#connect();
+    const client = await this.#connect();
     try {
       const snapshot = await this.#read(client);
       this.#loaded = snapshot;
@@ -113,7 +113,7 @@ export class EtcdConfigSource implements ConfigSource {
   async #follow(listener: ConfigListener, signal: AbortSignal): Promise<void> {
     let client: Etcd3;
     try {
-      client = this.#connect();
+      client = await this.#connect();
     } catch (thrown) {
       const detail = `cannot create an etcd client (${etcdMessage(thrown)}); not watching`;
       notifyError(listener, this.#error("CONFIG_UNREADABLE", detail, thrown));
@@ -268,7 +268,9 @@ export class EtcdConfigSource implements ConfigSource {
     notifyNext(listener, document);
   }
 
-  #connect(): Etcd3 {
+  /** etcd3 (gRPC, protobufjs: about 27 MB) is loaded only by processes that use etcd. */
+  async #connect(): Promise<Etcd3> {
+    const { Etcd3 } = await import("etcd3");
     const deadline = () => ({ deadline: Date.now() + this.#timeoutMs });
     return new Etcd3({
       hosts: [...this.endpoints],
