@@ -121,6 +121,10 @@ describe("cronwarden status", () => {
       const finished = harness.runsOf("cli-hold", 1);
       releaseHold();
       await finished;
+      await pollUntil("the end of that run saved", async () => {
+        const { rows } = await db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = 'cli-hold'");
+        return rows[0]?.locked_at === null;
+      });
       started.splice(0, started.length, ...started.filter((event) => event.taskName !== "cli-hold"));
     }
     const result = await cli(["status"]);
