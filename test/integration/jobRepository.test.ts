@@ -1,0 +1,122 @@
+import type { JobParameters } from "agenda";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AgendaEngine } from "../../src/engine/agendaEngine.js";
+import { CronwardenJobRepository } from "../../src/engine/jobRepository.js";
+import { RunLedger } from "../../src/engine/runLedger.js";
+import { StaleStartError } from "../../src/engine/staleStart.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { LogCapture } from "../helpers/logs.js";
+
+/** The repository's locking rules, driven the way Agenda drives them, against a real PostgreSQL. */
+
+const LOCK_LIFETIME_MS = 10_000;
+let db: TestDatabase;
+let engine: AgendaEngine;
+const logs = new LogCapture();
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  engine = new AgendaEngine({
+    pool: db.pool,
+    instanceId: "setup",
+    processEveryMs: 1000,
+    lockLifetimeMs: LOCK_LIFETIME_MS,
+    logger: logs.logger,
+  });
+  await engine.prepare(); // the schema; its workers never start
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+function repository(maxHeldLocks = 40) {
+  const ledger = new RunLedger();
+  return {
+    ledger,
+    repo: new CronwardenJobRepository(db.pool, ledger, logs.logger, {
+      lockLifetimeMs: LOCK_LIFETIME_MS,
+      maxHeldLocks,
+    }),
+  };
+}
+
+/** Creates due jobs (their next run moved to the past) and returns their names. */
+async function dueJobs(prefix: string, count: number): Promise<string[]> {
+  const names = Array.from({ length: count }, (_, index) => `${prefix}-${index}`);
+  for (const name of names) await engine.createJob(name, "0 0 * * *", "UTC", true);
+  await db.pool.query("UPDATE agenda_jobs SET next_run_at = now() - interval '1 minute' WHERE name LIKE $1", [
+    `${prefix}-%`,
+  ]);
+  return names;
+}
+
+const lockFor = (repo: CronwardenJobRepository, name: string) => {
+  const now = Date.now();
+  return repo.getNextJobToRun(
+    name,
+    new Date(now + 1000),
+    new Date(now - LOCK_LIFETIME_MS),
+    undefined,
+    undefined,
+  );
+};
+
+async function lockedAt(name: string): Promise<Date | null> {
+  const { rows } = await db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = $1", [name]);
+  return rows[0]?.locked_at ?? null;
+}
+
+describe("CronwardenJobRepository", () => {
+  it("the save that starts a run renews its lock and reads the schedule back", async () => {
+    const [name] = await dueJobs("start", 1);
+    const { repo, ledger } = repository();
+    const job = (await lockFor(repo, name as string)) as JobParameters;
+    const taken = job.lockedAt as Date;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await repo.saveJobState({ ...job, lastRunAt: new Date() }, undefined);
+    const renewed = await lockedAt(name as string);
+    expect(renewed?.getTime()).toBeGreaterThan(taken.getTime());
+    expect(ledger.get(String(job._id))?.lockToken?.getTime()).toBe(renewed?.getTime());
+    expect(ledger.takeRowAtStart(String(job._id))).toEqual({
+      disabled: false,
+      repeat_interval: "0 0 * * *",
+      repeat_timezone: "UTC",
+    });
+  });
+
+  it("refuses to start a queued job whose lock was taken again meanwhile: no second start", async () => {
+    const [name] = await dueJobs("stale", 1);
+    const { repo } = repository();
+    const job = (await lockFor(repo, name as string)) as JobParameters;
+    // its lock expired in the queue and another poll (here or elsewhere) locked the job again
+    await db.pool.query("UPDATE agenda_jobs SET locked_at = now() WHERE name = $1", [name]);
+    const newer = await lockedAt(name as string);
+    await expect(repo.saveJobState({ ...job, lastRunAt: new Date() }, undefined)).rejects.toBeInstanceOf(
+      StaleStartError,
+    );
+    expect(await lockedAt(name as string)).toEqual(newer); // the newer lock is untouched
+  });
+
+  it("holds at most maxHeldLocks locks, even when asked for every name at once", async () => {
+    const names = await dueJobs("held", 12);
+    const { repo } = repository(5);
+    const locked = await Promise.all(names.map((name) => lockFor(repo, name)));
+    expect(locked.filter(Boolean)).toHaveLength(5);
+    const { rows } = await db.pool.query<{ count: string }>(
+      "SELECT count(*) FROM agenda_jobs WHERE name LIKE 'held-%' AND locked_at IS NOT NULL",
+    );
+    expect(Number(rows[0]?.count)).toBe(5);
+    // the due names left for this instance's next refill: none while it is full
+    expect(await repo.dueNamesToLock(new Date(Date.now() + 1000))).toEqual([]);
+  });
+
+  it("offers the due, unlocked names most overdue first, as many as it has room for", async () => {
+    const names = await dueJobs("room", 4);
+    await db.pool.query(
+      "UPDATE agenda_jobs SET next_run_at = now() - (substring(name from 6)::int + 1) * interval '1 minute' WHERE name LIKE 'room-%'",
+    );
+    const { repo } = repository(2);
+    expect(await repo.dueNamesToLock(new Date(Date.now() + 1000))).toEqual([names[3], names[2]]);
+  });
+});
