@@ -194,6 +194,9 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     } finally {
       this.#finalSavesPending.delete(job.name);
     }
+    // the row is unlocked with its next run: a cached answer of this poll (which removed the name
+    // once it was locked) would hide it from the refill, and the next slot would wait for a poll
+    this.invalidateLockable();
     this.#limits.onRunEnded?.();
   }
 

@@ -119,4 +119,19 @@ describe("CronwardenJobRepository", () => {
     const { repo } = repository(2);
     expect(await repo.dueNamesToLock(new Date(Date.now() + 1000))).toEqual([names[3], names[2]]);
   });
+
+  it("offers a job again right after its run's end is saved, for its next slot within the poll", async () => {
+    // the poll that locked the job removed its name from the poll's cached answer; the refill
+    // that follows the run's end must not read that answer, or the next slot waits for a poll
+    const [name] = await dueJobs("refill", 1);
+    const { repo } = repository();
+    const job = (await lockFor(repo, name as string)) as JobParameters;
+    await repo.saveJobState({ ...job, lastRunAt: new Date() }, undefined);
+    const nextSlot = new Date(Date.now() + 500);
+    await repo.saveJobState(
+      { ...job, lockedAt: undefined, nextRunAt: nextSlot, lastFinishedAt: new Date() },
+      undefined,
+    );
+    expect(await repo.dueNamesToLock(new Date(Date.now() + 1000))).toContain(name);
+  });
 });
