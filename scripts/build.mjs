@@ -1,0 +1,12 @@
+// Compiles src/ to dist/ (JavaScript + declarations) for consumers that run plain Node, and copies
+// the dashboard's static assets next to the compiled routes that serve them.
+import { execFileSync } from "node:child_process";
+import { cpSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
+
+const require = createRequire(import.meta.url);
+rmSync("dist", { recursive: true, force: true });
+execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", "tsconfig.build.json"], {
+  stdio: "inherit",
+});
+cpSync("src/dashboard/assets", "dist/dashboard/assets", { recursive: true });
