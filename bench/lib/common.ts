@@ -135,6 +135,26 @@ export function startContender(
   return new Worker({ label, worker: contender, spec: full, logDir: context.logDir });
 }
 
+export type TasksSpec = ContenderSpec["tasks"];
+export type LaunchSpec = Omit<Parameters<typeof startContender>[3], "databaseUrl" | "tasks" | "configFile">;
+
+/**
+ * A contender's own database and, for cronwarden, its desired-state file holding `tasks`.
+ * Returns a launcher for its worker processes, with the database, tasks and file filled in.
+ */
+export async function prepareContender(
+  context: BenchContext,
+  contender: Contender,
+  database: string,
+  tasks: TasksSpec,
+): Promise<(label: string, spec: LaunchSpec) => Worker> {
+  const databaseUrl = await context.pg.createDatabase(database);
+  const configFile = path.join(context.dir, `${database}.json`);
+  if (contender === "cronwarden") await writeTasksFile(configFile, tasks);
+  return (label, spec) =>
+    startContender(context, contender, label, { ...spec, databaseUrl, tasks, configFile });
+}
+
 /** Linear interpolation between closest ranks (numpy's default); NaN when empty. */
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return Number.NaN;

@@ -11,7 +11,6 @@
  * its end, to see what a run longer than the lock lifetime does). Both contenders at the same
  * time, each on its own database.
  */
-import path from "node:path";
 import { type Worker, waitFor } from "../lib/children.js";
 import {
   type BenchContext,
@@ -20,9 +19,8 @@ import {
   type Contender,
   DEFAULT_PROCESS_EVERY_MS,
   LOCK_LIFETIME_MS,
+  prepareContender,
   sleep,
-  startContender,
-  writeTasksFile,
 } from "../lib/common.js";
 
 const KILL_AFTER_MS = 1_000;
@@ -61,23 +59,18 @@ async function failoverOnce(
 ): Promise<FailoverTrial> {
   const { failoverProcesses, failoverTaskMs, failoverObserveMs } = context.sizes;
   const database = `bench_failover_${contender}_${trial}`;
-  const databaseUrl = await context.pg.createDatabase(database);
   const boundary = boundaryAfter(10_000 + failoverProcesses * 5_000);
   const tasks = { prefix: "long", count: 1, cron: `${boundary.getUTCSeconds()} * * * * *` };
-  const configFile = path.join(context.dir, `${database}.json`);
-  if (contender === "cronwarden") await writeTasksFile(configFile, tasks);
+  const launch = await prepareContender(context, contender, database, tasks);
   const workers: Worker[] = [];
   try {
     // one after the other, as a rolling start would: raw Agenda's every() upserts the job row
     for (let index = 0; index < failoverProcesses; index++) {
-      const worker = startContender(context, contender, `failover-${contender}-${trial}-${index}`, {
-        databaseUrl,
-        tasks,
+      const worker = launch(`failover-${contender}-${trial}-${index}`, {
         processEveryMs: DEFAULT_PROCESS_EVERY_MS,
         minIntervalMs: INTERVAL_MS,
         lockLifetimeMs: LOCK_LIFETIME_MS,
         taskMs: failoverTaskMs,
-        configFile,
       });
       workers.push(worker);
       await worker.ready(60_000);

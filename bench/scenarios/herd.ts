@@ -4,7 +4,6 @@
  * the runs of that slot: each task must start exactly once. Contenders one after the other, so
  * the burst has the machine to itself.
  */
-import path from "node:path";
 import {
   type BenchContext,
   boundaryAfter,
@@ -12,10 +11,9 @@ import {
   type Contender,
   DEFAULT_PROCESS_EVERY_MS,
   dailyCronAt,
+  prepareContender,
   sleep,
   sleepUntil,
-  startContender,
-  writeTasksFile,
 } from "../lib/common.js";
 
 export interface HerdFigures {
@@ -58,18 +56,13 @@ async function herdOnce(
 ): Promise<HerdFigures | undefined> {
   const count = context.sizes.herdTasks;
   const database = `bench_herd_${contender}`;
-  const databaseUrl = await context.pg.createDatabase(database);
   const boundary = boundaryAfter(marginMs);
   const tasks = { prefix: "herd", count, cron: dailyCronAt(boundary) };
-  const configFile = path.join(context.dir, `${database}.json`);
-  if (contender === "cronwarden") await writeTasksFile(configFile, tasks);
-  const worker = startContender(context, contender, `herd-${contender}-${attempt}`, {
-    databaseUrl,
-    tasks,
+  const launch = await prepareContender(context, contender, database, tasks);
+  const worker = launch(`herd-${contender}-${attempt}`, {
     processEveryMs: DEFAULT_PROCESS_EVERY_MS,
     minIntervalMs: 60_000,
     taskMs: 0,
-    configFile,
   });
   try {
     const ready = await worker.ready(marginMs + 30_000);

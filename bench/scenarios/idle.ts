@@ -4,7 +4,6 @@
  * a window after a settle). The same processes give the memory figure: VmRSS at the end of the
  * window (no forced GC).
  */
-import path from "node:path";
 import type { Worker } from "../lib/children.js";
 import {
   type BenchContext,
@@ -12,9 +11,8 @@ import {
   type Contender,
   DEFAULT_PROCESS_EVERY_MS,
   farDailyCron,
+  prepareContender,
   sleep,
-  startContender,
-  writeTasksFile,
 } from "../lib/common.js";
 
 const SETTLE_MS = 2 * DEFAULT_PROCESS_EVERY_MS;
@@ -75,18 +73,13 @@ export async function runIdle(context: BenchContext): Promise<IdleResult> {
 async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[]> {
   try {
     for (const run of runs) {
-      const databaseUrl = await context.pg.createDatabase(run.database);
       const tasks = { prefix: "idle", count: run.count, cron: farDailyCron() };
-      const configFile = path.join(context.dir, `${run.database}.json`);
-      if (run.contender === "cronwarden") await writeTasksFile(configFile, tasks);
+      const launch = await prepareContender(context, run.contender, run.database, tasks);
       run.spawn = (attempt) =>
-        startContender(context, run.contender, `idle-${run.contender}-${run.count}-${attempt}`, {
-          databaseUrl,
-          tasks,
+        launch(`idle-${run.contender}-${run.count}-${attempt}`, {
           processEveryMs: DEFAULT_PROCESS_EVERY_MS,
           minIntervalMs: 60_000,
           taskMs: 0,
-          configFile,
         });
       run.worker = run.spawn(1);
     }

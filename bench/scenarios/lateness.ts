@@ -11,15 +11,13 @@
  * The first 3 slots of each process are warm-up. One process per contender and setting, each on
  * its own database; the contenders of a setting run at the same time.
  */
-import path from "node:path";
 import type { Worker } from "../lib/children.js";
 import {
   type BenchContext,
   CONTENDERS,
   type Contender,
   percentile,
-  startContender,
-  writeTasksFile,
+  prepareContender,
 } from "../lib/common.js";
 
 const WARM_UP_SLOTS = 3;
@@ -66,20 +64,14 @@ async function latenessWith(
     for (const contender of CONTENDERS) {
       const database = `bench_lateness_${pollMs}_${contender}`;
       databases.push(database);
-      const databaseUrl = await context.pg.createDatabase(database);
-      const tasks = { prefix: "tick", count: 1, cron: CRON };
-      const configFile = path.join(context.dir, `${database}.json`);
-      if (contender === "cronwarden") await writeTasksFile(configFile, tasks);
+      const launch = await prepareContender(context, contender, database, {
+        prefix: "tick",
+        count: 1,
+        cron: CRON,
+      });
       workers.set(
         contender,
-        startContender(context, contender, `lateness-${pollMs}-${contender}`, {
-          databaseUrl,
-          tasks,
-          processEveryMs: pollMs,
-          minIntervalMs: 1000,
-          taskMs: 0,
-          configFile,
-        }),
+        launch(`lateness-${pollMs}-${contender}`, { processEveryMs: pollMs, minIntervalMs: 1000, taskMs: 0 }),
       );
     }
     for (const worker of workers.values()) await worker.ready(60_000);

@@ -12,20 +12,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { PostgresBackend } from "@agendajs/postgres-backend";
 import { Agenda, type Job } from "agenda";
 import pg from "pg";
-import {
-  type ContenderSpec,
-  exitWithParent,
-  type ParentMessage,
-  readSpec,
-  send,
-  taskName,
-} from "../lib/protocol.js";
+import { contenderWorker } from "../lib/contenderWorker.js";
+import { taskName } from "../lib/protocol.js";
 
-exitWithParent();
-const spec = readSpec<ContenderSpec>();
-const pid = process.pid;
-const label = spec.label;
-const began = Date.now();
+const worker = contenderWorker();
+const { spec } = worker;
 
 const pool = new pg.Pool({ connectionString: spec.databaseUrl, max: spec.poolMax });
 pool.on("error", () => {});
@@ -48,7 +39,7 @@ const agenda = new Agenda({
 // Agenda reports a run it gave up on ("execution ... took more than <lock lifetime>") here, not as `fail`
 agenda.on("error", (error: Error) => {
   process.stderr.write(`agenda error: ${error.message}\n`);
-  send({ type: "engine-error", label, pid, at: Date.now(), message: error.message });
+  worker.engineError(error.message);
 });
 
 const names: string[] = [];
@@ -56,41 +47,20 @@ for (let index = 0; index < spec.tasks.count; index++) {
   const name = taskName(spec.tasks.prefix, index);
   names.push(name);
   agenda.define(name, async (job: Job) => {
-    const at = Date.now();
-    send({
-      type: "start",
-      label,
-      pid,
-      task: job.attrs.name,
-      slot: slots.get(String(job.attrs._id)) ?? null,
-      at,
-      rerun: false,
-    });
+    worker.started(job.attrs.name, slots.get(String(job.attrs._id)) ?? null, false);
     if (spec.taskMs > 0) await sleep(spec.taskMs);
   });
 }
-agenda.on("success", (job: Job) =>
-  send({ type: "finish", label, pid, task: job.attrs.name, at: Date.now(), error: null }),
-);
-agenda.on("fail", (error: Error, job: Job) =>
-  send({ type: "finish", label, pid, task: job.attrs.name, at: Date.now(), error: error.message }),
-);
+agenda.on("success", (job: Job) => worker.finished(job.attrs.name, null));
+agenda.on("fail", (error: Error, job: Job) => worker.finished(job.attrs.name, error.message));
 
-process.on("message", (message: ParentMessage) => {
-  if (message.type !== "stop") return;
-  void (async () => {
+await worker.run({
+  start: async () => {
+    await agenda.start();
+    await agenda.every(spec.tasks.cron, names, undefined, { timezone: "UTC" });
+  },
+  stop: async () => {
     await agenda.drain({ timeout: 2_000, closeConnection: false }).catch(() => undefined);
-    await pool.end().catch(() => undefined);
-    send({ type: "stopped", label, pid });
-    process.exit(0);
-  })();
+    await pool.end();
+  },
 });
-
-try {
-  await agenda.start();
-  await agenda.every(spec.tasks.cron, names, undefined, { timezone: "UTC" });
-  send({ type: "ready", label, pid, at: Date.now(), setupMs: Date.now() - began });
-} catch (error) {
-  send({ type: "fatal", label, pid, message: (error as Error).stack ?? String(error) });
-  process.exit(1);
-}

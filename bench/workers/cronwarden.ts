@@ -6,20 +6,11 @@ import { createWriteStream } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { createLogger, createScheduler, FileConfigSource } from "../../src/index.js";
-import {
-  type ContenderSpec,
-  exitWithParent,
-  type ParentMessage,
-  readSpec,
-  send,
-  taskName,
-} from "../lib/protocol.js";
+import { contenderWorker } from "../lib/contenderWorker.js";
+import { taskName } from "../lib/protocol.js";
 
-exitWithParent();
-const spec = readSpec<ContenderSpec>();
-const pid = process.pid;
-const label = spec.label;
-const began = Date.now();
+const worker = contenderWorker();
+const { spec } = worker;
 
 if (!spec.configFile) throw new Error("cronwarden worker: configFile is required");
 const pool = new pg.Pool({ connectionString: spec.databaseUrl, max: spec.poolMax });
@@ -31,7 +22,7 @@ const scheduler = createScheduler({
   pool,
   config: new FileConfigSource({ path: spec.configFile }),
   logger,
-  instanceId: `${label}:${pid}`,
+  instanceId: `${worker.label}:${worker.pid}`,
   minIntervalMs: spec.minIntervalMs,
   processEveryMs: spec.processEveryMs,
   lockLifetimeMs: spec.lockLifetimeMs,
@@ -41,45 +32,17 @@ for (let index = 0; index < spec.tasks.count; index++) {
   scheduler.register({
     name: taskName(spec.tasks.prefix, index),
     handler: async (context) => {
-      const at = Date.now();
-      send({
-        type: "start",
-        label,
-        pid,
-        task: context.taskName,
-        slot: context.scheduledAt.getTime(),
-        at,
-        rerun: context.rerunOf !== undefined,
-      });
+      worker.started(context.taskName, context.scheduledAt.getTime(), context.rerunOf !== undefined);
       if (spec.taskMs > 0) await sleep(spec.taskMs, undefined, { signal: context.signal });
     },
   });
 }
-scheduler.on("run:finished", (event) =>
-  send({
-    type: "finish",
-    label,
-    pid,
-    task: event.taskName,
-    at: Date.now(),
-    error: event.error?.message ?? null,
-  }),
-);
+scheduler.on("run:finished", (event) => worker.finished(event.taskName, event.error?.message ?? null));
 
-process.on("message", (message: ParentMessage) => {
-  if (message.type !== "stop") return;
-  void (async () => {
+await worker.run({
+  start: () => scheduler.start(),
+  stop: async () => {
     await scheduler.stop({ drainTimeoutMs: 2_000 }).catch(() => undefined);
-    await pool.end().catch(() => undefined);
-    send({ type: "stopped", label, pid });
-    process.exit(0);
-  })();
+    await pool.end();
+  },
 });
-
-try {
-  await scheduler.start();
-  send({ type: "ready", label, pid, at: Date.now(), setupMs: Date.now() - began });
-} catch (error) {
-  send({ type: "fatal", label, pid, message: (error as Error).stack ?? String(error) });
-  process.exit(1);
-}
