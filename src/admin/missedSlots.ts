@@ -9,7 +9,10 @@ export interface MissedSlot {
 
 /**
  * The last missed slot of each task as this instance detected it (`missed-slot` events), until a
- * later run of the task starts: the admin API shows it, and `cronwarden status` exits 3 on it.
+ * run of that slot or a later one has finished: the admin API shows it, and `cronwarden status`
+ * exits 3 on it. Not cleared when that run merely starts: the detector starts the missed slot's
+ * catch-up run at once (src/engine/missedSlotDetector.ts), so a report cleared on start would be
+ * visible for milliseconds, and a catch-up run that then fails or dies would hide the miss.
  */
 export class MissedSlotTracker {
   readonly #missed = new Map<string, MissedSlot>();
@@ -26,7 +29,8 @@ export class MissedSlotTracker {
           reason: event.reason,
         });
       })
-      .on("run:started", (event) => {
+      .on("run:finished", (event) => {
+        if (!event.final) return;
         const missed = this.#missed.get(event.taskName);
         if (missed && (missed.scheduledAt === null || event.scheduledAt >= missed.scheduledAt)) {
           this.#missed.delete(event.taskName);

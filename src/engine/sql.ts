@@ -139,26 +139,42 @@ export interface RunSummaryRow {
   last_outcome: string | null;
   last_error: string | null;
   recent_outcomes: string[] | null;
+  consecutive_failures: number;
 }
 
+/** A failure streak is counted up to this many slots (one index range per task, however long it failed). */
+const STREAK_CAP = 10_000;
+
 /**
- * Per task job: the latest finished attempt and the outcomes of the last `recent` attempts, newest
- * first. One index lookup per job (agenda_logs is large).
+ * Per task job, counted in slots (one final `success`/`fail` row per slot; failed attempts that were
+ * retried are `retry` rows and do not count): the latest slot's outcome and error, the outcomes of
+ * the last `recent` slots, newest first, and the failed slots since the last succeeded one (skips
+ * neither count nor break the streak). All from `agenda_logs` in one statement, so the figures
+ * agree with each other: the job row's `fail_count` is saved separately and can lag the log.
  */
 export async function selectRunSummaries(db: Queryable, recent: number): Promise<RunSummaryRow[]> {
   const result = await db.query<RunSummaryRow>(
     `SELECT j.name AS job_name, outcomes.list[1] AS last_outcome, last_outcome.error AS last_error,
-            outcomes.list AS recent_outcomes
+            outcomes.list AS recent_outcomes, streak.failed AS consecutive_failures
        FROM "${JOBS_TABLE}" j
        LEFT JOIN LATERAL (
          SELECT array_agg(o.outcome ORDER BY o.timestamp DESC) AS list FROM (
            SELECT meta->>'outcome' AS outcome, timestamp FROM "${LOGS_TABLE}" l
-            WHERE l.job_name = j.name AND l.event IN ('success', 'fail', 'retry') AND l.meta ? 'outcome'
+            WHERE l.job_name = j.name AND l.event IN ('success', 'fail') AND l.meta ? 'outcome'
             ORDER BY l.timestamp DESC LIMIT $1) o) outcomes ON true
        LEFT JOIN LATERAL (
          SELECT error FROM "${LOGS_TABLE}" l
-          WHERE l.job_name = j.name AND l.event IN ('success', 'fail', 'retry') AND l.meta ? 'outcome'
+          WHERE l.job_name = j.name AND l.event IN ('success', 'fail') AND l.meta ? 'outcome'
           ORDER BY l.timestamp DESC LIMIT 1) last_outcome ON true
+       LEFT JOIN LATERAL (
+         SELECT count(*)::int AS failed FROM (
+           SELECT 1 FROM "${LOGS_TABLE}" l
+            WHERE l.job_name = j.name AND l.event = 'fail' AND l.meta ? 'outcome'
+              AND l.timestamp > coalesce(
+                (SELECT s.timestamp FROM "${LOGS_TABLE}" s
+                  WHERE s.job_name = j.name AND s.event = 'success' AND s.meta->>'outcome' = 'succeeded'
+                  ORDER BY s.timestamp DESC LIMIT 1), '-infinity')
+            LIMIT ${STREAK_CAP}) f) streak ON true
       WHERE j.type = 'single'`,
     [recent],
   );

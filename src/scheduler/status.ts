@@ -23,9 +23,13 @@ export interface TaskStatus {
   runningOn: string | null;
   lastOutcome: RunOutcome | null;
   lastError: string | null;
-  /** Failed runs in a row (Agenda's fail count; reset by a success). */
+  /**
+   * Status figures count slots, all read from the run log in one statement: a slot's outcome is
+   * its final attempt's (the run history lists every attempt). Failed slots since the last
+   * succeeded one; skipped slots neither count nor break the streak.
+   */
   consecutiveFailures: number;
-  /** Outcomes of the last attempts, newest first (up to 10). */
+  /** Outcomes of the last slots, newest first (up to 10). */
   recentOutcomes: RunOutcome[];
 }
 

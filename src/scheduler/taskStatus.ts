@@ -48,7 +48,7 @@ export function buildTaskStatuses(input: {
       runningOn: running ? (job?.lastModifiedBy ?? null) : null,
       lastOutcome,
       lastError: lastOutcome === "failed" ? (summary?.last_error ?? null) : null,
-      consecutiveFailures: job?.failCount ?? 0,
+      consecutiveFailures: summary?.consecutive_failures ?? 0,
       recentOutcomes: (summary?.recent_outcomes ?? []).map(asOutcome).filter((outcome) => outcome !== null),
     };
   });

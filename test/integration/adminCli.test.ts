@@ -130,10 +130,14 @@ describe("cronwarden status", () => {
     const result = await cli(["status"]);
     expect(result.code).toBe(3);
     expect(result.out.at(-1)).toMatch(/^1 task\(s\) need attention: cli-hold \(missed slot \S+Z\)$/);
-    // the detector nudges the workers: the overdue slot runs, and the report clears
+    // the detector nudges the workers: the overdue slot's catch-up run starts; the report stays
+    // until that run has finished (cli-hold holds its run until released)
     await pollUntil("cli-hold's catch-up run", () => started.some((event) => event.taskName === "cli-hold"));
-    expect((await cli(["status"])).code).toBe(0);
+    expect((await cli(["status"])).code).toBe(3);
+    const finished = harness.runsOf("cli-hold", 1);
     releaseHold();
+    await finished;
+    await pollUntil("the report cleared", async () => (await cli(["status"])).code === 0);
   });
 });
 
@@ -161,9 +165,10 @@ describe("cronwarden runs", () => {
 
 describe("cronwarden run", () => {
   it("queues a run (exit 0); refused while running, disabled or unknown (exit 1)", async () => {
-    await pollUntil("cli-hold idle", async () => {
-      const status = await harness.scheduler.taskStatus("cli-hold");
-      return status?.running === false;
+    // what run-now checks: the job row unlocked (its last run's end saved)
+    await pollUntil("cli-hold unlocked", async () => {
+      const { rows } = await db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = 'cli-hold'");
+      return rows[0]?.locked_at === null;
     });
     const before = started.length;
     const queued = await cli(["run", "cli-hold"]);

@@ -75,7 +75,7 @@ function at(iso, timeZone) {
 
 const badge = (text, kind = text) => (text ? `<span class="badge ${html(kind)}">${html(text)}</span>` : "");
 const strip = (outcomes) =>
-  `<span class="strip" title="recent attempts, newest first">${outcomes.map((o) => `<i class="${html(o)}" title="${html(o)}"></i>`).join("")}</span>`;
+  `<span class="strip" title="outcomes of the recent slots, newest first (a slot's final attempt)">${outcomes.map((o) => `<i class="${html(o)}" title="${html(o)}"></i>`).join("")}</span>`;
 const duration = (ms) => (ms == null ? "" : ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`);
 
 function enabledCell(task) {
@@ -200,7 +200,7 @@ async function taskView(name) {
       <dt>Config entry</dt><dd>${task.configured ? `<code>${html(JSON.stringify(task.configured))}</code>` : "none (not in the config)"}</dd>
       ${rejected.map((entry) => `<dt>Rejected entry</dt><dd class="error-text">${html(entry.field)} ${html(JSON.stringify(entry.value))}: ${html(entry.reason)}</dd>`).join("")}
       <dt>Last outcome</dt><dd>${badge(task.lastOutcome ?? "")} ${task.lastError ? `<span class="error-text">${html(task.lastError)}</span>` : ""}</dd>
-      <dt>Failures in a row</dt><dd>${task.consecutiveFailures}</dd>
+      <dt>Failed slots in a row</dt><dd>${task.consecutiveFailures}</dd>
       <dt>Next runs</dt><dd>${(task.nextRuns ?? []).map((time) => `${at(time, zone)}`).join("<br>") || "none"}</dd>
     </dl>
     <h2>History</h2>
