@@ -79,6 +79,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
       healthProbeMs: settings.CRONWARDEN_HEALTH_PROBE_MS,
       namespace: settings.CRONWARDEN_NAMESPACE,
       antiEntropyMs: settings.CRONWARDEN_ANTI_ENTROPY_MS,
+      maxDisableShare: settings.CRONWARDEN_MAX_DISABLE_SHARE,
       runLogRetentionDays: settings.CRONWARDEN_RUN_LOG_RETENTION_DAYS,
     });
     // 3b. operations: metrics, alerts, admin API; created before start() so start-up events count

@@ -32,6 +32,11 @@ const environmentSchema = z.object({
   CRONWARDEN_HEALTH_PROBE_MS: optionalInt(100),
   CRONWARDEN_NAMESPACE: z.string().min(1).optional(),
   CRONWARDEN_ANTI_ENTROPY_MS: optionalInt(0),
+  CRONWARDEN_MAX_DISABLE_SHARE: z
+    .string()
+    .regex(/^(0(\.\d+)?|1(\.0+)?)$/, "must be a number from 0 to 1 (a share of the enabled tasks)")
+    .transform(Number)
+    .optional(),
   CRONWARDEN_RUN_LOG_RETENTION_DAYS: optionalInt(0),
   CRONWARDEN_INSTANCE_ID: z.string().min(1).optional(),
   CRONWARDEN_PG_POOL_MAX: optionalInt(2),

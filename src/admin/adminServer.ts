@@ -1,7 +1,7 @@
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import { DASHBOARD_PREFIX, dashboardRoutes } from "../dashboard/dashboardRoutes.js";
-import { redactSecrets } from "../observability/redact.js";
+import { redactSecrets, registerSecret } from "../observability/redact.js";
 import type { Logger } from "../scheduler/logger.js";
 import { AccessPolicy } from "./auth.js";
 import { configRoutes } from "./configRoutes.js";
@@ -43,6 +43,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   const access = new AccessPolicy(host, token);
   const logger = options.logger.child({ component: "admin-api" });
   const secrets = token === undefined ? [] : [token];
+  registerSecret(token);
 
   const missed = new MissedSlotTracker(options.scheduler, logger);
   let app: FastifyInstance | undefined;

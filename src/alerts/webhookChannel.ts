@@ -1,3 +1,4 @@
+import { registerSecret } from "../observability/redact.js";
 import { CronwardenError } from "../scheduler/errors.js";
 import { slackText } from "./slackText.js";
 import type { Alert, AlertChannel } from "./types.js";
@@ -37,6 +38,9 @@ export class WebhookAlertChannel implements AlertChannel {
     } catch {
       throw new CronwardenError("INVALID_SETTINGS", "the alert webhook URL is not a valid URL");
     }
+    // the URL is the credential (Slack-style webhooks): never in a log line, response or alert
+    registerSecret(options.url);
+    if (url.pathname.length >= 16) registerSecret(url.pathname);
     if (url.protocol !== "http:" && url.protocol !== "https:")
       throw new CronwardenError(
         "INVALID_SETTINGS",

@@ -1,12 +1,42 @@
+import { type LoggerOptions, stdSerializers } from "pino";
+
 /**
- * Removes credentials from text that leaves the process (HTTP responses, alerts): passwords in
- * URLs (`postgres://user:secret@host`), `password=...` pairs (libpq keyword strings), and any
- * known secret (the admin token) verbatim.
+ * The one redaction of cronwarden: everything that leaves the process (log lines, run records in
+ * agenda_logs, alerts, HTTP responses) passes through `redactSecrets`. It masks
+ * - passwords in URLs (`postgres://user:secret@host`) and `password=...` pairs (libpq keyword
+ *   strings, JSON), whatever their value;
+ * - every secret registered with `registerSecret` (the database password, admin tokens, the
+ *   alert webhook URL, a config source's headers), verbatim, wherever it appears, including inside
+ *   a task's own error message and stack.
  */
 const URL_PASSWORD = /\b([a-z][a-z0-9+.-]*:\/\/[^\s:/?#@]*:)[^\s/?#@]+@/gi;
 const PASSWORD_PAIR = /\b(password"?\s*[=:]\s*)("[^"]*"|'[^']*'|[^\s,;&"'}]+)/gi;
 
 export const REDACTED = "***";
+
+/**
+ * Registered values shorter than this are not masked verbatim (a 3-letter password would mask
+ * every word containing it); in URLs and password pairs they are masked all the same.
+ */
+export const MIN_SECRET_LENGTH = 6;
+
+const registered = new Set<string>();
+
+/** Adds a value that must never leave the process in clear. Process-wide; repeated calls are harmless. */
+export function registerSecret(value: string | undefined | null): void {
+  if (typeof value === "string" && value.length >= MIN_SECRET_LENGTH) registered.add(value);
+}
+
+/** Registers the password of a connection string (`postgres://user:password@...`), if it has one. */
+export function registerUrlPassword(url: string | undefined | null): void {
+  if (!url) return;
+  try {
+    registerSecret(decodeURIComponent(new URL(url).password));
+    registerSecret(new URL(url).password);
+  } catch {
+    // not a URL: its password pairs are masked by pattern
+  }
+}
 
 export function redactSecrets(text: string, secrets: readonly string[] = []): string {
   let result = text
@@ -15,8 +45,121 @@ export function redactSecrets(text: string, secrets: readonly string[] = []): st
       const quote = value.startsWith('"') || value.startsWith("'") ? value.charAt(0) : "";
       return `${key}${quote}${REDACTED}${quote}`;
     });
-  for (const secret of secrets) {
-    if (secret.length > 0) result = result.split(secret).join(REDACTED);
+  for (const secret of [...secrets, ...registered]) {
+    if (secret.length > 0 && result.includes(secret)) result = result.split(secret).join(REDACTED);
   }
   return result;
+}
+
+/** Strings anywhere in a plain value (objects, arrays; 8 levels deep), redacted; other values kept. */
+export function redactValue<T>(value: T, depth = 8): T {
+  if (typeof value === "string") return redactSecrets(value) as T;
+  if (depth <= 0 || value === null || typeof value !== "object") return value;
+  if (Array.isArray(value)) return value.map((item) => redactValue(item, depth - 1)) as T;
+  if (value instanceof Error) return redactError(value) as T;
+  if (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null)
+    return value;
+  const copy: Record<string, unknown> = {};
+  for (const [key, item] of Object.entries(value)) copy[key] = redactValue(item, depth - 1);
+  return copy as T;
+}
+
+/** A copy of the error whose message and stack are redacted (its name, code and class kept). */
+export function redactError(error: Error): Error {
+  const message = redactSecrets(error.message);
+  const stack = error.stack === undefined ? undefined : redactSecrets(error.stack);
+  if (message === error.message && stack === error.stack) return error;
+  const copy = Object.create(Object.getPrototypeOf(error)) as Error;
+  for (const key of Object.getOwnPropertyNames(error)) {
+    const descriptor = Object.getOwnPropertyDescriptor(error, key);
+    if (descriptor) Object.defineProperty(copy, key, descriptor);
+  }
+  Object.defineProperty(copy, "message", {
+    value: message,
+    enumerable: false,
+    writable: true,
+    configurable: true,
+  });
+  Object.defineProperty(copy, "stack", {
+    value: stack,
+    enumerable: false,
+    writable: true,
+    configurable: true,
+  });
+  return copy;
+}
+
+/** Every field of a log line redacted, except errors (their serializer does it). */
+export function redactLogFields(object: object): Record<string, unknown> {
+  const copy: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(object)) {
+    copy[key] = key === "err" || key === "error" ? value : redactValue(value);
+  }
+  return copy;
+}
+
+/** Keys whose values are secrets by name, masked by pino's own `redact` (any depth up to two). */
+const SECRET_KEYS = ["password", "token", "authorization", "connectionString", "databaseUrl", "webhookUrl"];
+
+/**
+ * The pino options that make a logger redact: `redact` for secret-named keys, a serializer that
+ * redacts errors' messages and stacks (and their causes), a formatter for every other string of
+ * the line, and a hook for the message itself.
+ */
+export function redactingLoggerOptions(): Pick<
+  LoggerOptions,
+  "redact" | "serializers" | "formatters" | "hooks"
+> {
+  const serializeError = (error: unknown) => {
+    if (!(error instanceof Error)) return redactValue(error);
+    return redactValue(stdSerializers.err(error) as unknown as Record<string, unknown>);
+  };
+  return {
+    redact: {
+      paths: SECRET_KEYS.flatMap((key) => [key, `*.${key}`, `*.*.${key}`]),
+      censor: REDACTED,
+    },
+    serializers: { err: serializeError, error: serializeError },
+    formatters: { log: redactLogFields },
+    hooks: {
+      logMethod(args, method) {
+        const redacted = args.map((arg) =>
+          typeof arg === "string" ? redactSecrets(arg) : arg,
+        ) as typeof args;
+        method.apply(this, redacted);
+      },
+    },
+  };
+}
+
+// --- config sources: masking of secrets a source knows (headers) in parser messages and URLs ---
+
+/** Header and query-parameter names whose values are secrets. */
+export const SENSITIVE_NAME = /auth|token|secret|password|passw|key|cookie|session|signature|credential/i;
+
+/**
+ * Masks each secret, and any 8 characters in a row of it: parser messages quote fragments of the
+ * body (V8's JSON errors show a few characters around the fault), which may echo a header.
+ */
+export function maskSecrets(text: string, secrets: string[]): string {
+  const window = 8;
+  let masked = redactSecrets(text);
+  for (const secret of secrets) {
+    if (secret.length < window) {
+      if (secret) masked = masked.replaceAll(secret, REDACTED);
+      continue;
+    }
+    masked = masked.replaceAll(secret, REDACTED);
+    for (let start = 0; start + window <= secret.length; start += 1) {
+      masked = masked.replaceAll(secret.slice(start, start + window), REDACTED);
+    }
+  }
+  return masked;
+}
+
+/** The URL with values of query parameters named like secrets masked, for logs and errors. */
+export function redactUrl(url: string): string {
+  return url.replace(/([?&][^=&#]*=)([^&#]*)/g, (match, name: string) =>
+    SENSITIVE_NAME.test(name) ? `${name}${REDACTED}` : match,
+  );
 }

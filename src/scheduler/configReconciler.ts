@@ -37,6 +37,8 @@ export interface ReconcileResult {
   at: Date;
   plan: ReconcilePlan;
   applied: ReconcileAction[];
+  /** Tasks whose job is enabled after this reconcile (what the fleet guard compares the next snapshot with). */
+  enabledTasks: Set<string>;
 }
 
 /**
@@ -95,7 +97,14 @@ export class ConfigReconciler {
       await this.#recorder?.recordAudit(audit);
       if (failure !== undefined) throw failure;
       if (trigger === "config") await this.#recorder?.saveApplied(desired, this.#target.instanceId);
-      const result: ReconcileResult = { revision: desired.revision, trigger, at: this.#now(), plan, applied };
+      const result: ReconcileResult = {
+        revision: desired.revision,
+        trigger,
+        at: this.#now(),
+        plan,
+        applied,
+        enabledTasks: enabledAfter(live, applied),
+      };
       this.#last = result;
       const summary = {
         revision: desired.revision,
@@ -170,6 +179,15 @@ export class ConfigReconciler {
         return false;
     }
   }
+}
+
+function enabledAfter(live: readonly LiveJob[], applied: readonly ReconcileAction[]): Set<string> {
+  const enabled = new Set(live.filter((job) => !job.disabled).map((job) => job.name));
+  for (const action of applied) {
+    if (action.kind === "enable" || (action.kind === "create" && action.enabled)) enabled.add(action.task);
+    else if (action.kind === "disable") enabled.delete(action.task);
+  }
+  return enabled;
 }
 
 function auditEntries(

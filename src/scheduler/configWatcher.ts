@@ -1,6 +1,7 @@
 import type { ConfigDocument, ConfigSource } from "../sources/configSource.js";
 import type { CronRules } from "./cronValidator.js";
 import { parseDesiredState } from "./desiredState.js";
+import { CronwardenError } from "./errors.js";
 import type { Logger } from "./logger.js";
 import type { DesiredState } from "./types.js";
 
@@ -18,6 +19,8 @@ export interface ConfigWatcherOptions {
   onLoaded?: (state: DesiredState) => void;
   /** A version could not be read or parsed (the source is unreachable or the document is malformed). */
   onError?: (error: Error) => void;
+  /** Why a parsed snapshot must not be applied at all (the fleet guard), or undefined. */
+  guard?: (state: DesiredState) => string | undefined;
   now?: () => Date;
 }
 
@@ -148,6 +151,11 @@ export class ConfigWatcher {
       source: source.description,
       revision: document.revision,
     });
+    const refusal = this.#options.guard?.(state);
+    if (refusal) {
+      this.#lastRevision = document.revision; // refused once, not again on every re-read of it
+      throw new CronwardenError("CONFIG_REFUSED", refusal);
+    }
     this.#lastRevision = document.revision;
     this.#current = state;
     this.#options.onLoaded?.(state);

@@ -16,7 +16,12 @@ const documentSchema = z.object(
 );
 
 const entrySchema = z.strictObject({
-  name: z.string().regex(TASK_NAME_PATTERN, "must be 1-200 letters, digits, '.', '_', '-' or ':'"),
+  name: z
+    .string({ error: "must be a string" })
+    .regex(
+      TASK_NAME_PATTERN,
+      "must be 1-200 ASCII letters (A-Z, a-z), digits, '.', '_', '-' or ':', starting with a letter or digit",
+    ),
   enabled: z.boolean({ error: "must be true or false" }),
   cron: z.string({ error: "must be a string" }).min(1, "must not be empty"),
   timezone: z.string({ error: "must be a string" }).optional(),
@@ -63,7 +68,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
         index,
         name,
         field: field || issue?.code || "entry",
-        value,
+        value: field === "name" && typeof value === "string" && value !== name ? name : value,
         reason: reason ?? "invalid",
       });
       return;
@@ -106,6 +111,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     source: options.source,
     revision: options.revision,
     document,
+    confirmDisableAll: top.data.confirmDisableAll === true,
   };
 }
 
@@ -120,9 +126,11 @@ function formatValue(value: unknown): string {
   return text === undefined ? "(missing)" : text.length > 120 ? `${text.slice(0, 117)}...` : text;
 }
 
+/** The entry's name, shortened when it is too long to be one (it is echoed in logs and responses). */
 function readableName(raw: unknown): string | undefined {
   const name = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>).name : undefined;
-  return typeof name === "string" ? name : undefined;
+  if (typeof name !== "string") return undefined;
+  return name.length > 200 ? `${name.slice(0, 60)}... (${name.length} characters)` : name;
 }
 
 function valueAt(raw: unknown, path: readonly PropertyKey[]): unknown {

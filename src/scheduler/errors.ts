@@ -8,6 +8,8 @@ export type CronwardenErrorCode =
   | "INVALID_SETTINGS"
   | "INVALID_CONFIG"
   | "CONFIG_UNREADABLE"
+  /** A parsed snapshot refused as a whole by the fleet guard. */
+  | "CONFIG_REFUSED"
   | "DATABASE_UNAVAILABLE"
   | "EMBEDDED_POSTGRES_FAILED"
   | "SCHEDULER_STATE";

@@ -1,4 +1,5 @@
 import { type Logger as PinoLogger, pino } from "pino";
+import { redactingLoggerOptions, redactLogFields } from "../observability/redact.js";
 
 /**
  * The logger every framework component writes to: structured JSON lines (pino).
@@ -12,12 +13,21 @@ export interface LoggerOptions {
   destination?: NodeJS.WritableStream;
 }
 
+/** A pino logger that redacts secrets (src/observability/redact.ts) in every field and message. */
 export function createLogger(options: LoggerOptions = {}): Logger {
   const level = options.level ?? process.env.LOG_LEVEL ?? "info";
-  const base = { pid: process.pid };
-  return options.destination
-    ? pino({ level, base }, options.destination as pino.DestinationStream)
-    : pino({ level, base });
+  const settings = { level, base: { pid: process.pid }, ...redactingLoggerOptions() };
+  return options.destination ? pino(settings, options.destination as pino.DestinationStream) : pino(settings);
+}
+
+/**
+ * A child of any pino logger (one the application made itself, too) that redacts secrets in its
+ * fields and errors. The message text is redacted by loggers from createLogger(); the scheduler's
+ * messages that quote error text redact it themselves.
+ */
+export function redactingChild(logger: Logger, bindings: Record<string, unknown>): Logger {
+  const { redact, serializers } = redactingLoggerOptions();
+  return logger.child(bindings, { redact, serializers, formatters: { log: redactLogFields } });
 }
 
 /** Normalises anything thrown into an Error, so loops and logs never deal with `undefined` or strings. */

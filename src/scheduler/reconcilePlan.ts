@@ -1,4 +1,5 @@
 import { describeRejection } from "./desiredState.js";
+import { closestName } from "./fleetGuard.js";
 import type { DesiredState, DesiredTask } from "./types.js";
 
 /**
@@ -58,10 +59,11 @@ export function planReconcile(
 
   for (const task of desired.tasks) {
     if (!registered.has(task.name)) {
+      const guess = closestName(task.name, registered);
       actions.push({
         kind: "reject",
         task: task.name,
-        reason: `config entry "${task.name}" is rejected: no task of that name is registered in code; register it or fix the name (names are case-sensitive)`,
+        reason: `config entry "${task.name}" is rejected: no task of that name is registered in code; ${guess ? `did you mean "${guess}"? ` : ""}register it or fix the name (names are case-sensitive)`,
       });
       continue;
     }

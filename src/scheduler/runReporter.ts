@@ -1,5 +1,6 @@
 import type { EventEmitter } from "node:events";
 import type { EngineHooks, EngineRun } from "../engine/types.js";
+import { redactSecrets } from "../observability/redact.js";
 import type { RunStartedEvent, SchedulerEvents } from "./events.js";
 import type { Logger } from "./logger.js";
 import type { RegisteredTask } from "./taskRegistry.js";
@@ -58,7 +59,7 @@ export class RunReporter {
         if (error)
           logger.error(
             { err: error, durationMs, outcome },
-            `run failed after ${durationMs} ms: ${error.message}`,
+            `run failed after ${durationMs} ms: ${redactSecrets(error.message)}`,
           );
         else logger.info({ durationMs, outcome }, `run succeeded in ${durationMs} ms`);
         events.emit("run:finished", {

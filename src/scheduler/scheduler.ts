@@ -9,11 +9,13 @@ import { ConfigReconciler, type ReconcileResult, type ReconcileTrigger } from ".
 import { ConfigWatcher } from "./configWatcher.js";
 import { parseDesiredState } from "./desiredState.js";
 import type { SchedulerEvents } from "./events.js";
+import { checkFleetGuard } from "./fleetGuard.js";
 
 export type * from "./events.js";
 
+import { registerSecret, registerUrlPassword } from "../observability/redact.js";
 import { CronwardenError } from "./errors.js";
-import { createLogger, type Logger } from "./logger.js";
+import { createLogger, type Logger, redactingChild } from "./logger.js";
 import { RunReporter } from "./runReporter.js";
 import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
 import type { Readiness, RunNowResult, TaskStatus } from "./status.js";
@@ -60,6 +62,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   #retentionTimer: NodeJS.Timeout | undefined;
   #antiEntropyPass: Promise<void> | undefined;
   #state: State = "new";
+  /** Registered tasks whose job is enabled, as of the last reconcile: the fleet guard's baseline. */
+  #enabledTasks = new Set<string>();
 
   constructor(options: SchedulerOptions) {
     super();
@@ -68,7 +72,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const instanceId =
       settings.instanceId ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 6)}`;
     this.settings = { ...settings, instanceId };
-    this.#logger = (logger ?? createLogger()).child({ instanceId });
+    this.#logger = redactingChild(logger ?? createLogger(), { instanceId });
+    // the database password never leaves in clear, even quoted in a task's own error message
+    registerSecret(typeof pool.options.password === "string" ? pool.options.password : undefined);
+    registerUrlPassword(pool.options.connectionString);
     const reporter = new RunReporter(this, this.#logger, instanceId);
     this.#reporter = reporter;
     this.#engine = new AgendaEngine({
@@ -113,6 +120,12 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       defaultTimezone: settings.defaultTimezone,
       rules: { minIntervalMs: settings.minIntervalMs },
       logger: this.#logger,
+      guard: (state) =>
+        checkFleetGuard(state, {
+          enabledNow: this.#enabledTasks,
+          registered: this.#registry.names(),
+          maxDisableShare: settings.maxDisableShare,
+        }),
       onSnapshot: (state) => this.#reconcile(state, "config"),
       onLoaded: (state) =>
         this.emit("config:loaded", {
@@ -150,6 +163,9 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         retry: task.retry,
       });
     }
+    this.#enabledTasks = new Set(
+      (await this.#engine.listJobs()).filter((job) => !job.disabled).map((job) => job.name),
+    );
     const fromSource = await this.#watcher.loadInitial();
     if (fromSource) {
       await this.#reconcile(fromSource, "config");
@@ -296,6 +312,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       this.emit("reconcile:failed", { error: error as Error, trigger });
       throw error;
     }
+    this.#enabledTasks = result.enabledTasks;
     if (trigger !== "anti-entropy") {
       for (const action of result.plan.actions) {
         if (action.kind === "reject") {

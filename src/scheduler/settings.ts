@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { DEFAULT_MIN_INTERVAL_MS, formatMs, isValidTimezone } from "./cronValidator.js";
 import { CronwardenError } from "./errors.js";
+import { DEFAULT_MAX_DISABLE_SHARE } from "./fleetGuard.js";
 
 /**
  * Agenda's own default poll interval; lowered to half the minimum interval when that is shorter.
@@ -43,6 +44,12 @@ export const schedulerSettingsSchema = z
     healthProbeMs: z.number().int().min(100).default(2_000),
     /** How long stop() waits for running handlers. */
     drainTimeoutMs: z.number().int().min(0).default(30_000),
+    /**
+     * A config snapshot that leaves out more than this share of the enabled tasks (or all of them)
+     * is refused unless it says confirmDisableAll: true (src/scheduler/fleetGuard.ts); 1 keeps only
+     * the all-tasks rule.
+     */
+    maxDisableShare: z.number().min(0).max(1).default(DEFAULT_MAX_DISABLE_SHARE),
   })
   .transform((settings, context) => {
     const processEveryMs =

@@ -29,7 +29,7 @@ export class TaskRegistry {
     if (typeof name !== "string" || !TASK_NAME_PATTERN.test(name)) {
       throw new CronwardenError(
         "INVALID_TASK_DEFINITION",
-        `task name ${JSON.stringify(name)} at ${registeredAt} is invalid: use 1-200 letters, digits, ".", "_", "-" or ":", starting with a letter or digit`,
+        `task name ${JSON.stringify(name)} at ${registeredAt} is invalid: use 1-200 ASCII letters (A-Z, a-z), digits, ".", "_", "-" or ":", starting with a letter or digit`,
       );
     }
     if (typeof handler !== "function") {

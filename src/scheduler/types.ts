@@ -26,7 +26,7 @@ export type TaskHandler = (context: TaskContext) => Promise<void> | void;
 
 /** What task code passes to `scheduler.register()`. */
 export interface TaskRegistration {
-  /** Unique name; the config center refers to the task by it. Letters, digits, `.`, `_`, `-`, `:`, 1-200 chars. */
+  /** Unique name; the config center refers to the task by it. ASCII letters, digits, `.`, `_`, `-`, `:`, 1-200 chars. */
   name: string;
   handler: TaskHandler;
   /** Shown in logs and listings. */
@@ -66,4 +66,6 @@ export interface DesiredState {
   revision: string;
   /** The document as read, kept as the durable last-known desired state once applied. */
   document: unknown;
+  /** The document says `confirmDisableAll: true`: it may disable every task (src/scheduler/fleetGuard.ts). */
+  confirmDisableAll: boolean;
 }

@@ -1,5 +1,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { Etcd3, IWatchResponse, Watcher } from "etcd3";
+import { maskSecrets } from "../observability/redact.js";
 import { CronwardenError, type CronwardenErrorCode } from "../scheduler/errors.js";
 import { toError } from "../scheduler/logger.js";
 import { formatDelay, retryDelay, sleep } from "./backoff.js";
@@ -15,7 +16,6 @@ import {
 import { applyNamespace } from "./namespace.js";
 import { notifyError, notifyNext } from "./notify.js";
 import { positive } from "./optionChecks.js";
-import { maskSecrets } from "./redact.js";
 
 export interface EtcdSourceOptions {
   /** etcd client URLs, e.g. `["http://etcd-0:2379", "http://etcd-1:2379"]` (any https one turns TLS on). */

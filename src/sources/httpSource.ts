@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { maskSecrets, redactUrl, SENSITIVE_NAME } from "../observability/redact.js";
 import { CronwardenError, type CronwardenErrorCode } from "../scheduler/errors.js";
 import { toError } from "../scheduler/logger.js";
 import { formatDelay, retryDelay, sleep } from "./backoff.js";
@@ -7,7 +8,6 @@ import { applyNamespace } from "./namespace.js";
 import { notifyError, notifyNext } from "./notify.js";
 import { positive } from "./optionChecks.js";
 import { ANY_FORMAT, type DocumentFormat, formatOfContentType, parseDocument } from "./parseDocument.js";
-import { maskSecrets, redactUrl, SENSITIVE_NAME } from "./redact.js";
 
 export interface HttpSourceOptions {
   /** The document's URL, http or https; `{namespace}` is replaced by `namespace` (URL-encoded). */

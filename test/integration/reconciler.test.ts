@@ -22,6 +22,7 @@ function state(tasks: Array<Partial<DesiredTask> & { name: string }>, revision =
     source: "test",
     revision,
     document: null,
+    confirmDisableAll: false,
   };
 }
 

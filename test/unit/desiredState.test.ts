@@ -29,6 +29,7 @@ describe("parseDesiredState", () => {
       source: "file tasks.yaml",
       revision: "abc",
       document: expect.anything(),
+      confirmDisableAll: false,
     });
   });
 

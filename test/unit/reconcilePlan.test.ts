@@ -5,7 +5,14 @@ import type { DesiredState, DesiredTask, RejectedEntry } from "../../src/schedul
 const registered = new Set(["report", "cleanup", "digest"]);
 
 function desired(tasks: DesiredTask[], rejected: RejectedEntry[] = []): DesiredState {
-  return { tasks, rejected, source: "file tasks.yaml", revision: "r1", document: null };
+  return {
+    tasks,
+    rejected,
+    source: "file tasks.yaml",
+    revision: "r1",
+    document: null,
+    confirmDisableAll: false,
+  };
 }
 function task(name: string, overrides: Partial<DesiredTask> = {}): DesiredTask {
   return { name, enabled: true, cron: "*/5 * * * *", timezone: "UTC", ...overrides };

@@ -1,9 +1,9 @@
 import { describe, expect, it } from "vitest";
+import { maskSecrets, redactUrl } from "../../src/observability/redact.js";
 import { retryDelay } from "../../src/sources/backoff.js";
 import { applyEvents, assembleDocument, type EtcdSnapshot } from "../../src/sources/etcdDocument.js";
 import { applyNamespace } from "../../src/sources/namespace.js";
 import { formatOfContentType, parseDocument } from "../../src/sources/parseDocument.js";
-import { maskSecrets, redactUrl } from "../../src/sources/redact.js";
 
 const snapshot = (entries: Record<string, string>, revision = 10n): EtcdSnapshot => ({
   entries: new Map(
