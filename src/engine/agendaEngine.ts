@@ -10,7 +10,7 @@ import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
 import { ensureAgendaSchema } from "./schema.js";
 import * as sql from "./sql.js";
-import { STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
+import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
 import { type RunningRuns, TaskRunner } from "./taskRunner.js";
 import type {
   DrainOutcome,
@@ -116,6 +116,7 @@ export class AgendaEngine {
         logger: this.#logger,
         hooks: this.#options.hooks ?? {},
         timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
+        lockLifetimeMs,
       },
       this.#running,
     );
@@ -139,6 +140,7 @@ export class AgendaEngine {
     });
     agenda.on("error", (error: Error) => {
       if (error instanceof StaleStartError) this.#logStaleStart(error);
+      else if (error instanceof DatabaseUnreachableBeforeStartError) this.#logOncePerWindow("warn", error);
       else this.#logAgendaError(error);
     });
     await agenda.ready;
@@ -364,6 +366,15 @@ export class AgendaEngine {
       { err: error, maxConcurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY },
       `a due run waited longer than its lock lifetime for a free worker and was locked again (${error.message}); more due runs than this instance starts in a lock lifetime: raise maxConcurrency or add instances`,
     );
+  }
+
+  #logOncePerWindow(level: "warn" | "error", error: Error): void {
+    const key = error.name;
+    const now = Date.now();
+    const last = this.#lastErrorLog.get(key);
+    if (last !== undefined && now - last < ERROR_LOG_WINDOW_MS) return;
+    this.#lastErrorLog.set(key, now);
+    this.#logger[level]({ err: error }, error.message);
   }
 
   /**

@@ -2,10 +2,10 @@ import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
-import { retryWhileDisconnected } from "./retry.js";
+import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import type { RowAtStart, RunLedger } from "./runLedger.js";
-import { JOBS_TABLE, renewLock, selectLockableJobNames } from "./sql.js";
-import { StaleStartError } from "./staleStart.js";
+import { JOBS_TABLE, releaseUnstartedRun, renewLock, selectLockableJobNames } from "./sql.js";
+import { DatabaseUnreachableBeforeStartError, StaleStartError } from "./staleStart.js";
 import type { LockRenewer } from "./watchdog.js";
 
 /**
@@ -34,6 +34,14 @@ const LOCKABLE_NAMES_LOOKAHEAD_MS = LOCKABLE_NAMES_TTL_MS;
 
 /** How long the save that ends a run is retried while the database is unreachable. */
 const FINAL_SAVE_RETRY_MS = 10 * 60_000;
+
+/**
+ * Between its lock and its handler a run retries its database calls while the database is
+ * unreachable, up to this long before its lock would expire (then Agenda's own expiry check
+ * would cancel it); short waits, so a run starts within half a second of the database's return.
+ */
+export const START_MARGIN_MS = 1_000;
+export const BEFORE_START_RETRY = { initialDelayMs: 100, maxDelayMs: 500 };
 
 export interface JobRepositoryLimits {
   lockLifetimeMs: number;
@@ -176,11 +184,13 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   override async saveJobState(job: JobParameters, options: JobRepositoryOptions | undefined): Promise<void> {
     if (job.lockedAt) return this.#saveRunStart(job, job.lockedAt, options);
     // the fence of this run, taken now: a later lock of the same job must not lend it its own
-    const fence = job._id ? (this.#ledger.get(String(job._id))?.lockToken ?? null) : null;
+    const entry = job._id ? this.#ledger.get(String(job._id)) : undefined;
+    const fence = entry?.lockToken ?? null;
+    if (entry?.notStarted) return this.#releaseUnstarted(job, fence ? [fence] : []);
     let logged = false;
     this.#finalSavesPending.add(job.name);
     try {
-      await retryWhileDisconnected(() => this.#saveJobState(job, options, fence), {
+      await retryWhileDisconnected(() => this.#saveJobState(job, options, fence ? [fence] : null), {
         maxElapsedMs: FINAL_SAVE_RETRY_MS,
         onRetry: (error) => {
           if (logged) return;
@@ -221,18 +231,67 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     options: JobRepositoryOptions | undefined,
   ): Promise<void> {
     const renewed = new Date();
-    const row = await this.#saveJobState({ ...job, lockedAt: renewed }, options, heldLock, true);
+    const deadline = heldLock.getTime() + this.#limits.lockLifetimeMs - START_MARGIN_MS;
+    let row: RowAtStart | undefined;
+    try {
+      // a retry also accepts its own lock time: the first try may have landed and lost its answer
+      row = await retryWhileDisconnected(
+        () => this.#saveJobState({ ...job, lockedAt: renewed }, options, [heldLock, renewed], true),
+        { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - Date.now()) },
+      );
+    } catch (error) {
+      if (!isConnectionError(error)) throw error;
+      // the handler never starts: not a failure of the task; the slot is given back once possible
+      void this.#releaseUnstarted(job, [heldLock, renewed]);
+      throw new DatabaseUnreachableBeforeStartError(job.name, error as Error);
+    }
     job.lockedAt = renewed; // Agenda's Job shares this object: its expiry check reads it
     const jobId = String(job._id);
     this.#ledger.renewed(jobId, renewed);
     this.#ledger.startSaved(jobId, row);
   }
 
+  /**
+   * A run whose handler never started (the database was unreachable before it) gives its slot back
+   * untouched (src/engine/sql.ts releaseUnstartedRun), retried like the final save. Until it lands
+   * this instance does not lock the job again.
+   */
+  async #releaseUnstarted(job: JobParameters, fences: Date[]): Promise<void> {
+    const jobId = String(job._id);
+    const entry = this.#ledger.get(jobId);
+    // a takeover re-run is due at once (see #locked); any other slot is due at its own time
+    const slot = !entry || entry.previousRunUnfinished ? new Date() : entry.scheduledAt;
+    this.#finalSavesPending.add(job.name);
+    try {
+      const released = await retryWhileDisconnected(
+        () =>
+          releaseUnstartedRun(this.#db, { jobId, fences, slot, lastRunAt: entry?.lastRunAtBefore ?? null }),
+        { maxElapsedMs: FINAL_SAVE_RETRY_MS },
+      );
+      this.#logger.info(
+        { task: job.name, slot, released },
+        released
+          ? "a run that could not start (database unreachable) gave its slot back; it runs now"
+          : "a run that could not start (database unreachable) no longer held its lock; the new holder runs the slot",
+      );
+    } catch (error) {
+      this.#logger.warn(
+        { err: error, task: job.name },
+        "a run that could not start could not give its slot back; its lock expires and the slot is taken over",
+      );
+    } finally {
+      this.#finalSavesPending.delete(job.name);
+    }
+    this.#ledger.renewed(jobId, undefined);
+    this.invalidateLockable();
+    this.#limits.onRunEnded?.();
+  }
+
   /** Same statement as PostgresJobRepository 3.0.6, plus the fence and the next-run guard. */
   async #saveJobState(
     job: JobParameters,
     options: JobRepositoryOptions | undefined,
-    fence: Date | null,
+    fence: Date[] | null,
     starting = false,
   ): Promise<RowAtStart | undefined> {
     if (!job._id) throw new Error("Cannot save job state without job ID");
@@ -249,7 +308,8 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
               failed_at = $8,
               last_finished_at = $9,
               last_modified_by = $11
-        WHERE id = $1 AND name = $10 AND ($14::timestamptz IS NULL OR date_trunc('milliseconds', locked_at) = $14)
+        WHERE id = $1 AND name = $10
+          AND ($14::timestamptz[] IS NULL OR date_trunc('milliseconds', locked_at) = ANY($14::timestamptz[]))
         RETURNING disabled, repeat_interval, repeat_timezone`,
       [
         String(job._id),

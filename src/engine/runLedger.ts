@@ -40,6 +40,10 @@ export interface RunEntry {
   recorded?: boolean;
   /** What the run's start save read back (saves the runner a read of the row). */
   rowAtStart?: RowAtStart;
+  /** The row's `last_run_at` when it was locked: restored if the run is released unstarted. */
+  lastRunAtBefore: Date | null;
+  /** The handler never started (the database was unreachable): the final save releases the slot untouched. */
+  notStarted?: boolean;
 }
 
 export class RunLedger {
@@ -50,6 +54,7 @@ export class RunLedger {
     const entry: RunEntry = {
       scheduledAt: row.nextRunAt ?? new Date(),
       lockToken: row.lockedAt,
+      lastRunAtBefore: row.lastRunAt ?? null,
       previousRunUnfinished:
         lastRunAt !== undefined && (lastFinishedAt === undefined || lastRunAt > lastFinishedAt),
     };
@@ -66,6 +71,7 @@ export class RunLedger {
     const entry = this.#entries.get(jobId) ?? {
       scheduledAt: startedAt,
       lockToken: undefined,
+      lastRunAtBefore: null,
       previousRunUnfinished: false,
     };
     entry.startedAt = startedAt;
@@ -73,6 +79,7 @@ export class RunLedger {
     entry.outcome = undefined;
     entry.detail = undefined;
     entry.recorded = false;
+    entry.notStarted = false;
     this.#entries.set(jobId, entry);
     return entry;
   }

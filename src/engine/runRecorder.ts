@@ -1,9 +1,10 @@
 import type { PostgresJobLogger } from "@agendajs/postgres-backend";
 import type { JobLogEntry, JobLogger, JobLogQuery, JobLogQueryResult } from "agenda";
+import { redactSecrets, redactValue } from "../observability/redact.js";
 import type { Logger } from "../scheduler/logger.js";
 import { retryWhileDisconnected } from "./retry.js";
-import type { RunLedger } from "./runLedger.js";
-import { isStaleStart } from "./staleStart.js";
+import type { RunEntry, RunLedger } from "./runLedger.js";
+import { isNotStarted } from "./staleStart.js";
 
 /** How long a run log row is retried while the database is unreachable. */
 const LOG_RETRY_MS = 10 * 60_000;
@@ -12,14 +13,21 @@ const LOG_RETRY_MS = 10 * 60_000;
  * Agenda events not written as rows: `locked` (every pre-lock, before the run exists) and
  * `complete` (repeats the `success`/`fail` row). Each was one more INSERT per run, and a run's
  * history, status and the re-run detection read `start`, `success`, `fail` and `retry` only.
+ * Agenda's `start` is not written either: it comes before the engine's last checks (the run may
+ * still be skipped or not start at all) and before a re-run's slot is known; the task runner
+ * writes the start row itself when the handler starts (`recordStart`).
  */
-const UNRECORDED_EVENTS = new Set(["locked", "complete"]);
+const UNRECORDED_EVENTS = new Set(["locked", "complete", "start"]);
 
 /**
  * Agenda's persistent job log (`agenda_logs`), with each run's identity added to the rows
  * Agenda writes: the slot, the instance, the attempt and the outcome go into `meta`, so one
  * `success`/`fail` row holds the whole run record (task, slot, start, end, duration, outcome,
- * error). Agenda writes these rows fire-and-forget; `flush()` waits for them before shutdown.
+ * error). Start, retry and outcome rows of a run carry the same identity (slot, attempt, trigger,
+ * re-run mark) from the ledger entry, set before the handler starts. Rows whose error says the run
+ * never started (src/engine/staleStart.ts) are not written: they are not failures of the task.
+ * Every row's text is redacted (src/observability/redact.ts) before it is written. Rows are
+ * written fire-and-forget, retried while the database is unreachable; `flush()` waits for them.
  */
 export class RunRecorder implements JobLogger {
   readonly #inner: PostgresJobLogger;
@@ -37,9 +45,35 @@ export class RunRecorder implements JobLogger {
 
   log(entry: Omit<JobLogEntry, "_id">): Promise<void> {
     if (entry.event === "complete" && entry.jobId) this.#ledger.forget(entry.jobId);
-    if (UNRECORDED_EVENTS.has(entry.event) || isStaleStart(entry.error)) return Promise.resolve();
-    const enriched = this.#enrich(entry);
-    const write = retryWhileDisconnected(() => this.#inner.log(enriched), {
+    if (UNRECORDED_EVENTS.has(entry.event) || isNotStarted(entry.error)) return Promise.resolve();
+    return this.#write(this.#enrich(entry));
+  }
+
+  /** The handler of a run is about to start (its first attempt): the run's `start` row. */
+  recordStart(jobId: string, taskName: string): void {
+    const run = this.#ledger.get(jobId);
+    if (!run) return;
+    const startedAt = run.startedAt ?? new Date();
+    void this.#write({
+      timestamp: startedAt,
+      level: "info",
+      event: "start",
+      jobId,
+      jobName: taskName,
+      message: "job started",
+      agendaName: this.#instanceId,
+      meta: { ...this.#identity(run), startedAt: startedAt.toISOString() },
+    });
+  }
+
+  #write(entry: Omit<JobLogEntry, "_id">): Promise<void> {
+    const redacted: Omit<JobLogEntry, "_id"> = {
+      ...entry,
+      message: redactSecrets(entry.message),
+      ...(entry.error === undefined ? {} : { error: redactSecrets(entry.error) }),
+      ...(entry.meta === undefined ? {} : { meta: redactValue(entry.meta) }),
+    };
+    const write = retryWhileDisconnected(() => this.#inner.log(redacted), {
       maxElapsedMs: LOG_RETRY_MS,
     }).catch((error: unknown) => {
       this.#logger.warn(
@@ -72,14 +106,11 @@ export class RunRecorder implements JobLogger {
       retryDelay: attempt.retryDelayMs,
       retryAttempt: attempt.attempt,
       meta: {
-        scheduledAt: run?.scheduledAt.toISOString(),
-        instanceId: this.#instanceId,
+        ...(run ? this.#identity(run) : { instanceId: this.#instanceId }),
         attempt: attempt.attempt,
         startedAt: attempt.startedAt.toISOString(),
         finishedAt: finishedAt.toISOString(),
         outcome: "failed",
-        ...(run?.trigger === "manual" ? { trigger: "manual" } : {}),
-        ...(run?.rerun ? { rerun: true } : {}),
       },
     });
   }
@@ -109,6 +140,17 @@ export class RunRecorder implements JobLogger {
       this.#logger.warn({ rows: this.#pending.size }, "run log rows still unwritten at shutdown");
   }
 
+  /** What every row of a run says about which run it is: the slot, the instance, the attempt, the marks. */
+  #identity(run: RunEntry): Record<string, unknown> {
+    return {
+      scheduledAt: run.scheduledAt.toISOString(),
+      instanceId: this.#instanceId,
+      ...(run.attempt !== undefined ? { attempt: run.attempt } : {}),
+      ...(run.rerun ? { rerun: true } : {}),
+      ...(run.trigger === "manual" ? { trigger: "manual" } : {}),
+    };
+  }
+
   #enrich(entry: Omit<JobLogEntry, "_id">): Omit<JobLogEntry, "_id"> {
     const run = entry.jobId ? this.#ledger.get(entry.jobId) : undefined;
     if (!run || entry.event === "retry") return entry;
@@ -121,14 +163,7 @@ export class RunRecorder implements JobLogger {
         meta: { ...entry.meta, instanceId: this.#instanceId, duplicateOf: run.scheduledAt.toISOString() },
       };
     }
-    const meta: Record<string, unknown> = {
-      ...entry.meta,
-      scheduledAt: run.scheduledAt.toISOString(),
-      instanceId: this.#instanceId,
-    };
-    if (run.attempt !== undefined) meta.attempt = run.attempt;
-    if (run.rerun) meta.rerun = true;
-    if (run.trigger === "manual") meta.trigger = "manual";
+    const meta: Record<string, unknown> = { ...entry.meta, ...this.#identity(run) };
     if (!isOutcome) return { ...entry, meta };
     run.recorded = true;
     if (run.startedAt) meta.startedAt = run.startedAt.toISOString();

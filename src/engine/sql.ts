@@ -239,6 +239,24 @@ export async function releaseStaleLock(db: Queryable, jobId: string, staleLocked
   return result.rowCount === 1;
 }
 
+/**
+ * Gives a slot back untouched when its handler never started (the database was unreachable before
+ * it): unlocked, due at its slot again, `last_run_at` as before (so the next run is not taken for
+ * a re-run of a dead one). Fenced on the lock times this instance may have written: the one it
+ * locked with, and the one its start save wrote if that save landed but its answer was lost.
+ */
+export async function releaseUnstartedRun(
+  db: Queryable,
+  release: { jobId: string; fences: Date[]; slot: Date; lastRunAt: Date | null },
+): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET locked_at = NULL, next_run_at = $3, last_run_at = $4
+      WHERE id = $1 AND date_trunc('milliseconds', locked_at) = ANY($2::timestamptz[])`,
+    [release.jobId, release.fences, release.slot, release.lastRunAt],
+  );
+  return result.rowCount === 1;
+}
+
 /** The watchdog's fenced renewal: moves the lock only if the row still holds the time we wrote. */
 export async function renewLock(db: Queryable, jobId: string, expected: Date, next: Date): Promise<boolean> {
   const result = await db.query(

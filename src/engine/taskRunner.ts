@@ -2,10 +2,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
+import { BEFORE_START_RETRY, START_MARGIN_MS } from "./jobRepository.js";
+import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import type { RunLedger } from "./runLedger.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import * as sql from "./sql.js";
+import { DatabaseUnreachableBeforeStartError } from "./staleStart.js";
 import type {
   EngineHooks,
   EngineRun,
@@ -24,6 +27,7 @@ export interface TaskRunnerDeps {
   logger: Logger;
   hooks: EngineHooks;
   timeoutGraceMs: number;
+  lockLifetimeMs: number;
 }
 
 /** The runs in progress on this instance, by job id: the drain aborts them at its deadline. */
@@ -53,20 +57,36 @@ export class TaskRunner {
     const jobId = String(job.attrs._id);
     const slotStartedAt = new Date();
     const entry = ledger.starting(jobId, slotStartedAt, 1);
-    const skipReason = await this.#whySkip(jobId, job);
-    if (skipReason) {
-      ledger.settle(jobId, "skipped", skipReason);
-      logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
-      return;
+    // Before the handler, the database calls are retried while it is unreachable, as long as the
+    // lock lasts; past that the run did not start: it is released untouched, never a failure.
+    const lockedAt = entry.lockToken?.getTime() ?? slotStartedAt.getTime();
+    const deadline = lockedAt + this.#deps.lockLifetimeMs - START_MARGIN_MS;
+    const beforeStart = <T>(query: () => Promise<T>) =>
+      retryWhileDisconnected(query, {
+        ...BEFORE_START_RETRY,
+        maxElapsedMs: Math.max(0, deadline - Date.now()),
+      });
+    let rerunOf: PreviousRun | undefined;
+    try {
+      const skipReason = await this.#whySkip(jobId, job, beforeStart);
+      if (skipReason) {
+        ledger.settle(jobId, "skipped", skipReason);
+        logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
+        return;
+      }
+      const manual = isManualRun(job.attrs.data);
+      if (manual) await beforeStart(() => sql.clearManualRun(pool, jobId));
+      rerunOf = entry.previousRunUnfinished
+        ? await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt))
+        : undefined;
+      entry.trigger = manual ? "manual" : "schedule";
+    } catch (error) {
+      if (!isConnectionError(error)) throw error;
+      entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
+      throw new DatabaseUnreachableBeforeStartError(taskName, error as Error);
     }
-    const manual = isManualRun(job.attrs.data);
-    if (manual) await sql.clearManualRun(pool, jobId);
-    const rerunOf = entry.previousRunUnfinished
-      ? await this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt)
-      : undefined;
     if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
     entry.rerun = rerunOf !== undefined;
-    entry.trigger = manual ? "manual" : "schedule";
 
     const slot = new AbortController(); // shutdown past the drain deadline
     this.#running.set(jobId, { taskName, controller: slot });
@@ -111,6 +131,7 @@ export class TaskRunner {
         };
         entry.attempt = attempt;
         entry.startedAt = run.startedAt;
+        if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
         const delayMs =
           result.error && retryDelay && isRetryable(result.error, lockLostReason, slot.signal)
@@ -194,9 +215,14 @@ export class TaskRunner {
    * Agenda pre-locks jobs due within one poll; the config may have changed since. The save that
    * Agenda makes just before the handler reads the row back; without it, the row is read here.
    */
-  async #whySkip(jobId: string, job: Job): Promise<string | undefined> {
+  async #whySkip(
+    jobId: string,
+    job: Job,
+    beforeStart: <T>(query: () => Promise<T>) => Promise<T>,
+  ): Promise<string | undefined> {
     const guard =
-      this.#deps.ledger.takeRowAtStart(jobId) ?? (await sql.selectRunGuard(this.#deps.pool, jobId));
+      this.#deps.ledger.takeRowAtStart(jobId) ??
+      (await beforeStart(() => sql.selectRunGuard(this.#deps.pool, jobId)));
     if (!guard) return "the job row no longer exists";
     if (guard.disabled) return "the task was disabled after this slot was locked";
     if (
