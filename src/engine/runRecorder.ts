@@ -79,6 +79,7 @@ export class RunRecorder implements JobLogger {
         finishedAt: finishedAt.toISOString(),
         outcome: "failed",
         ...(run?.trigger === "manual" ? { trigger: "manual" } : {}),
+        ...(run?.trigger === "manual" && run.requestedBy ? { requestedBy: run.requestedBy } : {}),
         ...(run?.rerun ? { rerun: true } : {}),
       },
     });
@@ -129,6 +130,7 @@ export class RunRecorder implements JobLogger {
     if (run.attempt !== undefined) meta.attempt = run.attempt;
     if (run.rerun) meta.rerun = true;
     if (run.trigger === "manual") meta.trigger = "manual";
+    if (run.trigger === "manual" && run.requestedBy) meta.requestedBy = run.requestedBy;
     if (!isOutcome) return { ...entry, meta };
     run.recorded = true;
     if (run.startedAt) meta.startedAt = run.startedAt.toISOString();

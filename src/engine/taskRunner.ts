@@ -59,7 +59,7 @@ export class TaskRunner {
       logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
       return;
     }
-    const manual = isManualRun(job.attrs.data);
+    const manual = manualRunOf(job.attrs.data);
     if (manual) await sql.clearManualRun(pool, jobId);
     const rerunOf = entry.previousRunUnfinished
       ? await this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt)
@@ -67,6 +67,7 @@ export class TaskRunner {
     if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
     entry.rerun = rerunOf !== undefined;
     entry.trigger = manual ? "manual" : "schedule";
+    entry.requestedBy = manual?.by;
 
     const slot = new AbortController(); // shutdown past the drain deadline
     this.#running.set(jobId, { taskName, controller: slot });
@@ -106,6 +107,7 @@ export class TaskRunner {
           startedAt: attempt === 1 ? slotStartedAt : new Date(),
           attempt,
           trigger: entry.trigger,
+          ...(manual?.by === undefined ? {} : { requestedBy: manual.by }),
           signal: slot.signal,
           rerunOf,
         };
@@ -224,6 +226,13 @@ function isRetryable(error: Error, lockLostReason: string | undefined, slotSigna
   return !(error instanceof RunTimeoutError && /ignored its abort signal/.test(error.message));
 }
 
-function isManualRun(data: unknown): boolean {
-  return typeof data === "object" && data !== null && "manualRun" in data;
+/** The run-now request the job row carries, if any, with who asked (absent in rows from older versions). */
+function manualRunOf(data: unknown): { by: string | undefined } | undefined {
+  if (typeof data !== "object" || data === null || !("manualRun" in data)) return undefined;
+  const request = (data as { manualRun: unknown }).manualRun;
+  const by =
+    typeof request === "object" && request !== null && typeof (request as { by?: unknown }).by === "string"
+      ? (request as { by: string }).by
+      : undefined;
+  return { by };
 }

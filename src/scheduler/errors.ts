@@ -10,7 +10,8 @@ export type CronwardenErrorCode =
   | "CONFIG_UNREADABLE"
   | "DATABASE_UNAVAILABLE"
   | "EMBEDDED_POSTGRES_FAILED"
-  | "SCHEDULER_STATE";
+  | "SCHEDULER_STATE"
+  | "SCHEMA_NOT_CURRENT";
 
 export class CronwardenError extends Error {
   readonly code: CronwardenErrorCode;

@@ -1,6 +1,6 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
-import { ensureAgendaSchema } from "../../src/engine/schema.js";
+import { migrateSchema } from "../../src/engine/schema.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 
 let db: TestDatabase;
@@ -21,7 +21,7 @@ it("creates Agenda's schema once when many instances start together on an empty 
     return pool;
   });
   try {
-    const results = await Promise.allSettled(pools.map((pool) => ensureAgendaSchema(pool)));
+    const results = await Promise.allSettled(pools.map((pool) => migrateSchema(pool)));
     expect(results.filter((result) => result.status === "rejected")).toEqual([]);
   } finally {
     await Promise.all(pools.map((pool) => pool.end()));
@@ -34,5 +34,6 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "agenda_logs",
     "cronwarden_audit",
     "cronwarden_desired_state",
+    "cronwarden_schema",
   ]);
 });
