@@ -81,6 +81,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
       antiEntropyMs: settings.CRONWARDEN_ANTI_ENTROPY_MS,
       maxDisableShare: settings.CRONWARDEN_MAX_DISABLE_SHARE,
       runLogRetentionDays: settings.CRONWARDEN_RUN_LOG_RETENTION_DAYS,
+      migrate: settings.CRONWARDEN_MIGRATE,
     });
     // 3b. operations: metrics, alerts, admin API; created before start() so start-up events count
     const metrics = createMetrics(scheduler, { logger });
@@ -106,6 +107,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
           host: settings.CRONWARDEN_ADMIN_HOST,
           port: settings.CRONWARDEN_ADMIN_PORT,
           token: settings.CRONWARDEN_ADMIN_TOKEN,
+          tokens: settings.adminTokens,
           logger,
         })
       : undefined;

@@ -1,7 +1,7 @@
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import { CronwardenError } from "../src/index.js";
+import { type AdminToken, CronwardenError, loadTokenFile, parseTokenList } from "../src/index.js";
 
 const serviceRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..");
 
@@ -50,6 +50,12 @@ const environmentSchema = z.object({
     "must be at most 65535",
   ),
   CRONWARDEN_ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+  CRONWARDEN_TOKENS: z.string().optional(),
+  CRONWARDEN_TOKENS_FILE: z.string().min(1).optional(),
+  CRONWARDEN_MIGRATE: z
+    .enum(["true", "false", "1", "0"], { message: "must be true or false" })
+    .default("true")
+    .transform((value) => value === "true" || value === "1"),
   CRONWARDEN_ALERT_WEBHOOK_URL: z
     .string()
     .url("must be an http:// or https:// URL")
@@ -60,14 +66,29 @@ const environmentSchema = z.object({
 });
 
 /** Values never echoed back in an error message. */
-const SECRET_VARIABLES = new Set(["DATABASE_URL", "CRONWARDEN_ADMIN_TOKEN", "CRONWARDEN_ALERT_WEBHOOK_URL"]);
+const SECRET_VARIABLES = new Set([
+  "DATABASE_URL",
+  "CRONWARDEN_ADMIN_TOKEN",
+  "CRONWARDEN_TOKENS",
+  "CRONWARDEN_ALERT_WEBHOOK_URL",
+]);
 
-export type ServiceSettings = z.output<typeof environmentSchema>;
+export type ServiceSettings = z.output<typeof environmentSchema> & {
+  /** CRONWARDEN_TOKENS and the tokens of CRONWARDEN_TOKENS_FILE, validated. */
+  adminTokens: AdminToken[];
+};
 
 export function loadServiceSettings(environment: NodeJS.ProcessEnv = process.env): ServiceSettings {
   const blankAsUnset = Object.fromEntries(Object.entries(environment).filter(([, value]) => value !== ""));
   const result = environmentSchema.safeParse(blankAsUnset);
-  if (result.success) return result.data;
+  if (result.success) {
+    const { CRONWARDEN_TOKENS: list, CRONWARDEN_TOKENS_FILE: file } = result.data;
+    const adminTokens = [
+      ...(list === undefined ? [] : parseTokenList(list)),
+      ...(file === undefined ? [] : loadTokenFile(file)),
+    ];
+    return { ...result.data, adminTokens };
+  }
   const problems = result.error.issues.map((issue) => {
     const name = String(issue.path[0]);
     const value = SECRET_VARIABLES.has(name) ? "(hidden)" : JSON.stringify(environment[name]);

@@ -22,6 +22,7 @@ export {
   createScheduler,
   type MissedSlotEvent,
   type RunFinishedEvent,
+  type RunNowOptions,
   type RunRetryEvent,
   type RunStartedEvent,
   type RunTroubleEvent,
@@ -54,12 +55,17 @@ export interface TaskRegistrar {
   register(task: import("./scheduler/types.js").TaskRegistration): void;
 }
 export {
+  ADMIN_ROLES,
+  type AdminRole,
   type AdminScheduler,
   type AdminServer,
   type AdminServerOptions,
+  type AdminToken,
   createAdminServer,
   DEFAULT_ADMIN_PORT,
+  loadTokenFile,
   type MetricsSource,
+  parseTokenList,
 } from "./admin/index.js";
 export {
   type Alert,

@@ -3,13 +3,14 @@ import type { FastifyInstance } from "fastify";
 import { DASHBOARD_PREFIX, dashboardRoutes } from "../dashboard/dashboardRoutes.js";
 import { redactSecrets, registerSecret } from "../observability/redact.js";
 import type { Logger } from "../scheduler/logger.js";
-import { AccessPolicy } from "./auth.js";
+import { AccessPolicy, type Caller } from "./auth.js";
 import { configRoutes } from "./configRoutes.js";
 import { errorHandler, notFoundHandler } from "./httpErrors.js";
 import { MissedSlotTracker } from "./missedSlots.js";
 import { type MetricsSource, probeRoutes } from "./probeRoutes.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 import { taskRoutes } from "./taskRoutes.js";
+import type { AdminToken } from "./tokens.js";
 
 export const DEFAULT_ADMIN_PORT = 8787;
 
@@ -21,8 +22,17 @@ export interface AdminServerOptions {
   host?: string;
   /** Default 8787; 0 picks a free port (see listen()'s url). */
   port?: number;
-  /** The bearer token (CRONWARDEN_ADMIN_TOKEN), at least 16 characters. Without it, mutating calls are refused. */
+  /**
+   * The single bearer token (CRONWARDEN_ADMIN_TOKEN), at least 16 characters: an operator token
+   * named "admin". Kept for compatibility; `tokens` names each caller.
+   */
   token?: string | undefined;
+  /**
+   * Named tokens with roles (CRONWARDEN_TOKENS, CRONWARDEN_TOKENS_FILE; see parseTokenList and
+   * loadTokenFile): `viewer` reads, `operator` also runs tasks now. Several per role, for rotation.
+   * Without any operator token, mutating calls are refused.
+   */
+  tokens?: readonly AdminToken[] | undefined;
   logger: Logger;
 }
 
@@ -34,16 +44,19 @@ export interface AdminServer {
 /**
  * The admin HTTP API: task status, run history, run now, the config in force, health, readiness
  * and Prometheus metrics. Throws CronwardenError INVALID_SETTINGS when asked to listen beyond
- * loopback without a token (or given a short token).
+ * loopback without a token, or given an invalid token (short secret, bad name or role, a name or
+ * secret given twice).
  */
 export function createAdminServer(options: AdminServerOptions): AdminServer {
   const host = options.host ?? "127.0.0.1";
   const port = options.port ?? DEFAULT_ADMIN_PORT;
   const token = options.token === "" ? undefined : options.token;
-  const access = new AccessPolicy(host, token);
+  const access = new AccessPolicy(host, token, options.tokens ?? []);
   const logger = options.logger.child({ component: "admin-api" });
-  const secrets = token === undefined ? [] : [token];
-  registerSecret(token);
+  const secrets = [...(token === undefined ? [] : [token]), ...(options.tokens ?? []).map((t) => t.secret)];
+  for (const secret of secrets) registerSecret(secret);
+  const callers = new WeakMap<object, Caller>();
+  const callerOf = (request: { raw: object }): Caller => callers.get(request.raw) ?? { kind: "loopback" };
 
   const missed = new MissedSlotTracker(options.scheduler, logger);
   let app: FastifyInstance | undefined;
@@ -56,7 +69,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     server.addHook("onRequest", async (request) => {
       // the dashboard's static files hold no data; every data call they make carries the token
       if (request.method === "GET" && isDashboardFile(request.url)) return;
-      access.check(request);
+      callers.set(request.raw, access.check(request));
     });
     server.addHook("onSend", async (_request, reply, payload) => {
       reply.header("cache-control", "no-store");
@@ -64,7 +77,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     });
     server.setErrorHandler(errorHandler(logger));
     server.setNotFoundHandler(notFoundHandler);
-    taskRoutes(server, options.scheduler, missed);
+    taskRoutes(server, options.scheduler, missed, callerOf);
     configRoutes(server, options.scheduler);
     probeRoutes(server, options.scheduler, options.metrics);
     dashboardRoutes(server, options.scheduler);
@@ -78,7 +91,8 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
       const address = app.server.address();
       const bound = typeof address === "object" && address ? address : undefined;
       const url = bound ? urlOf(bound) : `http://${host}:${port}`;
-      logger.info({ url, authenticated: token !== undefined }, `admin API listening on ${url}`);
+      const tokens = access.describe();
+      logger.info({ url, authenticated: tokens.length > 0, tokens }, `admin API listening on ${url}`);
       return { url };
     },
     async close() {

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { nextRunTimes } from "../scheduler/cronValidator.js";
 import type { TaskStatus } from "../scheduler/status.js";
+import { type Caller, callerName } from "./auth.js";
 import { HttpError } from "./httpErrors.js";
 import type { MissedSlotTracker } from "./missedSlots.js";
 import type { AdminScheduler } from "./schedulerApi.js";
@@ -9,7 +10,12 @@ import { parseOr400, runNowBody, runsQuery, taskParams } from "./schemas.js";
 const NEXT_RUNS = 5;
 
 /** GET /tasks, GET /tasks/:name, GET /tasks/:name/runs, POST /tasks/:name/run. */
-export function taskRoutes(app: FastifyInstance, scheduler: AdminScheduler, missed: MissedSlotTracker): void {
+export function taskRoutes(
+  app: FastifyInstance,
+  scheduler: AdminScheduler,
+  missed: MissedSlotTracker,
+  callerOf: (request: { raw: object }) => Caller,
+): void {
   const withMissed = (task: TaskStatus) => ({ ...task, missedSlot: missed.get(task.name) });
 
   app.get("/tasks", async () => (await scheduler.status()).map(withMissed));
@@ -33,12 +39,18 @@ export function taskRoutes(app: FastifyInstance, scheduler: AdminScheduler, miss
   app.post("/tasks/:name/run", async (request, reply) => {
     const { name } = parseOr400(taskParams, request.params, "path");
     parseOr400(runNowBody, request.body, "body");
-    const result = await scheduler.runNow(name);
+    const result = await scheduler.runNow(name, {
+      requestedBy: callerName(callerOf(request)),
+      via: "admin API",
+    });
     switch (result.status) {
       case "queued":
-        return reply
-          .code(202)
-          .send({ status: "queued", task: result.taskName, requestedAt: result.requestedAt });
+        return reply.code(202).send({
+          status: "queued",
+          task: result.taskName,
+          requestedAt: result.requestedAt,
+          requestedBy: result.requestedBy,
+        });
       case "unknown":
         throw new HttpError(404, `cannot run "${name}": ${result.reason}`);
       case "running":

@@ -62,7 +62,7 @@ export async function runsCommand(
       time(run.startedAt),
       duration(run.durationMs),
       run.outcome,
-      run.trigger ?? "-",
+      run.requestedBy ? `${run.trigger ?? "manual"} by ${run.requestedBy}` : (run.trigger ?? "-"),
       run.attempt === null ? "-" : String(run.attempt),
       run.instanceId ?? "-",
       oneLine(run.error ?? run.detail ?? ""),
@@ -82,7 +82,8 @@ export async function runNowCommand(
 ): Promise<number> {
   const client = new AdminClient(options, io);
   const { body } = await client.request("POST", `/tasks/${encodeURIComponent(task)}/run`, runNowSchema);
-  io.out(`queued a run of ${body.task} (requested ${time(body.requestedAt)})`);
+  const by = body.requestedBy ? ` by ${body.requestedBy}` : "";
+  io.out(`queued a run of ${body.task} (requested ${time(body.requestedAt)}${by})`);
   return 0;
 }
 

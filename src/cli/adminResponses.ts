@@ -43,6 +43,12 @@ export const runRecordSchema = z.object({
   attempt: z.number().nullable(),
   rerun: z.boolean(),
   trigger: z.string().optional(),
+  requestedBy: z.string().nullable().optional(),
 });
 
-export const runNowSchema = z.object({ status: z.literal("queued"), task: z.string(), requestedAt: isoDate });
+export const runNowSchema = z.object({
+  status: z.literal("queued"),
+  task: z.string(),
+  requestedAt: isoDate,
+  requestedBy: z.string().optional(),
+});

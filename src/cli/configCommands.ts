@@ -137,7 +137,7 @@ export async function auditCommand(
       limit: Number(options.limit ?? 50),
     });
     for (const line of table(
-      ["AT", "TASK", "KIND", "FIELD", "OLD", "NEW", "REVISION", "INSTANCE"],
+      ["AT", "TASK", "KIND", "FIELD", "OLD", "NEW", "BY", "REVISION", "INSTANCE"],
       entries.map((entry) => [
         entry.at.toISOString(),
         entry.task,
@@ -145,6 +145,7 @@ export async function auditCommand(
         entry.field,
         entry.oldValue ?? "-",
         entry.newValue ?? "-",
+        entry.actor ?? "-",
         entry.revision,
         entry.instance,
       ]),

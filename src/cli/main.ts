@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { runNowCommand, runsCommand, statusCommand } from "./adminCommands.js";
 import { CliError, type CliIo } from "./common.js";
 import { auditCommand, planCommand, validateCommand } from "./configCommands.js";
+import { migrateCommand } from "./migrateCommand.js";
 
 const USAGE = `usage: cronwarden <command> [options]
 
@@ -10,7 +11,11 @@ const USAGE = `usage: cronwarden <command> [options]
   plan <file> (--tasks a,b | --tasks-module tasks/index.ts) [--database-url URL]
       show what a reconcile would change in the live database, changing nothing
   audit [--task NAME] [--limit N] [--namespace NS] [--database-url URL]
-      the audit trail of applied changes, newest first
+      the audit trail (config changes, drift repairs, run-now requests with who asked), newest first
+  migrate [--check] [--database-url URL]
+      create or upgrade the database schema (Agenda's tables and cronwarden's) and exit; run it
+      with a role that may change the schema, and the service with CRONWARDEN_MIGRATE=false.
+      --check changes nothing: exit 0 current, 1 a migration is needed
   status [--url URL] [--token TOKEN]
       every task: schedule, next and last run, last outcome; exit 0 all well, 3 when an enabled
       task's last run failed or a missed slot is reported, 2 when the API cannot be used
@@ -22,7 +27,8 @@ const USAGE = `usage: cronwarden <command> [options]
 The database is --database-url, else DATABASE_URL, else the embedded PostgreSQL of a service
 running in this folder (.data/). status, runs and run talk to a running service's admin API at
 --url, else CRONWARDEN_ADMIN_URL, else http://127.0.0.1:8787, with --token, else
-CRONWARDEN_ADMIN_TOKEN (prefer the variable: a command line is visible to other users).`;
+CRONWARDEN_ADMIN_TOKEN (prefer the variable: a command line is visible to other users): a
+viewer token is enough for status and runs, run needs an operator token.`;
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
   const [command, ...rest] = argv;
@@ -41,6 +47,7 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         namespace: { type: "string" },
         url: { type: "string" },
         token: { type: "string" },
+        check: { type: "boolean" },
       },
     });
     const file = () => {
@@ -60,6 +67,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         return await planCommand(file(), values, io);
       case "audit":
         return await auditCommand(values, io);
+      case "migrate":
+        return await migrateCommand(values, io);
       case "status":
         return await statusCommand(values, io);
       case "runs":

@@ -1,5 +1,6 @@
 import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
+import type { PoolClient } from "pg";
 import type { Logger } from "../scheduler/logger.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
@@ -8,7 +9,7 @@ import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
-import { ensureAgendaSchema } from "./schema.js";
+import { checkSchema, migrateSchema } from "./schema.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
 import { type RunningRuns, TaskRunner } from "./taskRunner.js";
@@ -85,11 +86,24 @@ export class AgendaEngine {
     return this.#options.instanceId;
   }
 
-  /** Creates the schema (once, under an advisory lock) and the Agenda instance. */
+  /**
+   * Creates or upgrades the schema (once, under an advisory lock), or with `migrate: false` only
+   * checks that it is current; then creates the Agenda instance.
+   */
   async prepare(): Promise<void> {
     if (this.#agenda) return;
     const { pool, instanceId, processEveryMs, lockLifetimeMs } = this.#options;
-    await ensureAgendaSchema(pool);
+    if (this.#options.migrate === false) {
+      const state = await checkSchema(pool);
+      this.#logger.info({ schemaVersion: state.version }, "schema is current (schema changes are off)");
+    } else {
+      const migrated = await migrateSchema(pool);
+      if (migrated.from !== migrated.to)
+        this.#logger.info(
+          { from: migrated.from, to: migrated.to },
+          `schema migrated from version ${migrated.from ?? "(none)"} to ${migrated.to}`,
+        );
+    }
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
     this.#recorder = new RunRecorder(jobLogger, this.#ledger, instanceId, this.#logger);
     const notificationChannel = new JobNotificationChannel({ pool });
@@ -287,14 +301,35 @@ export class AgendaEngine {
         instanceId: text("instanceId") ?? row.agenda_name,
         attempt: typeof meta.attempt === "number" ? meta.attempt : null,
         trigger: meta.trigger === "manual" ? "manual" : "schedule",
+        requestedBy: meta.trigger === "manual" ? text("requestedBy") : null,
         rerun: meta.rerun === true,
       };
     });
   }
 
-  /** Asks for a run now; refused while a run holds the lock or the task is disabled. */
-  async requestRun(taskName: string): Promise<"queued" | "running" | "disabled" | "missing"> {
-    const queued = await sql.requestManualRun(this.#options.pool, taskName, this.instanceId);
+  /**
+   * Asks for a run now; refused while a run holds the lock or the task is disabled. `record`
+   * runs in the same transaction as the request, once it is accepted (the audit row): both are
+   * written or neither.
+   */
+  async requestRun(
+    taskName: string,
+    requestedBy: string,
+    record?: (db: PoolClient) => Promise<void>,
+  ): Promise<"queued" | "running" | "disabled" | "missing"> {
+    const client = await this.#options.pool.connect();
+    let queued: Awaited<ReturnType<typeof sql.requestManualRun>>;
+    try {
+      await client.query("BEGIN");
+      queued = await sql.requestManualRun(client, taskName, { by: requestedBy, instance: this.instanceId });
+      if (queued) await record?.(client);
+      await client.query("COMMIT");
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
     if (queued) {
       await this.#wake({ id: queued.id, name: taskName, nextRunAt: queued.next_run_at, priority: 0 });
       return "queued";

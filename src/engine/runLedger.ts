@@ -33,6 +33,8 @@ export interface RunEntry {
   /** This run repeats one that died. */
   rerun?: boolean;
   trigger?: "schedule" | "manual";
+  /** Who asked for a manual run (a token's name). */
+  requestedBy?: string | undefined;
   outcome?: RunOutcome;
   /** Why a run was skipped or failed, for the log row. */
   detail?: string;

@@ -148,6 +148,7 @@ export class RunRecorder implements JobLogger {
       ...(run.attempt !== undefined ? { attempt: run.attempt } : {}),
       ...(run.rerun ? { rerun: true } : {}),
       ...(run.trigger === "manual" ? { trigger: "manual" } : {}),
+      ...(run.trigger === "manual" && run.requestedBy ? { requestedBy: run.requestedBy } : {}),
     };
   }
 

@@ -5,30 +5,151 @@ import {
   getCreateTableSQL,
   getUpdateTimestampTriggerSQL,
 } from "@agendajs/postgres-backend";
-import type { Pool } from "pg";
-import { createStoreTables } from "../store/schema.js";
+import type { Pool, PoolClient } from "pg";
+import { CronwardenError } from "../scheduler/errors.js";
+import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
 
+/** One row: the schema version `migrateSchema` last brought the database to. */
+export const SCHEMA_TABLE = "cronwarden_schema";
+/** The version this code needs (the number of STORE_MIGRATIONS). */
+export const SCHEMA_VERSION = STORE_MIGRATIONS.length;
+/** Every table the service reads and writes at run time. */
+export const SERVICE_TABLES = [
+  JOBS_TABLE,
+  LOGS_TABLE,
+  DESIRED_STATE_TABLE,
+  AUDIT_TABLE,
+  SCHEMA_TABLE,
+] as const;
+
+/** The command that creates or upgrades the schema, named by every refusal. */
+export const MIGRATE_COMMAND = "cronwarden migrate";
+
+export interface MigrationResult {
+  /** The version found; null on a database cronwarden never versioned (empty, or older than versions). */
+  from: number | null;
+  to: number;
+}
+
 /**
- * Creates Agenda's tables (and cronwarden's own) once, under a PostgreSQL advisory lock. Left to Agenda
- * (`ensureSchema: true`), two instances starting together on an empty database race on
- * CREATE TABLE and one dies with an unhandled rejection (AGENDA-NOTES).
+ * Creates or upgrades Agenda's tables and cronwarden's own, once, under a PostgreSQL advisory
+ * lock, and records the version. Left to Agenda (`ensureSchema: true`), two instances starting
+ * together on an empty database race on CREATE TABLE and one dies with an unhandled rejection
+ * (AGENDA-NOTES). Needs a role that may create and alter tables (docs/operations.md). A database
+ * already at a newer version than this code is left as it is.
  */
-export async function ensureAgendaSchema(pool: Pool): Promise<void> {
+export async function migrateSchema(pool: Pool): Promise<MigrationResult> {
   const client = await pool.connect();
   try {
     await client.query("SELECT pg_advisory_lock($1)", [SCHEMA_LOCK_KEY]);
     try {
+      // a current schema is left alone: no DDL (and no lock on the jobs table) at each start
+      const before = await readState(client);
+      if (before.current) return { from: before.version, to: before.version ?? SCHEMA_VERSION };
       await client.query(getCreateTableSQL(JOBS_TABLE));
       for (const statement of getCreateIndexesSQL(JOBS_TABLE)) await client.query(statement);
       await client.query(getUpdateTimestampTriggerSQL(JOBS_TABLE));
       await client.query(getCreateLogsTableSQL(LOGS_TABLE));
       for (const statement of getCreateLogsIndexesSQL(LOGS_TABLE)) await client.query(statement);
-      await createStoreTables(client);
+      await client.query(`
+        CREATE TABLE IF NOT EXISTS "${SCHEMA_TABLE}" (
+          id           BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id),
+          version      INTEGER NOT NULL,
+          migrated_at  TIMESTAMPTZ NOT NULL DEFAULT now()
+        )`);
+      const from = await readVersion(client);
+      for (let version = (from ?? 0) + 1; version <= SCHEMA_VERSION; version++) {
+        await client.query("BEGIN");
+        try {
+          await STORE_MIGRATIONS[version - 1]?.(client);
+          await client.query(
+            `INSERT INTO "${SCHEMA_TABLE}" (id, version) VALUES (TRUE, $1)
+             ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migrated_at = now()`,
+            [version],
+          );
+          await client.query("COMMIT");
+        } catch (error) {
+          await client.query("ROLLBACK").catch(() => {});
+          throw error;
+        }
+      }
+      return { from, to: Math.max(from ?? 0, SCHEMA_VERSION) };
     } finally {
       await client.query("SELECT pg_advisory_unlock($1)", [SCHEMA_LOCK_KEY]);
     }
+  } catch (error) {
+    throw asSchemaError(error, "could not create or upgrade the schema");
   } finally {
     client.release();
   }
+}
+
+export interface SchemaState {
+  /** null: no version recorded (an empty database, or one from before versions). */
+  version: number | null;
+  /** Tables the service needs that do not exist (or that this role cannot see). */
+  missingTables: string[];
+  current: boolean;
+}
+
+/** Reads the schema's state, changing nothing (any role that may read the tables). */
+export async function inspectSchema(pool: Pool): Promise<SchemaState> {
+  const client = await pool.connect();
+  try {
+    return await readState(client);
+  } catch (error) {
+    throw asSchemaError(error, "could not read the schema version");
+  } finally {
+    client.release();
+  }
+}
+
+async function readState(client: PoolClient): Promise<SchemaState> {
+  const { rows } = await client.query<{ name: string; present: boolean }>(
+    "SELECT name, to_regclass(quote_ident(name)) IS NOT NULL AS present FROM unnest($1::text[]) AS name",
+    [[...SERVICE_TABLES]],
+  );
+  const missingTables = rows.filter((row) => !row.present).map((row) => row.name);
+  const version = missingTables.includes(SCHEMA_TABLE) ? null : await readVersion(client);
+  return {
+    version,
+    missingTables,
+    current: missingTables.length === 0 && version !== null && version >= SCHEMA_VERSION,
+  };
+}
+
+/**
+ * For a service that must not change the schema: throws CronwardenError SCHEMA_NOT_CURRENT,
+ * naming `cronwarden migrate`, unless every table exists at the version this code needs.
+ */
+export async function checkSchema(pool: Pool): Promise<SchemaState> {
+  const state = await inspectSchema(pool);
+  if (state.current) return state;
+  const found =
+    state.missingTables.length === SERVICE_TABLES.length
+      ? "the database has none of cronwarden's tables"
+      : state.missingTables.length > 0
+        ? `missing table(s): ${state.missingTables.join(", ")}`
+        : `the schema is at version ${state.version ?? "(none)"}, this cronwarden needs version ${SCHEMA_VERSION}`;
+  throw new CronwardenError(
+    "SCHEMA_NOT_CURRENT",
+    `the database schema is not current (${found}) and schema changes are turned off (migrate: false, CRONWARDEN_MIGRATE=false): run \`${MIGRATE_COMMAND}\` with a role that may change the schema (see docs/operations.md), then start again`,
+  );
+}
+
+async function readVersion(client: PoolClient): Promise<number | null> {
+  const { rows } = await client.query<{ version: number }>(`SELECT version FROM "${SCHEMA_TABLE}"`);
+  return rows[0]?.version ?? null;
+}
+
+/** PostgreSQL's "permission denied" (42501) and "must be owner" become a message naming the fix. */
+function asSchemaError(error: unknown, what: string): unknown {
+  const code = (error as { code?: unknown }).code;
+  if (code !== "42501") return error;
+  return new CronwardenError(
+    "SCHEMA_NOT_CURRENT",
+    `${what}: ${(error as Error).message}. Schema changes need the migrator role and \`${MIGRATE_COMMAND}\`; the service role needs SELECT, INSERT, UPDATE and DELETE on ${SERVICE_TABLES.join(", ")} (see docs/operations.md)`,
+    { cause: error },
+  );
 }

@@ -181,19 +181,23 @@ export async function selectRunSummaries(db: Queryable, recent: number): Promise
   return result.rows;
 }
 
-/** Run-now: due at once, unless a run holds the lock or the task is disabled (0 rows). */
+/**
+ * Run-now: due at once, unless a run holds the lock or the task is disabled (0 rows). `by` is who
+ * asked (a token's name), `instance` the instance that took the request.
+ */
 export async function requestManualRun(
   db: Queryable,
   name: string,
-  requestedBy: string,
+  request: { by: string; instance: string },
 ): Promise<{ id: string; next_run_at: Date } | undefined> {
   const result = await db.query<{ id: string; next_run_at: Date }>(
     `UPDATE "${JOBS_TABLE}"
         SET next_run_at = now(),
-            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('manualRun', jsonb_build_object('requestedAt', now(), 'by', $2::text))
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('manualRun',
+              jsonb_build_object('requestedAt', now(), 'by', $2::text, 'instance', $3::text))
       WHERE name = $1 AND type = 'single' AND locked_at IS NULL AND disabled = FALSE
       RETURNING id, next_run_at`,
-    [name, requestedBy],
+    [name, request.by, request.instance],
   );
   return result.rows[0];
 }

@@ -74,12 +74,13 @@ export class TaskRunner {
         logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
         return;
       }
-      const manual = isManualRun(job.attrs.data);
+      const manual = manualRunOf(job.attrs.data);
       if (manual) await beforeStart(() => sql.clearManualRun(pool, jobId));
       rerunOf = entry.previousRunUnfinished
         ? await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt))
         : undefined;
       entry.trigger = manual ? "manual" : "schedule";
+      entry.requestedBy = manual?.by;
     } catch (error) {
       if (!isConnectionError(error)) throw error;
       entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
@@ -126,6 +127,7 @@ export class TaskRunner {
           startedAt: attempt === 1 ? slotStartedAt : new Date(),
           attempt,
           trigger: entry.trigger,
+          ...(entry.requestedBy === undefined ? {} : { requestedBy: entry.requestedBy }),
           signal: slot.signal,
           rerunOf,
         };
@@ -250,6 +252,13 @@ function isRetryable(error: Error, lockLostReason: string | undefined, slotSigna
   return !(error instanceof RunTimeoutError && /ignored its abort signal/.test(error.message));
 }
 
-function isManualRun(data: unknown): boolean {
-  return typeof data === "object" && data !== null && "manualRun" in data;
+/** The run-now request the job row carries, if any, with who asked (absent in rows from older versions). */
+function manualRunOf(data: unknown): { by: string | undefined } | undefined {
+  if (typeof data !== "object" || data === null || !("manualRun" in data)) return undefined;
+  const request = (data as { manualRun: unknown }).manualRun;
+  const by =
+    typeof request === "object" && request !== null && typeof (request as { by?: unknown }).by === "string"
+      ? (request as { by: string }).by
+      : undefined;
+  return { by };
 }

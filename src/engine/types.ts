@@ -17,6 +17,11 @@ export interface EngineOptions {
   missedSlotGraceMs?: number;
   /** How often the missed-slot check runs; 0 turns it off. */
   missedSlotCheckMs?: number;
+  /**
+   * true (default): create or upgrade the schema at start-up when it is not current. false: never
+   * change it; start-up fails (SCHEMA_NOT_CURRENT) unless `cronwarden migrate` brought it current.
+   */
+  migrate?: boolean;
   logger: Logger;
   hooks?: EngineHooks;
   /** Called when the missed-slot check finds a job without a next run: a reconcile re-times it. */
@@ -34,6 +39,8 @@ export interface EngineRun {
   /** 1, then 2, 3... for the retries of the same slot. */
   attempt: number;
   trigger: RunTrigger;
+  /** Who asked for a manual run: the admin token's name, or what the caller of runNow() gave. */
+  requestedBy?: string | undefined;
   signal: AbortSignal;
   /** Set when the previous run of this job started and never finished (its instance died). */
   rerunOf: PreviousRun | undefined;
@@ -110,6 +117,8 @@ export interface RunRecord {
   instanceId: string | null;
   attempt: number | null;
   trigger: RunTrigger;
+  /** Who asked for a manual run (a token's name, never its secret); null for scheduled runs. */
+  requestedBy: string | null;
   rerun: boolean;
 }
 

@@ -12,7 +12,8 @@ export type CronwardenErrorCode =
   | "CONFIG_REFUSED"
   | "DATABASE_UNAVAILABLE"
   | "EMBEDDED_POSTGRES_FAILED"
-  | "SCHEDULER_STATE";
+  | "SCHEDULER_STATE"
+  | "SCHEMA_NOT_CURRENT";
 
 export class CronwardenError extends Error {
   readonly code: CronwardenErrorCode;

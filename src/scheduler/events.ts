@@ -11,6 +11,8 @@ export interface RunStartedEvent {
   attempt: number;
   /** `manual` for a run requested with runNow(). */
   trigger: "schedule" | "manual";
+  /** For a manual run: who asked (the admin token's name, or runNow()'s `requestedBy`). */
+  requestedBy?: string;
   /** This run repeats one that died (see TaskContext.rerunOf). */
   rerun: boolean;
 }

@@ -91,6 +91,7 @@ export class RunReporter {
       instanceId: this.#instanceId,
       attempt: run.attempt,
       trigger: run.trigger,
+      ...(run.requestedBy === undefined ? {} : { requestedBy: run.requestedBy }),
       rerun: run.rerunOf !== undefined,
     };
   }

@@ -38,6 +38,16 @@ export interface StopResult {
   abandoned: string[];
 }
 
+export interface RunNowOptions {
+  /** Who asked: a user or token name, never a secret. Default "in-process". */
+  requestedBy?: string;
+  /** Through what: the audit row's source. Default "scheduler.runNow()". */
+  via?: string;
+}
+
+/** Who a runNow() without `requestedBy` is recorded as: the process's own code. */
+export const IN_PROCESS_CALLER = "in-process";
+
 /** How often run history past its retention is pruned. */
 const RETENTION_EVERY_MS = 3_600_000;
 
@@ -88,6 +98,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       healthProbeMs: settings.healthProbeMs,
       missedSlotGraceMs: settings.missedSlotGraceMs,
       missedSlotCheckMs: settings.missedSlotCheckMs,
+      migrate: settings.migrate,
       logger: this.#logger,
       repairLostNextRun: async () => {
         const current = this.#watcher.current;
@@ -255,16 +266,38 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /**
    * Runs a task now, once, on whichever instance picks it up first, with the same one-at-a-time
    * guarantee as scheduled runs: refused while a run is in progress or the task is disabled.
+   * `requestedBy` names who asked (the admin API passes its token's name); it goes into the run
+   * record and, with the request, into the audit trail (kind `run-now`).
    */
-  async runNow(name: string): Promise<RunNowResult> {
+  async runNow(name: string, options: RunNowOptions = {}): Promise<RunNowResult> {
     if (!this.#registry.has(name)) {
       return { status: "unknown", taskName: name, reason: `no task "${name}" is registered in this service` };
     }
-    const outcome = await this.#engine.requestRun(name);
+    const requestedBy = options.requestedBy ?? IN_PROCESS_CALLER;
+    const via = options.via ?? "scheduler.runNow()";
+    const requestedAt = new Date();
+    const outcome = await this.#engine.requestRun(name, requestedBy, (db) =>
+      this.#audit.record(
+        [
+          {
+            task: name,
+            kind: "run-now",
+            field: "run",
+            oldValue: null,
+            newValue: requestedAt.toISOString(),
+            source: via,
+            revision: this.#watcher.current?.revision ?? "-",
+            instance: this.instanceId,
+            actor: requestedBy,
+          },
+        ],
+        db,
+      ),
+    );
     switch (outcome) {
       case "queued":
-        this.#logger.info({ task: name }, `run requested for "${name}"`);
-        return { status: "queued", taskName: name, requestedAt: new Date() };
+        this.#logger.info({ task: name, requestedBy, via }, `run requested for "${name}" by ${requestedBy}`);
+        return { status: "queued", taskName: name, requestedAt, requestedBy };
       case "running":
         return {
           status: "running",

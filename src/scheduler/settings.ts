@@ -42,6 +42,12 @@ export const schedulerSettingsSchema = z
     missedSlotCheckMs: z.number().int().min(0).default(15_000),
     /** How often PostgreSQL is probed, for the outage and recovery log lines. */
     healthProbeMs: z.number().int().min(100).default(2_000),
+    /**
+     * true: create or upgrade the database schema at start-up when it is not current (needs DDL
+     * rights). false: never change it; start() fails with SCHEMA_NOT_CURRENT, naming `cronwarden
+     * migrate`, unless the schema is current.
+     */
+    migrate: z.boolean().default(true),
     /** How long stop() waits for running handlers. */
     drainTimeoutMs: z.number().int().min(0).default(30_000),
     /**

@@ -34,7 +34,7 @@ export interface TaskStatus {
 }
 
 export type RunNowResult =
-  | { status: "queued"; taskName: string; requestedAt: Date }
+  | { status: "queued"; taskName: string; requestedAt: Date; requestedBy: string }
   | { status: "unknown"; taskName: string; reason: string }
   | { status: "running"; taskName: string; reason: string }
   | { status: "disabled"; taskName: string; reason: string };

@@ -52,7 +52,11 @@ export function parseDocument(
  */
 function withLineAndColumn(message: string, text: string): string {
   const position = /\bposition (\d+)/.exec(message);
-  const offset = position?.[1] ? Number(position[1]) : validPrefixLength(text);
+  const offset = position?.[1]
+    ? Number(position[1])
+    : /Unexpected end of JSON input/.test(message)
+      ? text.length
+      : validPrefixLength(text);
   const before = text.slice(0, offset);
   const line = before.split("\n").length;
   const column = offset - before.lastIndexOf("\n");

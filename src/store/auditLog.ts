@@ -1,16 +1,23 @@
 import type { Pool, PoolClient } from "pg";
 import { AUDIT_TABLE } from "./schema.js";
 
+export type AuditKind = "change" | "drift" | "run-now";
+
 export interface AuditEntry {
   task: string;
-  /** `change`: applied from a new config version; `drift`: repaired by the periodic full reconcile. */
-  kind: "change" | "drift";
+  /**
+   * `change`: applied from a new config version; `drift`: repaired by the periodic full
+   * reconcile; `run-now`: a manual run was requested (and accepted).
+   */
+  kind: AuditKind;
   field: string;
   oldValue: string | null;
   newValue: string | null;
   source: string;
   revision: string;
   instance: string;
+  /** Who asked, for a `run-now` (an admin token's name, never its secret); null for config changes. */
+  actor?: string | null;
 }
 
 export interface AuditRecord extends AuditEntry {
@@ -19,7 +26,9 @@ export interface AuditRecord extends AuditEntry {
   namespace: string;
 }
 
-/** Rows per INSERT: 9 parameters each, well under PostgreSQL's limit of 65,535 per statement. */
+const COLUMNS = 10;
+
+/** Rows per INSERT: 10 parameters each, well under PostgreSQL's limit of 65,535 per statement. */
 const AUDIT_INSERT_BATCH = 1_000;
 
 /** Every applied change to a task's schedule, durably: who, what, from which config version. */
@@ -33,7 +42,7 @@ export class AuditLog {
   }
 
   /**
-   * Inserts in batches: PostgreSQL takes at most 65,535 parameters per statement (9 per entry),
+   * Inserts in batches: PostgreSQL takes at most 65,535 parameters per statement (10 per entry),
    * and a reconcile of 10,000 tasks writes tens of thousands of entries. Given a client, the
    * batches run in the caller's transaction; otherwise in one of their own, all or nothing.
    */
@@ -62,7 +71,7 @@ export class AuditLog {
   async #insert(entries: AuditEntry[], db: Pool | PoolClient): Promise<void> {
     const values: unknown[] = [];
     const rows = entries.map((entry, index) => {
-      const base = index * 9;
+      const base = index * COLUMNS;
       values.push(
         this.#namespace,
         entry.task,
@@ -73,11 +82,12 @@ export class AuditLog {
         entry.source,
         entry.revision,
         entry.instance,
+        entry.actor ?? null,
       );
-      return `(${Array.from({ length: 9 }, (_, offset) => `$${base + offset + 1}`).join(", ")})`;
+      return `(${Array.from({ length: COLUMNS }, (_, offset) => `$${base + offset + 1}`).join(", ")})`;
     });
     await db.query(
-      `INSERT INTO "${AUDIT_TABLE}" (namespace, task, kind, field, old_value, new_value, source, revision, instance)
+      `INSERT INTO "${AUDIT_TABLE}" (namespace, task, kind, field, old_value, new_value, source, revision, instance, actor)
        VALUES ${rows.join(", ")}`,
       values,
     );
@@ -89,13 +99,14 @@ export class AuditLog {
       at: Date;
       namespace: string;
       task: string;
-      kind: "change" | "drift";
+      kind: AuditKind;
       field: string;
       old_value: string | null;
       new_value: string | null;
       source: string;
       revision: string;
       instance: string;
+      actor?: string | null;
     }>(
       `SELECT * FROM "${AUDIT_TABLE}" WHERE namespace = $1 AND ($2::text IS NULL OR task = $2)
         ORDER BY at DESC, id DESC LIMIT $3`,
@@ -113,6 +124,7 @@ export class AuditLog {
       source: row.source,
       revision: row.revision,
       instance: row.instance,
+      actor: row.actor ?? null,
     }));
   }
 }

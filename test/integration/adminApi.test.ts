@@ -256,7 +256,7 @@ describe("access", () => {
     });
     expect(refused.status).toBe(403);
     expect(await refused.json()).toEqual({
-      error: expect.stringMatching(/no admin token is configured; set CRONWARDEN_ADMIN_TOKEN/),
+      error: expect.stringMatching(/no operator token is configured; set CRONWARDEN_ADMIN_TOKEN/),
     });
     expect((await fetch(`${url}/tasks`)).status).toBe(200);
     expect(await (await fetch(`${url}/metrics`)).json()).toEqual({

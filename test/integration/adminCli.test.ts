@@ -173,7 +173,7 @@ describe("cronwarden run", () => {
     const before = started.length;
     const queued = await cli(["run", "cli-hold"]);
     expect(queued).toMatchObject({ code: 0, err: [] });
-    expect(queued.out[0]).toMatch(/^queued a run of cli-hold \(requested \S+Z\)$/);
+    expect(queued.out[0]).toMatch(/^queued a run of cli-hold \(requested \S+Z by admin\)$/);
     await pollUntil("the manual run", () =>
       started.slice(before).some((event) => event.taskName === "cli-hold" && event.trigger === "manual"),
     );

@@ -112,7 +112,7 @@ describe("cronwarden plan and audit", () => {
       ]);
       const audit = await cli("audit", "--task", "cli-a", "--limit", "5");
       expect(audit.code).toBe(0);
-      expect(audit.out[0]).toMatch(/^AT\s+TASK\s+KIND\s+FIELD\s+OLD\s+NEW\s+REVISION\s+INSTANCE$/);
+      expect(audit.out[0]).toMatch(/^AT\s+TASK\s+KIND\s+FIELD\s+OLD\s+NEW\s+BY\s+REVISION\s+INSTANCE$/);
       expect(audit.out[1]).toMatch(/cli-a\s+change\s+cron\s+0 0 \* \* \* \*\s+0 15 \* \* \* \*/);
     } finally {
       await harness.stop();

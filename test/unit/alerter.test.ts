@@ -158,9 +158,9 @@ describe("Alerter", () => {
         failed: (channel, event, error) => results.push(`failed ${channel} ${event}: ${error.message}`),
       },
     });
-    const before = performance.now();
+    // the emitter (a run's end) returns before any channel has settled: sending is off its path
     expect(scheduler.emit("run:finished", finished())).toBe(true);
-    expect(performance.now() - before).toBeLessThan(20);
+    expect(results).toEqual([]);
     await pollUntil("three failures", () => results.length === 3, { timeoutMs: 2000, intervalMs: 10 });
     expect(results.sort()).toEqual([
       "failed hangs run:failed: no answer within 100 ms",

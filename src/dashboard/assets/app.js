@@ -184,7 +184,7 @@ async function taskView(name) {
         <td>${html(duration(run.durationMs))}</td>
         <td>${badge(run.outcome)}</td>
         <td>${run.attempt ?? ""}</td>
-        <td class="wide">${html(run.trigger ?? "")}${run.rerun ? " (re-run)" : ""}</td>
+        <td class="wide">${html(run.trigger ?? "")}${run.requestedBy ? ` by ${html(run.requestedBy)}` : ""}${run.rerun ? " (re-run)" : ""}</td>
         <td class="wide">${html(run.instanceId ?? "")}</td>
         <td class="error-text">${html(run.error ?? run.detail ?? "")}</td>
       </tr>`,
@@ -219,7 +219,7 @@ async function taskView(name) {
     } catch (error) {
       result.textContent =
         error.status === 401 || error.status === 403
-          ? `refused: ${error.message} (enter the admin token above)`
+          ? `refused: ${error.message} (enter an operator token above)`
           : error.message;
       button.disabled = false;
     }
@@ -286,7 +286,7 @@ async function render() {
     errorBox.hidden = false;
     errorBox.textContent =
       error.status === 401 || error.status === 403
-        ? `The admin API refused: ${error.message}. Enter the admin token above.`
+        ? `The admin API refused: ${error.message}. Enter a viewer or operator token above.`
         : `Could not load: ${error.message}`;
   }
   if (!document.hidden) timer = setTimeout(render, REFRESH_MS);

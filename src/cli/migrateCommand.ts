@@ -1,0 +1,44 @@
+import { inspectSchema, MIGRATE_COMMAND, migrateSchema, SCHEMA_VERSION } from "../engine/schema.js";
+import { CronwardenError } from "../scheduler/errors.js";
+import { CliError, type CliIo, databasePool } from "./common.js";
+
+/**
+ * `cronwarden migrate [--check] [--database-url URL]`: creates or upgrades the schema (Agenda's
+ * tables and cronwarden's own) and exits 0. With --check it changes nothing: exit 0 when the
+ * schema is current, 1 when `cronwarden migrate` is needed. 2: no database, or not allowed.
+ */
+export async function migrateCommand(
+  options: { check?: boolean | undefined; "database-url"?: string | undefined },
+  io: CliIo,
+): Promise<number> {
+  const pool = await databasePool(options, io);
+  try {
+    if (options.check) {
+      const state = await inspectSchema(pool);
+      if (state.current) {
+        io.out(`schema is current (version ${state.version})`);
+        return 0;
+      }
+      io.out(
+        `schema is not current: ${
+          state.missingTables.length > 0
+            ? `missing ${state.missingTables.join(", ")}`
+            : `version ${state.version ?? "(none)"}, needed ${SCHEMA_VERSION}`
+        }; run \`${MIGRATE_COMMAND}\``,
+      );
+      return 1;
+    }
+    const result = await migrateSchema(pool);
+    io.out(
+      result.from === result.to
+        ? `schema already current (version ${result.to}); nothing changed`
+        : `schema migrated from version ${result.from ?? "(none)"} to ${result.to}`,
+    );
+    return 0;
+  } catch (error) {
+    if (error instanceof CronwardenError) throw new CliError(error.message);
+    throw new CliError(`${MIGRATE_COMMAND} failed: ${(error as Error).message}`);
+  } finally {
+    await pool.end();
+  }
+}
