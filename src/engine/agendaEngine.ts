@@ -42,6 +42,13 @@ const DEFAULT_MAX_CONCURRENCY = 20;
 /** Locks held at once (running plus waiting for a worker), per worker: see JobRepositoryLimits. */
 const HELD_LOCKS_PER_WORKER = 2;
 
+/**
+ * Agenda's liveness check of a running job gives up when the job has no lock time; Agenda clears
+ * it just before the save that ends the run, so this is a run whose end is still being saved
+ * (retried through a database outage), not a failure.
+ */
+const FINAL_SAVE_PENDING = /^execution of '.*' canceled, no lockedAt date found/;
+
 /** Agenda 'error' events repeat on every poll while the database is down: log each message once per window. */
 const ERROR_LOG_WINDOW_MS = 30_000;
 
@@ -155,6 +162,8 @@ export class AgendaEngine {
     agenda.on("error", (error: Error) => {
       if (error instanceof StaleStartError) this.#logStaleStart(error);
       else if (error instanceof DatabaseUnreachableBeforeStartError) this.#logOncePerWindow("warn", error);
+      else if (FINAL_SAVE_PENDING.test(error.message))
+        this.#logger.debug({ err: error }, "agenda: a run's end is still being saved");
       else this.#logAgendaError(error);
     });
     await agenda.ready;

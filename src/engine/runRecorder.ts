@@ -46,7 +46,8 @@ export class RunRecorder implements JobLogger {
   log(entry: Omit<JobLogEntry, "_id">): Promise<void> {
     if (entry.event === "complete" && entry.jobId) this.#ledger.forget(entry.jobId);
     if (UNRECORDED_EVENTS.has(entry.event) || isNotStarted(entry.error)) return Promise.resolve();
-    return this.#write(this.#enrich(entry));
+    const enriched = this.#enrich(entry);
+    return enriched ? this.#write(enriched) : Promise.resolve();
   }
 
   /** The handler of a run is about to start (its first attempt): the run's `start` row. */
@@ -152,17 +153,19 @@ export class RunRecorder implements JobLogger {
     };
   }
 
-  #enrich(entry: Omit<JobLogEntry, "_id">): Omit<JobLogEntry, "_id"> {
+  #enrich(entry: Omit<JobLogEntry, "_id">): Omit<JobLogEntry, "_id"> | undefined {
     const run = entry.jobId ? this.#ledger.get(entry.jobId) : undefined;
     if (!run || entry.event === "retry") return entry;
     const isOutcome = entry.event === "success" || entry.event === "fail";
     if (isOutcome && run.recorded) {
-      // Agenda can report a run twice (its own expiry check fails a run whose end is still being
-      // saved): the run record is the first outcome row; later ones keep Agenda's text only
-      return {
-        ...entry,
-        meta: { ...entry.meta, instanceId: this.#instanceId, duplicateOf: run.scheduledAt.toISOString() },
-      };
+      // Agenda can report a run twice: its own liveness check fails a run whose end is still
+      // being saved (the save is retried through a database outage, and Agenda clears the job's
+      // lock time before it). The run record is the first outcome row; the second is not a run.
+      this.#logger.debug(
+        { task: entry.jobName, slot: run.scheduledAt, event: entry.event, error: entry.error },
+        "a second outcome reported for a recorded run; not written",
+      );
+      return undefined;
     }
     const meta: Record<string, unknown> = { ...entry.meta, ...this.#identity(run) };
     if (!isOutcome) return { ...entry, meta };

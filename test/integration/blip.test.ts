@@ -65,10 +65,11 @@ it("PostgreSQL restarted under load: one start and one outcome row per slot, no 
     );
   try {
     for (const instance of instances)
-      await instance.waitFor(
-        "a quick run",
-        (line) => line.task === "quick" && /^run succeeded/.test(String(line.msg)),
-      );
+      await instance.waitFor("the scheduler started", (line) => /^scheduler started/.test(String(line.msg)));
+    await instances[0]?.waitFor(
+      "quick runs",
+      () => handlerStarts().filter((start) => start.task === "quick").length >= 3,
+    );
 
     const recoveries: Date[] = [];
     for (let blip = 1; blip <= BLIPS; blip++) {
@@ -117,18 +118,26 @@ it("PostgreSQL restarted under load: one start and one outcome row per slot, no 
       }>(
         `SELECT job_name, meta->>'scheduledAt' AS slot,
                 count(*) FILTER (WHERE event = 'start')::int AS starts,
-                count(*) FILTER (WHERE event IN ('success', 'fail') AND NOT meta ? 'duplicateOf')::int AS outcomes,
+                count(*) FILTER (WHERE event IN ('success', 'fail') )::int AS outcomes,
                 count(*) FILTER (WHERE event = 'fail')::int AS fails
            FROM agenda_logs WHERE event IN ('start', 'success', 'fail') GROUP BY 1, 2`,
       );
-      expect(perSlot.rows.length).toBeGreaterThan(20);
-      expect(perSlot.rows.filter((row) => row.starts > 1 || row.outcomes > 1)).toEqual([]);
-      // a fail row only for a slot whose handler started (recorded by its start row)
-      expect(perSlot.rows.filter((row) => row.fails > 0 && row.starts === 0)).toEqual([]);
       const phantom = await client.query(
         "SELECT job_name, meta->>'scheduledAt' AS slot, error FROM agenda_logs WHERE event = 'fail'",
       );
       expect(phantom.rows).toEqual([]);
+      expect(perSlot.rows.length).toBeGreaterThan(20);
+      const repeated = perSlot.rows.filter((row) => row.starts > 1 || row.outcomes > 1);
+      if (repeated.length > 0) {
+        const detail = await client.query(
+          "SELECT timestamp, event, job_name, error, meta FROM agenda_logs WHERE job_name = $1 AND meta->>'scheduledAt' = $2 ORDER BY timestamp",
+          [repeated[0]?.job_name, repeated[0]?.slot],
+        );
+        console.log(JSON.stringify(detail.rows, null, 1));
+      }
+      expect(repeated).toEqual([]);
+      // a fail row only for a slot whose handler started (recorded by its start row)
+      expect(perSlot.rows.filter((row) => row.fails > 0 && row.starts === 0)).toEqual([]);
     } finally {
       await client.end();
     }
