@@ -112,7 +112,11 @@ export function redactingLoggerOptions(): Pick<
 > {
   const serializeError = (error: unknown) => {
     if (!(error instanceof Error)) return redactValue(error);
-    return redactValue(stdSerializers.err(error) as unknown as Record<string, unknown>);
+    // pino's serialized error has a prototype of its own: copied to a plain object to be walked
+    const serialized = stdSerializers.err(error) as unknown as Record<string, unknown>;
+    const plain: Record<string, unknown> = {};
+    for (const key in serialized) plain[key] = serialized[key];
+    return redactValue(plain);
   };
   return {
     redact: {

@@ -37,3 +37,31 @@ describe("redactSecrets", () => {
     );
   });
 });
+
+describe("the redacting logger", () => {
+  it("masks registered secrets and URL passwords in the message, fields, errors and their stacks", async () => {
+    const { registerSecret } = await import("../../src/observability/redact.js");
+    const { LogCapture } = await import("../helpers/logs.js");
+    registerSecret("tok-0123456789abcdef");
+    const logs = new LogCapture();
+    const error = new Error("connect to postgres://app:pw-hunter22@db/app failed with tok-0123456789abcdef");
+    logs.logger.error(
+      { err: error, url: "postgres://app:pw-hunter22@db/app", nested: { note: "tok-0123456789abcdef" }, password: "plain" },
+      `run failed: ${error.message}`,
+    );
+    const text = JSON.stringify(logs.lines);
+    expect(text).not.toContain("pw-hunter22");
+    expect(text).not.toContain("tok-0123456789abcdef");
+    expect(text).not.toContain('"plain"');
+    expect(logs.lines[0]).toMatchObject({
+      msg: "run failed: connect to postgres://app:***@db/app failed with ***",
+      url: "postgres://app:***@db/app",
+      nested: { note: "***" },
+      password: "***",
+      err: { type: "Error", message: "connect to postgres://app:***@db/app failed with ***" },
+    });
+    expect(String((logs.lines[0]?.err as { stack: string }).stack)).toMatch(/^Error: connect to postgres:\/\/app:\*\*\*@db/);
+    // the original error is left as it was: the redaction works on copies
+    expect(error.message).toContain("pw-hunter22");
+  });
+});
