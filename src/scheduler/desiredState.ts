@@ -2,7 +2,7 @@ import { z } from "zod";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
 import { CronwardenError } from "./errors.js";
 import { TASK_NAME_PATTERN } from "./taskRegistry.js";
-import type { DesiredState, DesiredTask, RejectedEntry } from "./types.js";
+import type { DesiredState, DesiredTask, EntryProblem, RejectedEntry } from "./types.js";
 
 /**
  * The boundary where raw config becomes a DesiredState the rest of the code trusts.
@@ -54,17 +54,28 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     const name = readableName(raw);
     const entry = entrySchema.safeParse(raw);
     if (!entry.success) {
-      const issue = entry.error.issues[0];
-      const field = issue?.path.join(".") || "(entry)";
-      const value = issue?.path.length ? valueAt(raw, issue.path) : raw;
-      const reason =
-        issue?.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue?.message;
+      // every problem of the entry, so that one round of fixes is enough
+      const problems: EntryProblem[] = entry.error.issues.map((issue) => ({
+        field: issue.path.join(".") || issue.code || "entry",
+        value: issue.path.length ? valueAt(raw, issue.path) : raw,
+        reason:
+          issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
+      }));
+      const rawCron = valueAt(raw, ["cron"]);
+      const rawTimezone = valueAt(raw, ["timezone"]);
+      if (typeof rawCron === "string" && rawCron !== "" && !problems.some((problem) => problem.field === "cron")) {
+        const timezone = typeof rawTimezone === "string" ? rawTimezone : options.defaultTimezone;
+        const check = checkSchedule(rawCron, timezone, options.rules, options.now);
+        if (!check.ok) problems.push({ field: check.field, value: check.value, reason: check.reason });
+      }
+      const [first] = problems;
       rejected.push({
         index,
         name,
-        field: field || issue?.code || "entry",
-        value,
-        reason: reason ?? "invalid",
+        field: first?.field ?? "entry",
+        value: first ? first.value : raw,
+        reason: first?.reason ?? "invalid",
+        problems,
       });
       return;
     }
@@ -107,6 +118,15 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     revision: options.revision,
     document,
   };
+}
+
+/** Every problem of a rejected entry, one line each (`describeRejection` names the first). */
+export function describeProblems(rejection: RejectedEntry): string[] {
+  const who = rejection.name ? ` "${rejection.name}"` : "";
+  return (rejection.problems ?? [rejection]).map(
+    (problem) =>
+      `config tasks[${rejection.index}]${who}: ${problem.field} ${formatValue(problem.value)} is invalid: ${problem.reason}`,
+  );
 }
 
 /** `config tasks[3] "syncReport": cron "*\/61 * * * *" is invalid: minute field ...` */

@@ -85,6 +85,32 @@ describe("status and history", () => {
     expect(answer).toMatchObject({ status: 200, json: { status: "ok" } });
   });
 
+  it("GET /healthz answers 503 after the event loop was blocked past the threshold", async () => {
+    const strict = createAdminServer({
+      scheduler: harness.scheduler,
+      port: 0,
+      eventLoopStallMs: 300,
+      logger: adminLogs.logger,
+    });
+    otherServers.push(strict);
+    const { url } = await strict.listen();
+    const healthy = await pollUntil("a calm event loop", async () => {
+      const response = await fetch(`${url}/healthz`);
+      return response.status === 200 ? response : undefined;
+    });
+    expect(await healthy.json()).toMatchObject({ status: "ok" });
+    const blockedUntil = Date.now() + 800;
+    while (Date.now() < blockedUntil) {
+      // synchronous work: the event loop is stuck for 800 ms
+    }
+    const stalled = await fetch(`${url}/healthz`);
+    expect(stalled.status).toBe(503);
+    const body = (await stalled.json()) as { status: string; eventLoopDelayMs: number; error: string };
+    expect(body.status).toBe("stalled");
+    expect(body.eventLoopDelayMs).toBeGreaterThan(300);
+    expect(body.error).toMatch(/event loop was blocked for \d+ ms .*limit 300 ms/);
+  });
+
   it("GET /tasks shows each task's desired and runtime state after real runs, dates as ISO", async () => {
     await pollUntil(
       "2 runs of api-ok and 2 of api-fail",
@@ -277,7 +303,7 @@ describe("access", () => {
     ).toThrow(CronwardenError);
   });
 
-  it("beyond loopback every endpoint needs the token", async () => {
+  it("beyond loopback every endpoint but the probes needs the token", async () => {
     const exposed = createAdminServer({
       scheduler: harness.scheduler,
       metrics,
@@ -289,7 +315,10 @@ describe("access", () => {
     otherServers.push(exposed);
     const { url } = await exposed.listen();
     const port = new URL(url).port;
-    for (const path of ["/healthz", "/tasks", "/metrics", "/config"]) {
+    // kubelet probes carry no credentials: /healthz and /readyz answer without the token
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    expect([200, 503]).toContain((await fetch(`http://127.0.0.1:${port}/readyz`)).status);
+    for (const path of ["/tasks", "/metrics", "/config"]) {
       const response = await fetch(`http://127.0.0.1:${port}${path}`);
       expect(response.status, path).toBe(401);
       transcript.push(await response.text());
