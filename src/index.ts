@@ -76,12 +76,12 @@ export {
   type WebhookChannelOptions,
   type WebhookFormat,
 } from "./alerts/index.js";
-export { createMetrics, type Metrics, type MetricsOptions, type MetricsScheduler } from "./metrics/index.js";
 export {
   type EmbeddedPostgres,
   type EmbeddedPostgresOptions,
   startEmbeddedPostgres,
 } from "./infra/embeddedPostgres/index.js";
+export { createMetrics, type Metrics, type MetricsOptions, type MetricsScheduler } from "./metrics/index.js";
 export { runService, type ServiceOptions, waitForDatabase } from "./serve/runService.js";
 export {
   LOG_LEVELS,

@@ -47,7 +47,11 @@ export async function registeredNames(
 type RegisterTasks = (registrar: { register(task: TaskRegistration): void }) => void;
 
 /** Loads a task module's `registerTasks(registrar)` (a named or the default export). */
-export async function importTasksModule(modulePath: string, io: CliIo, option: string): Promise<RegisterTasks> {
+export async function importTasksModule(
+  modulePath: string,
+  io: CliIo,
+  option: string,
+): Promise<RegisterTasks> {
   const resolved = path.resolve(io.cwd, modulePath);
   let module: { registerTasks?: unknown; default?: unknown };
   try {
@@ -60,7 +64,9 @@ export async function importTasksModule(modulePath: string, io: CliIo, option: s
         : code === "ERR_UNKNOWN_FILE_EXTENSION"
           ? "compile it to JavaScript first (or run the CLI under tsx)"
           : "fix the module";
-    throw new CliError(`${option} ${modulePath}: cannot load ${resolved} (${(error as Error).message}); ${hint}`);
+    throw new CliError(
+      `${option} ${modulePath}: cannot load ${resolved} (${(error as Error).message}); ${hint}`,
+    );
   }
   const registerTasks = module.registerTasks ?? module.default;
   if (typeof registerTasks !== "function") {

@@ -1,7 +1,6 @@
 import path from "node:path";
 import { runService } from "../serve/runService.js";
-import { type CliIo, importTasksModule } from "./common.js";
-import { CliError } from "./common.js";
+import { CliError, type CliIo, importTasksModule } from "./common.js";
 
 /**
  * `cronwarden serve --tasks <module> [--config <file>]`: the full service in this process (so

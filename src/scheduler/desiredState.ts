@@ -63,7 +63,11 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       }));
       const rawCron = valueAt(raw, ["cron"]);
       const rawTimezone = valueAt(raw, ["timezone"]);
-      if (typeof rawCron === "string" && rawCron !== "" && !problems.some((problem) => problem.field === "cron")) {
+      if (
+        typeof rawCron === "string" &&
+        rawCron !== "" &&
+        !problems.some((problem) => problem.field === "cron")
+      ) {
         const timezone = typeof rawTimezone === "string" ? rawTimezone : options.defaultTimezone;
         const check = checkSchedule(rawCron, timezone, options.rules, options.now);
         if (!check.ok) problems.push({ field: check.field, value: check.value, reason: check.reason });

@@ -66,7 +66,10 @@ export async function runService(options: ServiceOptions): Promise<void> {
     // 1. service settings
     const settings = loadServiceSettings(environment);
     for (const { name, closest } of unknownVariables(environment)) {
-      logger.warn({ variable: name, closest }, `unknown variable ${name} is ignored; did you mean ${closest}?`);
+      logger.warn(
+        { variable: name, closest },
+        `unknown variable ${name} is ignored; did you mean ${closest}?`,
+      );
     }
 
     // 2. PostgreSQL: DATABASE_URL, or an embedded server with its data under CRONWARDEN_DATA_DIR

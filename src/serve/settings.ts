@@ -66,7 +66,9 @@ const environmentSchema = z.object({
     .url("must be an http:// or https:// URL")
     .refine((url) => /^https?:\/\//i.test(url), "must be an http:// or https:// URL")
     .optional(),
-  CRONWARDEN_ALERT_WEBHOOK_FORMAT: z.enum(["json", "slack"], { message: "must be json or slack" }).default("json"),
+  CRONWARDEN_ALERT_WEBHOOK_FORMAT: z
+    .enum(["json", "slack"], { message: "must be json or slack" })
+    .default("json"),
   CRONWARDEN_ALERT_SILENCE_MS: optionalInt(0),
 });
 
@@ -114,7 +116,10 @@ export function loadServiceSettings(environment: NodeJS.ProcessEnv = process.env
 export function unknownVariables(
   environment: NodeJS.ProcessEnv = process.env,
 ): Array<{ name: string; closest: string }> {
-  const known = [...SERVICE_VARIABLES.filter((name) => name.startsWith("CRONWARDEN_")), ...OTHER_KNOWN_VARIABLES];
+  const known = [
+    ...SERVICE_VARIABLES.filter((name) => name.startsWith("CRONWARDEN_")),
+    ...OTHER_KNOWN_VARIABLES,
+  ];
   return Object.keys(environment)
     .filter((name) => name.startsWith("CRONWARDEN_") && !known.includes(name))
     .sort()

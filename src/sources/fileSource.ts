@@ -47,7 +47,8 @@ export class FileConfigSource implements ConfigSource {
     this.#pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
     this.#missingHint =
-      options.missingHint ?? "create it or point CRONWARDEN_CONFIG_FILE at the right path (cronwarden serve: --config)";
+      options.missingHint ??
+      "create it or point CRONWARDEN_CONFIG_FILE at the right path (cronwarden serve: --config)";
   }
 
   async load(): Promise<ConfigDocument> {
@@ -65,8 +66,7 @@ export class FileConfigSource implements ConfigSource {
       if (thrown instanceof CronwardenError) throw thrown;
       const error = toError(thrown);
       const code = (thrown as NodeJS.ErrnoException).code;
-      const hint =
-        code === "ENOENT" ? this.#missingHint : "check its permissions";
+      const hint = code === "ENOENT" ? this.#missingHint : "check its permissions";
       throw new CronwardenError(
         "CONFIG_UNREADABLE",
         `config ${this.description} cannot be read (${error.message}); ${hint}`,

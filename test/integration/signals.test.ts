@@ -57,7 +57,11 @@ const environment = () => ({
 async function expectDrainOnSigterm(service: ServiceProcess, task: string): Promise<void> {
   let descendants: number[] = [];
   try {
-    await service.waitFor("the scheduler to start", (line) => /^scheduler started/.test(String(line.msg)), 60_000);
+    await service.waitFor(
+      "the scheduler to start",
+      (line) => /^scheduler started/.test(String(line.msg)),
+      60_000,
+    );
     await service.waitFor(
       `a ${task} run`,
       (line) => line.task === task && /^run succeeded/.test(String(line.msg)),
