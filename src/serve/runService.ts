@@ -63,14 +63,14 @@ export async function runService(options: ServiceOptions): Promise<void> {
   });
 
   try {
-    // 1. service settings
-    const settings = loadServiceSettings(environment);
+    // 1. service settings (a misspelt name would otherwise be ignored silently)
     for (const { name, closest } of unknownVariables(environment)) {
       logger.warn(
         { variable: name, closest },
         `unknown variable ${name} is ignored; did you mean ${closest}?`,
       );
     }
+    const settings = loadServiceSettings(environment);
 
     // 2. PostgreSQL: DATABASE_URL, or an embedded server with its data under CRONWARDEN_DATA_DIR
     let connectionString = settings.DATABASE_URL;
