@@ -25,7 +25,7 @@ export interface AdminServerOptions {
   /** The bearer token (CRONWARDEN_ADMIN_TOKEN), at least 16 characters. Without it, mutating calls are refused. */
   token?: string | undefined;
   /**
-   * /healthz answers 503 when the event loop was blocked longer than this in the last 5-10 s
+   * /healthz answers 503 when the event loop was blocked longer than this in the last 10 s
    * (CRONWARDEN_EVENT_LOOP_STALL_MS); default 10 s; 0 turns the check off.
    */
   eventLoopStallMs?: number;

@@ -1,16 +1,4 @@
-import { readFileSync } from "node:fs";
-
-/** The package's version, from its package.json (two levels up from src/cli/ and dist/cli/). */
-export function packageVersion(): string {
-  try {
-    const manifest = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8")) as {
-      version?: string;
-    };
-    return manifest.version ?? "unknown";
-  } catch {
-    return "unknown";
-  }
-}
+export { packageVersion } from "../version.js";
 
 const CONNECTION = `The database is --database-url, else DATABASE_URL, else the embedded PostgreSQL of a service
 running in this folder (.data/).`;

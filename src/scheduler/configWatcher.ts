@@ -101,15 +101,17 @@ export class ConfigWatcher {
     this.#logger.error({ ...fields, err: error }, message);
   }
 
-  #recovered(): void {
+  #recovered(unchanged: boolean): void {
     if (this.#failing === undefined) return;
     this.#logger.info({ previousError: this.#failing }, "config source readable again");
     this.#failing = undefined;
+    // the same revision as before the failure: no new snapshot, but the source is healthy again
+    if (unchanged && this.#current) this.#options.onLoaded?.(this.#current);
   }
 
   #onDocument(document: ConfigDocument): void {
     if (document.revision === this.#lastRevision) {
-      this.#recovered();
+      this.#recovered(true);
       return;
     }
     let state: DesiredState;
@@ -125,7 +127,7 @@ export class ConfigWatcher {
       this.#options.onError?.(error as Error);
       return;
     }
-    this.#recovered();
+    this.#recovered(false);
     this.#pending = state;
     this.#delivering ??= this.#deliver();
   }

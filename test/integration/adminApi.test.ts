@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { register as promRegister } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
 import { CronwardenError, type RunFinishedEvent, type RunStartedEvent } from "../../src/index.js";
@@ -406,6 +408,16 @@ describe("metrics", () => {
       sample(samples, "cronwarden_task_next_run_timestamp_seconds", { task: "api-off" }),
     ).toBeUndefined();
     expect(sample(samples, "cronwarden_task_enabled", { task: "api-off" })).toBe(0);
+    // the stopped-task gauges: api-ok runs every second, so it is on time
+    expect(sample(samples, "cronwarden_task_expected_interval_seconds", { task: "api-ok" })).toBe(1);
+    expect(sample(samples, "cronwarden_task_next_run_overdue_seconds", { task: "api-ok" })).toBeLessThan(5);
+    expect(sample(samples, "cronwarden_task_next_run_overdue_seconds", { task: "api-off" })).toBeUndefined();
+    const { version } = JSON.parse(readFileSync("package.json", "utf8")) as { version: string };
+    expect(sample(samples, "cronwarden_build_info", { version, node_version: process.version })).toBe(1);
+    expect(sample(samples, "cronwarden_config_source_up", {})).toBe(1);
+    // prom-client's default process and Node.js metrics
+    expect(sample(samples, "process_cpu_user_seconds_total", {})).toBeGreaterThan(0);
+    expect(sample(samples, "nodejs_eventloop_lag_p99_seconds", {})).toBeGreaterThanOrEqual(0);
     expect(sample(samples, "cronwarden_task_enabled", { task: "api-ok" })).toBe(1);
     expect(
       sample(samples, "cronwarden_task_last_success_timestamp_seconds", { task: "api-ok" }),
@@ -421,8 +433,9 @@ describe("metrics", () => {
     );
     expect(sample(samples, "cronwarden_config_rejected_entries_total")).toBeGreaterThanOrEqual(1); // api-ghost
     expect(sample(samples, "cronwarden_runs_in_progress", { task: "api-long" })).toBe(0);
-    // the default registry is not used: nothing of prom-client's global defaults leaks in
-    expect(answer.text).not.toMatch(/^process_|^nodejs_/m);
+    // cronwarden's own registry carries the process and Node.js defaults; prom-client's global one is untouched
+    expect(answer.text).toMatch(/^process_resident_memory_bytes /m);
+    expect(await promRegister.metrics()).not.toMatch(/cronwarden_/);
   });
 });
 
