@@ -1,18 +1,25 @@
 #!/usr/bin/env node
 // The cronwarden CLI: the compiled JavaScript in dist/ (npm run build; shipped in the package).
-// When tsx is installed (this repository, or a project that uses it) it is registered first, so
-// that --tasks / --tasks-module may name a TypeScript module; it is not needed otherwise.
+// tsx is registered only when a TypeScript module is named (--tasks / --tasks-module /
+// CRONWARDEN_TASKS_MODULE) and tsx is installed; JavaScript task modules need nothing else.
 import { existsSync } from "node:fs";
 
-let tsx = false;
-try {
-  const { register } = await import("tsx/esm/api");
-  register();
-  tsx = true;
-} catch {
-  // no tsx: JavaScript task modules only
-}
+const typescript = /\.[cm]?tsx?$/;
+const wantsTypeScript =
+  process.argv.slice(2).some((arg) => typescript.test(arg)) ||
+  typescript.test(process.env.CRONWARDEN_TASKS_MODULE ?? "");
 const compiled = new URL("../dist/cli/run.js", import.meta.url);
+
+let tsx = false;
+if (wantsTypeScript || !existsSync(compiled)) {
+  try {
+    const { register } = await import("tsx/esm/api");
+    register();
+    tsx = true;
+  } catch {
+    // no tsx: the module import below names the fix
+  }
+}
 if (existsSync(compiled)) {
   await import(compiled.href);
 } else if (tsx) {

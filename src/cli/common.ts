@@ -62,7 +62,7 @@ export async function importTasksModule(
       code === "ERR_MODULE_NOT_FOUND" || code === "ENOENT"
         ? `check the path given to ${option}`
         : code === "ERR_UNKNOWN_FILE_EXTENSION"
-          ? "compile it to JavaScript first (or run the CLI under tsx)"
+          ? "compile it to JavaScript first, or install tsx (npm i -D tsx) to load TypeScript"
           : "fix the module";
     throw new CliError(
       `${option} ${modulePath}: cannot load ${resolved} (${(error as Error).message}); ${hint}`,
