@@ -56,7 +56,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     if (!entry.success) {
       // every problem of the entry, so that one round of fixes is enough
       const problems: EntryProblem[] = entry.error.issues.map((issue) => ({
-        field: issue.path.join(".") || issue.code || "entry",
+        field: issue.path.join(".") || "(entry)",
         value: issue.path.length ? valueAt(raw, issue.path) : raw,
         reason:
           issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
