@@ -1,9 +1,2 @@
-import { runCli } from "../src/cli/main.js";
-
-const code = await runCli(process.argv.slice(2), {
-  out: (line) => process.stdout.write(`${line}\n`),
-  err: (line) => process.stderr.write(`${line}\n`),
-  env: process.env,
-  cwd: process.cwd(),
-});
-process.exitCode = code;
+// `npm run cli`: the CLI from the TypeScript source, under tsx.
+import "../src/cli/run.js";

@@ -82,4 +82,17 @@ export {
   type WebhookChannelOptions,
   type WebhookFormat,
 } from "./alerts/index.js";
+export {
+  type EmbeddedPostgres,
+  type EmbeddedPostgresOptions,
+  startEmbeddedPostgres,
+} from "./infra/embeddedPostgres/index.js";
 export { createMetrics, type Metrics, type MetricsOptions, type MetricsScheduler } from "./metrics/index.js";
+export { runService, type ServiceOptions, waitForDatabase } from "./serve/runService.js";
+export {
+  LOG_LEVELS,
+  loadServiceSettings,
+  SERVICE_VARIABLES,
+  type ServiceSettings,
+  unknownVariables,
+} from "./serve/settings.js";

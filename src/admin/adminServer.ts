@@ -5,9 +5,10 @@ import { redactSecrets, registerSecret } from "../observability/redact.js";
 import type { Logger } from "../scheduler/logger.js";
 import { AccessPolicy, type Caller } from "./auth.js";
 import { configRoutes } from "./configRoutes.js";
+import { EventLoopMonitor } from "./eventLoopMonitor.js";
 import { errorHandler, notFoundHandler } from "./httpErrors.js";
 import { MissedSlotTracker } from "./missedSlots.js";
-import { type MetricsSource, probeRoutes } from "./probeRoutes.js";
+import { type MetricsSource, PROBE_PATHS, probeRoutes } from "./probeRoutes.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 import { taskRoutes } from "./taskRoutes.js";
 import type { AdminToken } from "./tokens.js";
@@ -33,6 +34,11 @@ export interface AdminServerOptions {
    * Without any operator token, mutating calls are refused.
    */
   tokens?: readonly AdminToken[] | undefined;
+  /**
+   * /healthz answers 503 when the event loop was blocked longer than this in the last 10 s
+   * (CRONWARDEN_EVENT_LOOP_STALL_MS); default 10 s; 0 turns the check off.
+   */
+  eventLoopStallMs?: number;
   logger: Logger;
 }
 
@@ -60,6 +66,8 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
 
   const missed = new MissedSlotTracker(options.scheduler, logger);
   let app: FastifyInstance | undefined;
+  const stallMs = options.eventLoopStallMs ?? 10_000;
+  let monitor: EventLoopMonitor | undefined;
 
   // fastify (about 18 MB) is loaded when the server starts, not by every process that imports cronwarden
   const build = async (): Promise<FastifyInstance> => {
@@ -69,6 +77,8 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     server.addHook("onRequest", async (request) => {
       // the dashboard's static files hold no data; every data call they make carries the token
       if (request.method === "GET" && isDashboardFile(request.url)) return;
+      // probes (kubelet) send no credentials; they reveal only up/ready booleans
+      if (request.method === "GET" && isProbe(request.url)) return;
       callers.set(request.raw, access.check(request));
     });
     server.addHook("onSend", async (_request, reply, payload) => {
@@ -79,7 +89,8 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     server.setNotFoundHandler(notFoundHandler);
     taskRoutes(server, options.scheduler, missed, callerOf);
     configRoutes(server, options.scheduler);
-    probeRoutes(server, options.scheduler, options.metrics);
+    monitor = stallMs > 0 ? new EventLoopMonitor() : undefined;
+    probeRoutes(server, options.scheduler, options.metrics, monitor && { monitor, stallMs });
     dashboardRoutes(server, options.scheduler);
     return server;
   };
@@ -97,6 +108,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     },
     async close() {
       missed.close();
+      monitor?.close();
       await app?.close();
     },
   };
@@ -105,6 +117,11 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
 function isDashboardFile(url: string): boolean {
   const pathname = url.split("?")[0] ?? "";
   return pathname === "/" || pathname === "/dashboard" || pathname.startsWith(DASHBOARD_PREFIX);
+}
+
+function isProbe(url: string): boolean {
+  const pathname = url.split("?")[0] ?? "";
+  return (PROBE_PATHS as readonly string[]).includes(pathname);
 }
 
 function urlOf(address: AddressInfo): string {

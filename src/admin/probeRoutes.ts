@@ -1,5 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { toError } from "../scheduler/logger.js";
+import type { EventLoopMonitor } from "./eventLoopMonitor.js";
 import { HttpError } from "./httpErrors.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 
@@ -9,13 +10,31 @@ export interface MetricsSource {
   render(): Promise<string>;
 }
 
-/** GET /healthz (the process answers), GET /readyz (the scheduler is ready), GET /metrics. */
+/** Paths answered without the token even beyond loopback: probes carry no credentials. */
+export const PROBE_PATHS = ["/healthz", "/readyz"] as const;
+
+/**
+ * GET /healthz (the process answers and its event loop has not stalled past `stallMs`),
+ * GET /readyz (the scheduler is ready), GET /metrics.
+ */
 export function probeRoutes(
   app: FastifyInstance,
   scheduler: AdminScheduler,
   metrics: MetricsSource | undefined,
+  liveness?: { monitor: EventLoopMonitor; stallMs: number },
 ): void {
-  app.get("/healthz", async () => ({ status: "ok" }));
+  app.get("/healthz", async (_request, reply) => {
+    if (!liveness) return { status: "ok" };
+    const eventLoopDelayMs = Math.round(liveness.monitor.maxDelayMs());
+    if (eventLoopDelayMs > liveness.stallMs) {
+      return reply.code(503).send({
+        status: "stalled",
+        eventLoopDelayMs,
+        error: `the event loop was blocked for ${eventLoopDelayMs} ms in the last 10 s (limit ${liveness.stallMs} ms)`,
+      });
+    }
+    return { status: "ok", eventLoopDelayMs };
+  });
 
   app.get("/readyz", async (_request, reply) => {
     try {

@@ -10,9 +10,17 @@ export const EXIT_ATTENTION = 3;
  * `cronwarden status`: every task's schedule, next and last run, last outcome. Exit 0 when all is
  * well, 3 when an enabled task's last run failed or a missed slot is reported, 2 on errors.
  */
-export async function statusCommand(options: AdminConnectionOptions, io: CliIo): Promise<number> {
+export async function statusCommand(
+  options: AdminConnectionOptions & { json?: boolean | undefined },
+  io: CliIo,
+): Promise<number> {
   const client = new AdminClient(options, io);
   const { body: tasks } = await client.request("GET", "/tasks", z.array(taskStatusSchema));
+  const attention = tasks.filter((task) => needsAttention(task) !== undefined);
+  if (options.json) {
+    io.out(JSON.stringify(tasks, null, 2));
+    return attention.length === 0 ? 0 : EXIT_ATTENTION;
+  }
   for (const line of table(
     ["TASK", "ENABLED", "SCHEDULE", "NEXT RUN", "LAST RUN", "OUTCOME", "FAILS", "RUNNING", "NOTE"],
     tasks.map((task) => [
@@ -29,7 +37,6 @@ export async function statusCommand(options: AdminConnectionOptions, io: CliIo):
   )) {
     io.out(line);
   }
-  const attention = tasks.filter((task) => needsAttention(task) !== undefined);
   if (attention.length === 0) {
     io.out(`${tasks.length} task(s), none needs attention`);
     return 0;
@@ -43,7 +50,7 @@ export async function statusCommand(options: AdminConnectionOptions, io: CliIo):
 /** `cronwarden runs <task> [--limit N]`: the task's finished runs, newest first. */
 export async function runsCommand(
   task: string,
-  options: AdminConnectionOptions & { limit?: string | undefined },
+  options: AdminConnectionOptions & { limit?: string | undefined; json?: boolean | undefined },
   io: CliIo,
 ): Promise<number> {
   const limit = options.limit ?? "20";
@@ -55,6 +62,10 @@ export async function runsCommand(
     `/tasks/${encodeURIComponent(task)}/runs?limit=${limit}`,
     z.array(runRecordSchema),
   );
+  if (options.json) {
+    io.out(JSON.stringify(runs, null, 2));
+    return 0;
+  }
   for (const line of table(
     ["SCHEDULED", "STARTED", "DURATION", "OUTCOME", "TRIGGER", "ATTEMPT", "INSTANCE", "ERROR"],
     runs.map((run) => [

@@ -38,17 +38,43 @@ export async function registeredNames(
     );
   const modulePath = options["tasks-module"];
   if (!modulePath) return undefined;
-  const module = (await import(pathToFileURL(path.resolve(io.cwd, modulePath)).href)) as {
-    registerTasks?: (registrar: { register(task: TaskRegistration): void }) => void;
-  };
-  if (typeof module.registerTasks !== "function") {
+  const registerTasks = await importTasksModule(modulePath, io, "--tasks-module");
+  const names = new Set<string>();
+  registerTasks({ register: (task) => names.add(task.name) });
+  return names;
+}
+
+type RegisterTasks = (registrar: { register(task: TaskRegistration): void }) => void;
+
+/** Loads a task module's `registerTasks(registrar)` (a named or the default export). */
+export async function importTasksModule(
+  modulePath: string,
+  io: CliIo,
+  option: string,
+): Promise<RegisterTasks> {
+  const resolved = path.resolve(io.cwd, modulePath);
+  let module: { registerTasks?: unknown; default?: unknown };
+  try {
+    module = (await import(pathToFileURL(resolved).href)) as typeof module;
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const hint =
+      code === "ERR_MODULE_NOT_FOUND" || code === "ENOENT"
+        ? `check the path given to ${option}`
+        : code === "ERR_UNKNOWN_FILE_EXTENSION"
+          ? "compile it to JavaScript first, or install tsx (npm i -D tsx) to load TypeScript"
+          : "fix the module";
     throw new CliError(
-      `${modulePath} does not export registerTasks(registrar); pass --tasks name1,name2 instead`,
+      `${option} ${modulePath}: cannot load ${resolved} (${(error as Error).message}); ${hint}`,
     );
   }
-  const names = new Set<string>();
-  module.registerTasks({ register: (task) => names.add(task.name) });
-  return names;
+  const registerTasks = module.registerTasks ?? module.default;
+  if (typeof registerTasks !== "function") {
+    throw new CliError(
+      `${option} ${modulePath} does not export registerTasks(registrar) (named or default)${option === "--tasks-module" ? "; pass --tasks name1,name2 instead" : ""}`,
+    );
+  }
+  return registerTasks as RegisterTasks;
 }
 
 /** `--database-url`, else DATABASE_URL, else the embedded server of a service running with `.data/`. */

@@ -1,6 +1,6 @@
 import { selectTaskJobs } from "../engine/sql.js";
 import { DEFAULT_MIN_INTERVAL_MS } from "../scheduler/cronValidator.js";
-import { describeRejection, parseDesiredState } from "../scheduler/desiredState.js";
+import { describeProblems, parseDesiredState } from "../scheduler/desiredState.js";
 import { type LiveJob, planReconcile, type ReconcileAction } from "../scheduler/reconcilePlan.js";
 import type { DesiredState } from "../scheduler/types.js";
 import { FileConfigSource } from "../sources/fileSource.js";
@@ -17,7 +17,7 @@ export interface ConfigOptions {
 
 /** Reads and validates a config file with the scheduler's own rules; unreadable -> exit 2. */
 async function readDesired(file: string, options: ConfigOptions, io: CliIo): Promise<DesiredState> {
-  const source = new FileConfigSource({ path: file });
+  const source = new FileConfigSource({ path: file, missingHint: "check the path argument" });
   const minIntervalMs = Number(
     options["min-interval-ms"] ?? io.env.CRONWARDEN_MIN_INTERVAL_MS ?? DEFAULT_MIN_INTERVAL_MS,
   );
@@ -48,7 +48,7 @@ async function readDesired(file: string, options: ConfigOptions, io: CliIo): Pro
 export async function validateCommand(file: string, options: ConfigOptions, io: CliIo): Promise<number> {
   const desired = await readDesired(file, options, io);
   const registered = await registeredNames(options, io);
-  const problems = desired.rejected.map(describeRejection);
+  const problems = desired.rejected.flatMap(describeProblems);
   if (registered) {
     for (const task of desired.tasks) {
       if (!registered.has(task.name))
@@ -56,11 +56,13 @@ export async function validateCommand(file: string, options: ConfigOptions, io: 
     }
   }
   for (const problem of problems) io.err(`invalid: ${problem}`);
+  const rejectedEntries = new Set(desired.rejected.map((entry) => entry.index)).size;
   const valid =
     desired.tasks.length -
     (registered ? desired.tasks.filter((task) => !registered.has(task.name)).length : 0);
+  const unregistered = problems.length - desired.rejected.flatMap(describeProblems).length;
   io.out(
-    `${file}: ${valid} valid entr${valid === 1 ? "y" : "ies"}, ${problems.length} rejected (revision ${desired.revision})`,
+    `${file}: ${valid} valid entr${valid === 1 ? "y" : "ies"}, ${rejectedEntries + unregistered} rejected, ${problems.length} problem(s) (revision ${desired.revision})`,
   );
   if (!registered)
     io.out("task names not checked: pass --tasks or --tasks-module to check them against the code");
@@ -124,9 +126,13 @@ export async function auditCommand(
     limit?: string | undefined;
     namespace?: string | undefined;
     "database-url"?: string | undefined;
+    json?: boolean | undefined;
   },
   io: CliIo,
 ): Promise<number> {
+  const limit = options.limit ?? "50";
+  if (!/^\d+$/.test(limit) || Number(limit) < 1)
+    throw new CliError(`--limit ${limit} is invalid: use a whole number of at least 1`);
   const pool = await databasePool(options, io);
   try {
     const entries = await new AuditLog(
@@ -134,8 +140,12 @@ export async function auditCommand(
       options.namespace ?? io.env.CRONWARDEN_NAMESPACE ?? "default",
     ).list({
       task: options.task,
-      limit: Number(options.limit ?? 50),
+      limit: Number(limit),
     });
+    if (options.json) {
+      io.out(JSON.stringify(entries, null, 2));
+      return 0;
+    }
     for (const line of table(
       ["AT", "TASK", "KIND", "FIELD", "OLD", "NEW", "BY", "REVISION", "INSTANCE"],
       entries.map((entry) => [

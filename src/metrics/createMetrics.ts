@@ -1,18 +1,23 @@
-import { Registry } from "prom-client";
+import { collectDefaultMetrics, Registry } from "prom-client";
 import type { AlertDeliveryObserver } from "../alerts/types.js";
 import { type SchedulerEventSource, Subscriptions } from "../observability/subscriptions.js";
 import type { Logger } from "../scheduler/logger.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
+import { packageVersion } from "../version.js";
 import { defineMetrics } from "./definitions.js";
 import { EventFeed } from "./eventFeed.js";
 import { setStatusGauges } from "./statusGauges.js";
 
 /** What the metrics read of a Scheduler: its events, and status() at scrape time. */
-export type MetricsScheduler = SchedulerEventSource & Pick<Scheduler, "status">;
+export type MetricsScheduler = SchedulerEventSource &
+  Pick<Scheduler, "status"> &
+  Partial<Pick<Scheduler, "readiness">>;
 
 export interface MetricsOptions {
   /** Where a failing status() read at scrape time is reported (at warn, once per failure streak). */
   logger?: Logger;
+  /** prom-client's default process and Node.js metrics (CPU, memory, event loop, GC) on this registry; default true. */
+  defaultMetrics?: boolean;
 }
 
 export interface Metrics {
@@ -38,9 +43,9 @@ export function createMetrics(scheduler: MetricsScheduler, options: MetricsOptio
   let inFlight: Promise<void> | undefined;
   let failing = false;
   const refreshStatus = () => {
-    inFlight ??= scheduler
-      .status()
-      .then((tasks) => {
+    inFlight ??= Promise.all([scheduler.status(), scheduler.readiness?.()])
+      .then(([tasks, readiness]) => {
+        if (readiness) metrics.ready.set(readiness.ready ? 1 : 0);
         setStatusGauges(metrics, tasks, feed.lastSuccessAt);
         failing = false;
       })
@@ -57,6 +62,8 @@ export function createMetrics(scheduler: MetricsScheduler, options: MetricsOptio
   };
   const metrics = defineMetrics(registry, refreshStatus);
   const feed = new EventFeed(metrics);
+  metrics.buildInfo.set({ version: packageVersion(), node_version: process.version }, 1);
+  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
   const subscriptions = new Subscriptions(scheduler, (event, error) =>
     logger?.warn({ err: error, event }, `metrics: the ${event} listener failed`),
   );

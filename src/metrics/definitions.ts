@@ -69,6 +69,20 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
       collect,
       registers,
     }),
+    nextRunOverdue: new Gauge({
+      name: "cronwarden_task_next_run_overdue_seconds",
+      help: "How long ago the enabled task's next run was due without starting (0 while on time). With cronwarden_task_expected_interval_seconds it finds a task that stopped running. Read from the database: every instance reports the same value, aggregate with max by (task).",
+      labelNames: ["task"] as const,
+      collect,
+      registers,
+    }),
+    expectedInterval: new Gauge({
+      name: "cronwarden_task_expected_interval_seconds",
+      help: "The gap between the enabled task's next two slots (its cron's period around now).",
+      labelNames: ["task"] as const,
+      collect,
+      registers,
+    }),
     missedSlots: new Counter({
       name: "cronwarden_missed_slots_total",
       help: "Slots of an enabled task that passed without a run starting.",
@@ -120,6 +134,23 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
       name: "cronwarden_alerts_failed_total",
       help: "Alerts that could not be delivered (error or timeout), by channel and event.",
       labelNames: ["channel", "event"] as const,
+      registers,
+    }),
+    buildInfo: new Gauge({
+      name: "cronwarden_build_info",
+      help: "Always 1; its labels name the cronwarden and Node.js versions of this instance.",
+      labelNames: ["version", "node_version"] as const,
+      registers,
+    }),
+    configSourceUp: new Gauge({
+      name: "cronwarden_config_source_up",
+      help: "1 when this instance's last read of its config source succeeded, 0 while it is unreadable or malformed.",
+      registers,
+    }),
+    ready: new Gauge({
+      name: "cronwarden_ready",
+      help: "1 when this instance is ready (database reachable, desired state loaded, workers started), as /readyz.",
+      collect,
       registers,
     }),
   };

@@ -48,8 +48,14 @@ export class EventFeed {
     events.on("reconcile:failed", (event) =>
       this.#metrics.reconciles.inc({ trigger: event.trigger, result: "failed" }),
     );
-    events.on("config:loaded", () => this.#metrics.configReloads.inc({ result: "loaded" }));
-    events.on("config:error", () => this.#metrics.configReloads.inc({ result: "error" }));
+    events.on("config:loaded", () => {
+      this.#metrics.configReloads.inc({ result: "loaded" });
+      this.#metrics.configSourceUp.set(1);
+    });
+    events.on("config:error", () => {
+      this.#metrics.configReloads.inc({ result: "error" });
+      this.#metrics.configSourceUp.set(0);
+    });
     events.on("config:rejected", () => this.#metrics.configRejected.inc());
   }
 

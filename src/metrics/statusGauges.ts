@@ -1,3 +1,4 @@
+import { nextRunTimes } from "../scheduler/cronValidator.js";
 import type { TaskStatus } from "../scheduler/status.js";
 import type { MetricSet } from "./definitions.js";
 
@@ -10,7 +11,10 @@ export function setStatusGauges(
   metrics: MetricSet,
   tasks: readonly TaskStatus[],
   lastSuccessSeen: ReadonlyMap<string, number>,
+  now: Date = new Date(),
 ): void {
+  metrics.nextRunOverdue.reset();
+  metrics.expectedInterval.reset();
   metrics.enabled.reset();
   metrics.nextRun.reset();
   metrics.consecutiveFailures.reset();
@@ -20,7 +24,12 @@ export function setStatusGauges(
     const labels = { task: task.name };
     const enabled = task.job?.enabled ?? task.configured?.enabled;
     if (enabled !== undefined) metrics.enabled.set(labels, enabled ? 1 : 0);
-    if (task.job?.enabled && task.job.nextRunAt) metrics.nextRun.set(labels, seconds(task.job.nextRunAt));
+    if (task.job?.enabled && task.job.nextRunAt) {
+      metrics.nextRun.set(labels, seconds(task.job.nextRunAt));
+      metrics.nextRunOverdue.set(labels, Math.max(0, (now.getTime() - task.job.nextRunAt.getTime()) / 1000));
+      const interval = expectedIntervalSeconds(task.job.cron, task.job.timezone, now);
+      if (interval !== undefined) metrics.expectedInterval.set(labels, interval);
+    }
     metrics.consecutiveFailures.set(labels, task.consecutiveFailures);
     const finished = task.job?.lastFinishedAt;
     if (task.lastOutcome === "succeeded" && finished) {
@@ -32,4 +41,18 @@ export function setStatusGauges(
 
 function seconds(date: Date): number {
   return date.getTime() / 1000;
+}
+
+function expectedIntervalSeconds(
+  cron: string | null,
+  timezone: string | null,
+  now: Date,
+): number | undefined {
+  if (!cron) return undefined;
+  try {
+    const [first, second] = nextRunTimes(cron, timezone ?? "UTC", now, 2);
+    return first && second ? (second.getTime() - first.getTime()) / 1000 : undefined;
+  } catch {
+    return undefined; // a row edited by hand with a cron we cannot read: no gauge rather than a failed scrape
+  }
 }

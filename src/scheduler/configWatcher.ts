@@ -38,6 +38,8 @@ export class ConfigWatcher {
   #delivering: Promise<void> | undefined;
   #unsubscribe: (() => Promise<void>) | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
+  /** The source's current error, logged once when it starts; repeats go to debug. */
+  #failing: string | undefined;
 
   constructor(options: ConfigWatcherOptions) {
     this.#options = options;
@@ -54,6 +56,7 @@ export class ConfigWatcher {
     try {
       return this.#accept(await this.#options.source.load());
     } catch (error) {
+      this.#failing = (error as Error).message;
       this.#logger.error(
         { err: error },
         `${(error as Error).message}; starting without a config from the source: the last applied config (if any) is used until a valid version arrives`,
@@ -77,7 +80,7 @@ export class ConfigWatcher {
         const kept = this.#current
           ? `revision ${this.#current.revision}`
           : "the jobs as they are in the database";
-        this.#logger.error({ err: error }, `${error.message}; keeping ${kept}`);
+        this.#logFailure(error, `${error.message}; keeping ${kept}`);
         this.#options.onError?.(error);
       },
     });
@@ -91,8 +94,29 @@ export class ConfigWatcher {
     await this.#delivering;
   }
 
+  /** One error line per state change: a source failing the same way on every watch event logs once. */
+  #logFailure(error: Error, message: string, fields: Record<string, unknown> = {}): void {
+    if (this.#failing === error.message) {
+      this.#logger.debug({ ...fields, error: error.message }, `still failing: ${message}`);
+      return;
+    }
+    this.#failing = error.message;
+    this.#logger.error({ ...fields, err: error }, message);
+  }
+
+  #recovered(unchanged: boolean): void {
+    if (this.#failing === undefined) return;
+    this.#logger.info({ previousError: this.#failing }, "config source readable again");
+    this.#failing = undefined;
+    // the same revision as before the failure: no new snapshot, but the source is healthy again
+    if (unchanged && this.#current) this.#options.onLoaded?.(this.#current);
+  }
+
   #onDocument(document: ConfigDocument): void {
-    if (document.revision === this.#lastRevision) return;
+    if (document.revision === this.#lastRevision) {
+      this.#recovered(true);
+      return;
+    }
     let state: DesiredState;
     try {
       state = this.#accept(document);
@@ -100,13 +124,13 @@ export class ConfigWatcher {
       const kept = this.#current
         ? `revision ${this.#current.revision}`
         : "the jobs as they are in the database";
-      this.#logger.error(
-        { err: error, revision: document.revision },
-        `${(error as Error).message}; keeping ${kept}`,
-      );
+      this.#logFailure(error as Error, `${(error as Error).message}; keeping ${kept}`, {
+        revision: document.revision,
+      });
       this.#options.onError?.(error as Error);
       return;
     }
+    this.#recovered(false);
     this.#pending = state;
     this.#delivering ??= this.#deliver();
   }

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
 import { CronwardenError } from "./errors.js";
 import { TASK_NAME_PATTERN } from "./taskRegistry.js";
-import type { DesiredState, DesiredTask, RejectedEntry } from "./types.js";
+import type { DesiredState, DesiredTask, EntryProblem, RejectedEntry } from "./types.js";
 
 /**
  * The boundary where raw config becomes a DesiredState the rest of the code trusts.
@@ -59,17 +59,32 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     const name = readableName(raw);
     const entry = entrySchema.safeParse(raw);
     if (!entry.success) {
-      const issue = entry.error.issues[0];
-      const field = issue?.path.join(".") || "(entry)";
-      const value = issue?.path.length ? valueAt(raw, issue.path) : raw;
-      const reason =
-        issue?.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue?.message;
+      // every problem of the entry, so that one round of fixes is enough
+      const problems: EntryProblem[] = entry.error.issues.map((issue) => ({
+        field: issue.path.join(".") || "(entry)",
+        value: shortenName(issue.path.length ? valueAt(raw, issue.path) : raw, issue.path, name),
+        reason:
+          issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
+      }));
+      const rawCron = valueAt(raw, ["cron"]);
+      const rawTimezone = valueAt(raw, ["timezone"]);
+      if (
+        typeof rawCron === "string" &&
+        rawCron !== "" &&
+        !problems.some((problem) => problem.field === "cron")
+      ) {
+        const timezone = typeof rawTimezone === "string" ? rawTimezone : options.defaultTimezone;
+        const check = checkSchedule(rawCron, timezone, options.rules, options.now);
+        if (!check.ok) problems.push({ field: check.field, value: check.value, reason: check.reason });
+      }
+      const [first] = problems;
       rejected.push({
         index,
         name,
-        field: field || issue?.code || "entry",
-        value: field === "name" && typeof value === "string" && value !== name ? name : value,
-        reason: reason ?? "invalid",
+        field: first?.field ?? "entry",
+        value: first ? first.value : raw,
+        reason: first?.reason ?? "invalid",
+        problems,
       });
       return;
     }
@@ -115,6 +130,15 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   };
 }
 
+/** Every problem of a rejected entry, one line each (`describeRejection` names the first). */
+export function describeProblems(rejection: RejectedEntry): string[] {
+  const who = rejection.name ? ` "${rejection.name}"` : "";
+  return (rejection.problems ?? [rejection]).map(
+    (problem) =>
+      `config tasks[${rejection.index}]${who}: ${problem.field} ${formatValue(problem.value)} is invalid: ${problem.reason}`,
+  );
+}
+
 /** `config tasks[3] "syncReport": cron "*\/61 * * * *" is invalid: minute field ...` */
 export function describeRejection(rejection: RejectedEntry): string {
   const who = rejection.name ? ` "${rejection.name}"` : "";
@@ -124,6 +148,13 @@ export function describeRejection(rejection: RejectedEntry): string {
 function formatValue(value: unknown): string {
   const text = JSON.stringify(value);
   return text === undefined ? "(missing)" : text.length > 120 ? `${text.slice(0, 117)}...` : text;
+}
+
+/** A name too long to be one is shown shortened (it is echoed in logs and responses). */
+function shortenName(value: unknown, path: readonly PropertyKey[], shortName: string | undefined): unknown {
+  return path.length === 1 && path[0] === "name" && typeof value === "string" && value !== shortName
+    ? shortName
+    : value;
 }
 
 /** The entry's name, shortened when it is too long to be one (it is echoed in logs and responses). */

@@ -55,6 +55,14 @@ export interface RejectedEntry {
   field: string;
   value: unknown;
   reason: string;
+  /** Every problem of the entry when it has several (the first is also in field/value/reason). */
+  problems?: EntryProblem[];
+}
+
+export interface EntryProblem {
+  field: string;
+  value: unknown;
+  reason: string;
 }
 
 /** A validated snapshot of the desired state. Only `parseDesiredState` creates one. */

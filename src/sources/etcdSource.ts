@@ -270,7 +270,17 @@ export class EtcdConfigSource implements ConfigSource {
 
   /** etcd3 (gRPC, protobufjs: about 27 MB) is loaded only by processes that use etcd. */
   async #connect(): Promise<Etcd3> {
-    const { Etcd3 } = await import("etcd3");
+    let Etcd3: typeof import("etcd3").Etcd3;
+    try {
+      ({ Etcd3 } = await import("etcd3"));
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "ERR_MODULE_NOT_FOUND") throw error;
+      throw new CronwardenError(
+        "INVALID_SETTINGS",
+        "EtcdConfigSource needs the etcd3 package, an optional peer dependency of cronwarden: install it with `npm i etcd3`",
+        { cause: error },
+      );
+    }
     const deadline = () => ({ deadline: Date.now() + this.#timeoutMs });
     return new Etcd3({
       hosts: [...this.endpoints],

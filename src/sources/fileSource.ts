@@ -19,6 +19,8 @@ export interface FileSourceOptions {
    * file systems, a replaced parent directory). 0 turns it off.
    */
   pollIntervalMs?: number;
+  /** What a "cannot be read: ENOENT" error suggests; default: the service's CRONWARDEN_CONFIG_FILE. */
+  missingHint?: string;
 }
 
 const DEFAULT_DEBOUNCE_MS = 200;
@@ -36,6 +38,7 @@ export class FileConfigSource implements ConfigSource {
   readonly #debounceMs: number;
   readonly #pollIntervalMs: number;
   readonly #maxBytes: number;
+  readonly #missingHint: string;
 
   constructor(options: FileSourceOptions) {
     this.path = path.resolve(options.path);
@@ -43,6 +46,9 @@ export class FileConfigSource implements ConfigSource {
     this.#debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
     this.#pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+    this.#missingHint =
+      options.missingHint ??
+      "create it or point CRONWARDEN_CONFIG_FILE at the right path (cronwarden serve: --config)";
   }
 
   async load(): Promise<ConfigDocument> {
@@ -60,10 +66,7 @@ export class FileConfigSource implements ConfigSource {
       if (thrown instanceof CronwardenError) throw thrown;
       const error = toError(thrown);
       const code = (thrown as NodeJS.ErrnoException).code;
-      const hint =
-        code === "ENOENT"
-          ? "create it or point CRONWARDEN_CONFIG_FILE at the right path"
-          : "check its permissions";
+      const hint = code === "ENOENT" ? this.#missingHint : "check its permissions";
       throw new CronwardenError(
         "CONFIG_UNREADABLE",
         `config ${this.description} cannot be read (${error.message}); ${hint}`,
@@ -106,7 +109,13 @@ export class FileConfigSource implements ConfigSource {
 
     let watcher: FSWatcher | undefined;
     try {
-      watcher = watch(path.dirname(this.path), { persistent: false }, schedule);
+      const base = path.basename(this.path);
+      watcher = watch(path.dirname(this.path), { persistent: false }, (_event, filename) => {
+        // other files in the folder (the service's own log file, say) must not trigger reloads;
+        // "..data" is the symlink a Kubernetes config-map mount swaps atomically
+        const name = filename?.toString();
+        if (name === undefined || name === base || name.startsWith("..")) schedule();
+      });
       watcher.on("error", (error) => listener.error(toError(error)));
     } catch (thrown) {
       listener.error(

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
 import type { LogLine } from "./logs.js";
@@ -13,9 +14,20 @@ export class ServiceProcess {
   readonly stderr: string[] = [];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 
-  constructor(entry: string, environment: NodeJS.ProcessEnv) {
-    this.child = spawn(process.execPath, ["--import", "tsx", path.resolve(root, entry)], {
-      cwd: root,
+  /**
+   * `entry` is a TypeScript file run with `node --import tsx`, or `{ command, args }` for any
+   * other command line (npm start, the CLI, a container's CMD).
+   */
+  constructor(
+    entry: string | { command: string; args: string[]; cwd?: string },
+    environment: NodeJS.ProcessEnv,
+  ) {
+    const { command, args, cwd } =
+      typeof entry === "string"
+        ? { command: process.execPath, args: ["--import", "tsx", path.resolve(root, entry)], cwd: root }
+        : { cwd: root, ...entry };
+    this.child = spawn(command, args, {
+      cwd,
       // a free port for each instance's admin API: several run on this machine at once
       env: { ...process.env, LOG_LEVEL: "debug", CRONWARDEN_ADMIN_PORT: "0", ...environment },
       stdio: ["ignore", "pipe", "pipe"],
@@ -70,5 +82,40 @@ export class ServiceProcess {
   async kill(signal: NodeJS.Signals = "SIGKILL"): Promise<void> {
     if (this.child.exitCode === null && this.child.signalCode === null) this.child.kill(signal);
     await this.exited;
+  }
+}
+
+/** The pids of `pid`'s descendants, from /proc (Linux): what must be gone after a clean exit. */
+export function descendantsOf(pid: number): number[] {
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8");
+      // the fields after the command name, which is in parentheses and may hold spaces
+      const parent = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  const found: number[] = [];
+  const visit = (parent: number) => {
+    for (const child of children.get(parent) ?? []) {
+      found.push(child);
+      visit(child);
+    }
+  };
+  visit(pid);
+  return found;
+}
+
+/** Whether a pid is still a live (not zombie) process. */
+export function isAlive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    return stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0] !== "Z";
+  } catch {
+    return false;
   }
 }

@@ -1,3 +1,5 @@
+import { readFileSync } from "node:fs";
+import { register as promRegister } from "prom-client";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
 import { CronwardenError, type RunFinishedEvent, type RunStartedEvent } from "../../src/index.js";
@@ -83,6 +85,32 @@ describe("status and history", () => {
   it("GET /healthz answers while the process is up", async () => {
     const answer = await call("GET", "/healthz");
     expect(answer).toMatchObject({ status: 200, json: { status: "ok" } });
+  });
+
+  it("GET /healthz answers 503 after the event loop was blocked past the threshold", async () => {
+    const strict = createAdminServer({
+      scheduler: harness.scheduler,
+      port: 0,
+      eventLoopStallMs: 300,
+      logger: adminLogs.logger,
+    });
+    otherServers.push(strict);
+    const { url } = await strict.listen();
+    const healthy = await pollUntil("a calm event loop", async () => {
+      const response = await fetch(`${url}/healthz`);
+      return response.status === 200 ? response : undefined;
+    });
+    expect(await healthy.json()).toMatchObject({ status: "ok" });
+    const blockedUntil = Date.now() + 800;
+    while (Date.now() < blockedUntil) {
+      // synchronous work: the event loop is stuck for 800 ms
+    }
+    const stalled = await fetch(`${url}/healthz`);
+    expect(stalled.status).toBe(503);
+    const body = (await stalled.json()) as { status: string; eventLoopDelayMs: number; error: string };
+    expect(body.status).toBe("stalled");
+    expect(body.eventLoopDelayMs).toBeGreaterThan(300);
+    expect(body.error).toMatch(/event loop was blocked for \d+ ms .*limit 300 ms/);
   });
 
   it("GET /tasks shows each task's desired and runtime state after real runs, dates as ISO", async () => {
@@ -277,7 +305,7 @@ describe("access", () => {
     ).toThrow(CronwardenError);
   });
 
-  it("beyond loopback every endpoint needs the token", async () => {
+  it("beyond loopback every endpoint but the probes needs the token", async () => {
     const exposed = createAdminServer({
       scheduler: harness.scheduler,
       metrics,
@@ -289,7 +317,10 @@ describe("access", () => {
     otherServers.push(exposed);
     const { url } = await exposed.listen();
     const port = new URL(url).port;
-    for (const path of ["/healthz", "/tasks", "/metrics", "/config"]) {
+    // kubelet probes carry no credentials: /healthz and /readyz answer without the token
+    expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
+    expect([200, 503]).toContain((await fetch(`http://127.0.0.1:${port}/readyz`)).status);
+    for (const path of ["/tasks", "/metrics", "/config"]) {
       const response = await fetch(`http://127.0.0.1:${port}${path}`);
       expect(response.status, path).toBe(401);
       transcript.push(await response.text());
@@ -377,6 +408,16 @@ describe("metrics", () => {
       sample(samples, "cronwarden_task_next_run_timestamp_seconds", { task: "api-off" }),
     ).toBeUndefined();
     expect(sample(samples, "cronwarden_task_enabled", { task: "api-off" })).toBe(0);
+    // the stopped-task gauges: api-ok runs every second, so it is on time
+    expect(sample(samples, "cronwarden_task_expected_interval_seconds", { task: "api-ok" })).toBe(1);
+    expect(sample(samples, "cronwarden_task_next_run_overdue_seconds", { task: "api-ok" })).toBeLessThan(5);
+    expect(sample(samples, "cronwarden_task_next_run_overdue_seconds", { task: "api-off" })).toBeUndefined();
+    const { version } = JSON.parse(readFileSync("package.json", "utf8")) as { version: string };
+    expect(sample(samples, "cronwarden_build_info", { version, node_version: process.version })).toBe(1);
+    expect(sample(samples, "cronwarden_config_source_up", {})).toBe(1);
+    // prom-client's default process and Node.js metrics
+    expect(sample(samples, "process_cpu_user_seconds_total", {})).toBeGreaterThan(0);
+    expect(sample(samples, "nodejs_eventloop_lag_p99_seconds", {})).toBeGreaterThanOrEqual(0);
     expect(sample(samples, "cronwarden_task_enabled", { task: "api-ok" })).toBe(1);
     expect(
       sample(samples, "cronwarden_task_last_success_timestamp_seconds", { task: "api-ok" }),
@@ -392,8 +433,9 @@ describe("metrics", () => {
     );
     expect(sample(samples, "cronwarden_config_rejected_entries_total")).toBeGreaterThanOrEqual(1); // api-ghost
     expect(sample(samples, "cronwarden_runs_in_progress", { task: "api-long" })).toBe(0);
-    // the default registry is not used: nothing of prom-client's global defaults leaks in
-    expect(answer.text).not.toMatch(/^process_|^nodejs_/m);
+    // cronwarden's own registry carries the process and Node.js defaults; prom-client's global one is untouched
+    expect(answer.text).toMatch(/^process_resident_memory_bytes /m);
+    expect(await promRegister.metrics()).not.toMatch(/cronwarden_/);
   });
 });
 

@@ -201,3 +201,17 @@ describe("cronwarden run", () => {
     expect((await cli(["run"])).err[0]).toMatch(/run needs a task name/);
   });
 });
+
+describe("--json", () => {
+  it("status --json prints the tasks as JSON with the same exit code; runs --json the runs", async () => {
+    const status = await cli(["status", "--json"]);
+    expect([0, 3]).toContain(status.code);
+    const tasks = JSON.parse(status.out.join("\n")) as Array<{ name: string; consecutiveFailures: number }>;
+    expect(tasks.map((task) => task.name)).toEqual(expect.arrayContaining(["cli-ok"]));
+    const runs = await cli(["runs", "cli-ok", "--limit", "2", "--json"]);
+    expect(runs.code).toBe(0);
+    const records = JSON.parse(runs.out.join("\n")) as Array<{ outcome: string; scheduledAt: string }>;
+    expect(records).toHaveLength(2);
+    expect(records[0]).toMatchObject({ outcome: "succeeded", scheduledAt: expect.stringMatching(/Z$/) });
+  });
+});

@@ -1,5 +1,5 @@
 import { spawnSync } from "node:child_process";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -42,7 +42,7 @@ describe("cronwarden validate", () => {
   it("exit 0 for a valid file, checked against the registered tasks of a module", async () => {
     const result = await cli("validate", "config/tasks.yaml", "--tasks-module", "tasks/index.ts");
     expect(result).toMatchObject({ code: 0, err: [] });
-    expect(result.out[0]).toMatch(/^config\/tasks\.yaml: 2 valid entries, 0 rejected/);
+    expect(result.out[0]).toMatch(/^config\/tasks\.yaml: 2 valid entries, 0 rejected, 0 problem\(s\)/);
   });
 
   it("exit 1 with every rejected entry named, including names not registered", async () => {
@@ -140,5 +140,61 @@ describe("cronwarden plan and audit", () => {
     );
     expect(code).toBe(2);
     expect(err[0]).toMatch(/cannot reach the database: .*ECONNREFUSED/);
+  });
+});
+
+describe("CLI conventions", () => {
+  it("--version and --help work on every command and exit 0", async () => {
+    const { version } = JSON.parse(await readFile("package.json", "utf8")) as { version: string };
+    expect(await cli("--version")).toMatchObject({ code: 0, out: [version] });
+    for (const command of ["serve", "validate", "plan", "audit", "status", "runs", "run"]) {
+      const help = await cli(command, "--help");
+      expect(help.code, command).toBe(0);
+      expect(help.out.join("\n"), command).toMatch(new RegExp(`^usage: cronwarden ${command} `));
+      expect(await cli(command, "--version"), command).toMatchObject({ code: 0, out: [version] });
+    }
+    expect((await cli("--help")).code).toBe(0);
+    // a bad option: exit 2 with the command's usage, not a stack
+    const bad = await cli("status", "--bogus");
+    expect(bad.code).toBe(2);
+    expect(bad.err[0]).toMatch(/Unknown option '--bogus'[\s\S]*usage: cronwarden status/);
+  });
+
+  it("validate reports every problem of every entry", async () => {
+    const config = await file(
+      "many.yaml",
+      [
+        "tasks:",
+        '  - { name: "bad name!", enabled: "yes", cron: "*/61 * * * *", colour: red }',
+        '  - { name: fine, enabled: true, cron: "0 * * * *", timezone: Mars/Base }',
+        "",
+      ].join("\n"),
+    );
+    const result = await cli("validate", config);
+    expect(result.code).toBe(1);
+    const errors = result.err.join("\n");
+    expect(errors).toMatch(/tasks\[0\]: \(entry\)|tasks\[0\].*unknown key\(s\) colour/);
+    expect(errors).toMatch(/tasks\[0\].*name "bad name!" is invalid/);
+    expect(errors).toMatch(/tasks\[0\].*enabled "yes" is invalid: must be true or false/);
+    expect(errors).toMatch(/tasks\[0\].*cron "\*\/61 \* \* \* \*" is invalid: minute field/);
+    expect(errors).toMatch(/tasks\[1\] "fine": timezone "Mars\/Base" is invalid/);
+    expect(result.out[0]).toMatch(/0 valid entries, 2 rejected, 5 problem\(s\)/);
+  });
+
+  it("validate on a missing file names the path argument, not a variable", async () => {
+    const result = await cli("validate", path.join(dir, "nope.yaml"));
+    expect(result.code).toBe(2);
+    expect(result.err[0]).toMatch(/nope\.yaml cannot be read \(ENOENT.*check the path argument/);
+    expect(result.err[0]).not.toMatch(/CRONWARDEN_CONFIG_FILE/);
+  });
+
+  it("audit --json prints the entries as a JSON array", async () => {
+    const audit = await cli("audit", "--json", "--limit", "3");
+    expect(audit.code).toBe(0);
+    const entries = JSON.parse(audit.out.join("\n")) as Array<{ task: string; kind: string }>;
+    expect(Array.isArray(entries)).toBe(true);
+    expect(entries.length).toBeLessThanOrEqual(3);
+    for (const entry of entries)
+      expect(entry).toMatchObject({ task: expect.any(String), kind: expect.any(String) });
   });
 });

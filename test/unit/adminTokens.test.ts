@@ -2,9 +2,9 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { loadServiceSettings } from "../../service/settings.js";
 import { loadTokenFile, parseTokenList } from "../../src/admin/index.js";
 import { CronwardenError } from "../../src/index.js";
+import { loadServiceSettings } from "../../src/serve/settings.js";
 
 const ALICE = "alice-secret-0123456789";
 const BOB = "bob-secret-0123456789ab";

@@ -117,3 +117,31 @@ describe("FileConfigSource", () => {
     );
   });
 });
+
+describe("FileConfigSource and other files in its folder", () => {
+  it("a file written beside the config (the service's own log) never triggers a reload", async () => {
+    const file = path.join(dir, "tasks.json");
+    await writeFile(file, doc("* * * * *"));
+    const source = new FileConfigSource({ path: file, debounceMs: 20, pollIntervalMs: 0 });
+    const { documents, errors } = listen(source);
+    // a watcher of our own on the folder: once it has seen the log writes, the source's has too
+    const { watch } = await import("node:fs");
+    let logEvents = 0;
+    const observer = watch(dir, (_event, name) => {
+      if (name === "service.log") logEvents++;
+    });
+    try {
+      for (let line = 0; line < 20; line++)
+        await writeFile(path.join(dir, "service.log"), `line ${line}\n`, { flag: "a" });
+      await pollUntil("the log writes to be seen", () => logEvents >= 20);
+      // the absence of a reload needs a window: 5 debounce periods
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      expect(documents).toHaveLength(0);
+      await writeFile(file, doc("*/2 * * * *"));
+      await pollUntil("the config change", () => documents.length >= 1);
+      expect(errors).toEqual([]);
+    } finally {
+      observer.close();
+    }
+  });
+});

@@ -46,7 +46,12 @@ describe("the redacting logger", () => {
     const logs = new LogCapture();
     const error = new Error("connect to postgres://app:pw-hunter22@db/app failed with tok-0123456789abcdef");
     logs.logger.error(
-      { err: error, url: "postgres://app:pw-hunter22@db/app", nested: { note: "tok-0123456789abcdef" }, password: "plain" },
+      {
+        err: error,
+        url: "postgres://app:pw-hunter22@db/app",
+        nested: { note: "tok-0123456789abcdef" },
+        password: "plain",
+      },
       `run failed: ${error.message}`,
     );
     const text = JSON.stringify(logs.lines);
@@ -60,7 +65,9 @@ describe("the redacting logger", () => {
       password: "***",
       err: { type: "Error", message: "connect to postgres://app:***@db/app failed with ***" },
     });
-    expect(String((logs.lines[0]?.err as { stack: string }).stack)).toMatch(/^Error: connect to postgres:\/\/app:\*\*\*@db/);
+    expect(String((logs.lines[0]?.err as { stack?: string } | undefined)?.stack)).toMatch(
+      /^Error: connect to postgres:\/\/app:\*\*\*@db/,
+    );
     // the original error is left as it was: the redaction works on copies
     expect(error.message).toContain("pw-hunter22");
   });

