@@ -10,7 +10,11 @@ export const ANY_FORMAT: readonly DocumentFormat[] = ["json", "yaml"];
 const PARSERS: Record<DocumentFormat, [string, (text: string) => unknown]> = {
   json: ["JSON", (text) => JSON.parse(text)],
   // maxAliasCount bounds alias expansion ("billion laughs"); the depth and size are bounded before
-  yaml: ["YAML", (text) => YAML.parse(text, { prettyErrors: true, uniqueKeys: true, maxAliasCount: 100 })],
+  yaml: [
+    "YAML",
+    (text) =>
+      YAML.parse(text, { prettyErrors: true, uniqueKeys: true, maxAliasCount: 100, logLevel: "error" }),
+  ],
 };
 
 /**

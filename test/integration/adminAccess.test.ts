@@ -79,12 +79,14 @@ type Row = [string, string, Record<Who, number>, Record<Who, number>];
 const READ = { none: 200, viewer: 200, operator: 200, legacy: 200, wrong: 401 };
 const PROTECTED_READ = { none: 401, viewer: 200, operator: 200, legacy: 200, wrong: 401 };
 const PUBLIC_FILE = { none: 200, viewer: 200, operator: 200, legacy: 200, wrong: 200 };
+// probes (a kubelet sends no credentials) answer anyone: they reveal only up/ready booleans
+const PROBE = PUBLIC_FILE;
 // acc-off is disabled: an allowed run-now is refused by the scheduler (409), not by the access rule
 const ACT = { none: 401, viewer: 403, operator: 409, legacy: 409, wrong: 401 };
 
 const TABLE: Row[] = [
-  ["GET", "/healthz", READ, PROTECTED_READ],
-  ["GET", "/readyz", READ, PROTECTED_READ],
+  ["GET", "/healthz", PROBE, PROBE],
+  ["GET", "/readyz", PROBE, PROBE],
   ["GET", "/metrics", READ, PROTECTED_READ],
   ["GET", "/tasks", READ, PROTECTED_READ],
   ["GET", "/tasks/acc-off", READ, PROTECTED_READ],
