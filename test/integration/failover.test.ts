@@ -225,5 +225,18 @@ describe("several instances", () => {
     });
     // generous: the exact figure belongs in the benchmark
     expect(takeoverMs).toBeLessThan(LOCK_LIFETIME_MS + PROCESS_EVERY_MS + 5000);
+    // the run record says the same from the start: both start rows name the killed slot, and the
+    // re-run's carries the re-run mark (so a second crash is labelled right too)
+    const starts = await pollUntil("the re-run's start row", async () => {
+      const { rows } = await db.pool.query(
+        `SELECT meta->>'scheduledAt' AS slot, coalesce((meta->>'rerun')::boolean, false) AS rerun, agenda_name
+           FROM agenda_logs WHERE job_name = 'slow' AND event = 'start' ORDER BY timestamp`,
+      );
+      return rows.length >= 2 ? rows : undefined;
+    });
+    expect(starts.map((row) => [row.slot, row.rerun])).toEqual([
+      [slot, false],
+      [slot, true],
+    ]);
   }, 60_000);
 });
