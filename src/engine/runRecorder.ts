@@ -2,7 +2,8 @@ import type { PostgresJobLogger } from "@agendajs/postgres-backend";
 import type { JobLogEntry, JobLogger, JobLogQuery, JobLogQueryResult } from "agenda";
 import type { Logger } from "../scheduler/logger.js";
 import { retryWhileDisconnected } from "./retry.js";
-import type { RunLedger } from "./runLedger.js";
+import { journalMeta, type RunJournal } from "./runJournal.js";
+import type { RunEntry, RunLedger } from "./runLedger.js";
 import { isStaleStart } from "./staleStart.js";
 
 /** How long a run log row is retried while the database is unreachable. */
@@ -56,7 +57,7 @@ export class RunRecorder implements JobLogger {
   recordFailedAttempt(
     jobId: string,
     taskName: string,
-    attempt: { attempt: number; startedAt: Date; error: Error; retryDelayMs: number },
+    attempt: { attempt: number; startedAt: Date; error: Error; retryDelayMs: number; journal?: RunJournal },
   ): void {
     const run = this.#ledger.get(jobId);
     const finishedAt = new Date();
@@ -80,6 +81,8 @@ export class RunRecorder implements JobLogger {
         outcome: "failed",
         ...(run?.trigger === "manual" ? { trigger: "manual" } : {}),
         ...(run?.rerun ? { rerun: true } : {}),
+        ...(run ? rerunOfMeta(run) : {}),
+        ...journalMeta(attempt.journal, attempt.error),
       },
     });
   }
@@ -135,6 +138,7 @@ export class RunRecorder implements JobLogger {
     meta.finishedAt = entry.timestamp.toISOString();
     meta.outcome = run.outcome ?? (entry.event === "success" ? "succeeded" : "failed");
     if (run.detail) meta.detail = run.detail;
+    Object.assign(meta, rerunOfMeta(run), journalMeta(run.journal, run.error));
     // Agenda records no duration on a failed run
     const duration =
       entry.duration ??
@@ -143,4 +147,12 @@ export class RunRecorder implements JobLogger {
         : undefined);
     return { ...entry, meta, duration };
   }
+}
+
+/** The run a re-run repeats (its start and instance), for the run detail and the timeline. */
+function rerunOfMeta(run: RunEntry): Record<string, unknown> {
+  if (!run.rerunOf) return {};
+  return {
+    rerunOf: { startedAt: run.rerunOf.startedAt.toISOString(), instanceId: run.rerunOf.instanceId },
+  };
 }

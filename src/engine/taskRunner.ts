@@ -3,6 +3,7 @@ import { exponential, type Job } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
 import type { RunLedger } from "./runLedger.js";
+import { RunJournal } from "./runJournal.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import * as sql from "./sql.js";
@@ -67,6 +68,7 @@ export class TaskRunner {
     if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
     entry.rerun = rerunOf !== undefined;
     entry.trigger = manual ? "manual" : "schedule";
+    entry.rerunOf = rerunOf;
 
     const slot = new AbortController(); // shutdown past the drain deadline
     this.#running.set(jobId, { taskName, controller: slot });
@@ -108,10 +110,13 @@ export class TaskRunner {
           trigger: entry.trigger,
           signal: slot.signal,
           rerunOf,
+          journal: new RunJournal(),
         };
         entry.attempt = attempt;
         entry.startedAt = run.startedAt;
         const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
+        entry.journal = run.journal;
+        entry.error = result.error;
         const delayMs =
           result.error && retryDelay && isRetryable(result.error, lockLostReason, slot.signal)
             ? retryDelay({ attempt, error: result.error, jobName: taskName, jobData: job.attrs.data })
@@ -130,6 +135,7 @@ export class TaskRunner {
           startedAt: run.startedAt,
           error: result.error,
           retryDelayMs: delayMs,
+          journal: run.journal,
         });
         this.#deps.hooks.retryScheduled?.(run, result.error, delayMs);
         const waited = await Promise.race([
