@@ -10,6 +10,7 @@ import { MissedSlotTracker } from "./missedSlots.js";
 import { type MetricsSource, probeRoutes } from "./probeRoutes.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 import { taskRoutes } from "./taskRoutes.js";
+import { timelineRoutes } from "./timelineRoutes.js";
 
 export const DEFAULT_ADMIN_PORT = 8787;
 
@@ -64,6 +65,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     server.setErrorHandler(errorHandler(logger));
     server.setNotFoundHandler(notFoundHandler);
     taskRoutes(server, options.scheduler, missed);
+    timelineRoutes(server, options.scheduler);
     configRoutes(server, options.scheduler);
     probeRoutes(server, options.scheduler, options.metrics);
     dashboardRoutes(server, options.scheduler);

@@ -45,7 +45,10 @@ export class RunJournal {
 }
 
 /** The run-record fields of one attempt: its log lines and, for a failure, the error's stack. */
-export function journalMeta(journal: RunJournal | undefined, error: Error | undefined): Record<string, unknown> {
+export function journalMeta(
+  journal: RunJournal | undefined,
+  error: Error | undefined,
+): Record<string, unknown> {
   const meta: Record<string, unknown> = {};
   if (journal && journal.lines.length > 0) meta.logs = journal.lines;
   if (journal && journal.dropped > 0) meta.logsDropped = journal.dropped;

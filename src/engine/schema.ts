@@ -8,6 +8,7 @@ import {
 import type { Pool } from "pg";
 import { createStoreTables } from "../store/schema.js";
 import { JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
+import { createTimelineIndexes } from "./timelineSql.js";
 
 /**
  * Creates Agenda's tables (and cronwarden's own) once, under a PostgreSQL advisory lock. Left to Agenda
@@ -25,6 +26,7 @@ export async function ensureAgendaSchema(pool: Pool): Promise<void> {
       await client.query(getCreateLogsTableSQL(LOGS_TABLE));
       for (const statement of getCreateLogsIndexesSQL(LOGS_TABLE)) await client.query(statement);
       await createStoreTables(client);
+      await createTimelineIndexes(client);
     } finally {
       await client.query("SELECT pg_advisory_unlock($1)", [SCHEMA_LOCK_KEY]);
     }

@@ -27,7 +27,8 @@ export function capturingLogger(logger: Logger, journal: RunJournal): Logger {
         };
       }
       if (property === "child") {
-        return (...args: Parameters<Logger["child"]>) => capturingLogger(target.child(...args) as unknown as Logger, journal);
+        return (...args: Parameters<Logger["child"]>) =>
+          capturingLogger(target.child(...args) as unknown as Logger, journal);
       }
       const value: unknown = Reflect.get(target, property, target);
       return typeof value === "function" ? value.bind(target) : value;
