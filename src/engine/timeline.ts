@@ -104,6 +104,8 @@ export interface TimelineOptions {
 }
 
 const UPCOMING = 3;
+/** With an empty slot: a cursor at the start of a task. */
+const TASK_START_ID = "00000000-0000-0000-0000-000000000000";
 /** cron-parser costs ~0.1 ms a step: irregular schedules are expanded up to this many slots per request. */
 const CRON_STEPS_PER_REQUEST = 20_000;
 
@@ -147,7 +149,12 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
   for (const name of names) {
     const job = byName.get(name);
     if (!job) continue;
-    const after = query.cursor && query.cursor.task === name ? query.cursor : undefined;
+    if (remaining === 0) {
+      // the page is full at a task boundary: the next page starts with this task
+      nextCursor = { task: name, slot: "", id: TASK_START_ID };
+      break;
+    }
+    const after = query.cursor?.task === name && query.cursor.slot !== "" ? query.cursor : undefined;
     const rows = await tsql.selectSlotRows(options.pool, {
       task: name,
       from: fromIso,

@@ -214,6 +214,11 @@ describe("GET /slots", () => {
     expect(ids(paged).filter((id) => !id.endsWith(":running"))).toEqual(
       ids(whole.marks).filter((id) => !id.endsWith(":running")),
     );
+    // no slot with a run is also called missed
+    const slotsWithRuns = new Set(paged.filter((mark) => mark.id).map((mark) => `${mark.task}@${mark.slot}`));
+    expect(
+      paged.filter((mark) => mark.outcome === "missed" && slotsWithRuns.has(`${mark.task}@${mark.slot}`)),
+    ).toEqual([]);
   });
 
   it("sums marks per bucket when asked for a resolution", async () => {
