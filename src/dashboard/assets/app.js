@@ -777,7 +777,7 @@ function describeMark(mark) {
     const counts = Object.entries(mark.outcomes)
       .map(([outcome, count]) => `${count} ${outcome}`)
       .join(", ");
-    return `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}<br>${mark.count} slots from ${html(new Date(mark.slot).toLocaleString())}: ${html(counts)}${mark.maxDurationMs ? `<br>longest ${html(duration(mark.maxDurationMs))}` : ""}${mark.maxLatenessMs ? `, latest start ${html(duration(mark.maxLatenessMs))} after its slot` : ""}<br><a href="#/tasks/${encodeURIComponent(mark.task)}?from=${encodeURIComponent(mark.slot)}&to=${encodeURIComponent(new Date(Date.parse(mark.until) + 3_600_000).toISOString())}">these runs</a>`;
+    return `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}<br>${mark.count} marks from ${html(new Date(mark.slot).toLocaleString())}: ${html(counts)}${mark.maxDurationMs ? `<br>longest ${html(duration(mark.maxDurationMs))}` : ""}${mark.maxLatenessMs ? `, latest start ${html(duration(mark.maxLatenessMs))} after its slot` : ""}<br><a href="#/tasks/${encodeURIComponent(mark.task)}?from=${encodeURIComponent(mark.slot)}&to=${encodeURIComponent(new Date(Date.parse(mark.until) + 3_600_000).toISOString())}">these runs</a>`;
   }
   const parts = [
     `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}${mark.final === false ? ' <span class="small">retried</span>' : ""}`,
@@ -875,7 +875,15 @@ function fillMarkTable() {
       mark,
     ) => `<tr data-task="${html(mark.task)}" data-outcome="${html(mark.outcome)}" data-kind="${html(mark.kind)}">
       <td>${html(mark.task)}</td><td>${html(new Date(mark.slot).toLocaleString())}</td>
-      <td>${badge(mark.kind === "bucket" ? `${mark.outcome} (${mark.count} slots)` : mark.outcome, mark.outcome)}${mark.reason ? ` <span class="small">${html(mark.reason)}</span>` : ""}</td>
+      <td>${badge(mark.outcome)}${
+        mark.kind === "bucket"
+          ? ` <span class="small">${mark.count} marks: ${html(
+              Object.entries(mark.outcomes)
+                .map(([outcome, count]) => `${count} ${outcome}`)
+                .join(", "),
+            )}</span>`
+          : ""
+      }${mark.reason ? ` <span class="small">${html(mark.reason)}</span>` : ""}</td>
       <td>${mark.startedAt ? `${html(duration(mark.latenessMs ?? 0))} late` : ""}</td>
       <td>${html(duration(mark.durationMs ?? mark.maxDurationMs))}</td>
       <td>${mark.id ? `<a href="#/runs/${html(mark.id)}">open</a>` : ""}</td></tr>`,
