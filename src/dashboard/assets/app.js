@@ -526,7 +526,8 @@ async function loadSlots(names, from, to, width) {
   const marks = [];
   const upcoming = {};
   if (names.length === 0) return { marks, upcoming, pages: 0 };
-  const bucketMs = Math.max(1000, Math.floor((to - from) / width));
+  // one bucket per 3 px: marks stay apart, and a dense row holds a third of the marks
+  const bucketMs = Math.max(1000, Math.floor(((to - from) / width) * 3));
   let cursor = null;
   let pages = 0;
   do {
