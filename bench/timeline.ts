@@ -181,7 +181,7 @@ try {
           await timeline.waitFor({ timeout: 120_000 });
           const plotWidth = await tab.locator("#tl-canvas").evaluate((canvas) => canvas.clientWidth);
           console.log(
-            `dashboard 24 h, ${rows} rows, ${plotWidth} px plot, round ${round}: load ${await timeline.getAttribute("data-load-ms")} ms (all /slots pages), draw ${await timeline.getAttribute("data-render-ms")} ms; ${await tab.locator("#tl-stats").innerText()}`,
+            `dashboard 24 h, ${rows} rows, ${plotWidth} px plot, round ${round}: load ${await timeline.getAttribute("data-load-ms")} ms (all /slots pages), draw ${await timeline.getAttribute("data-render-ms")} ms; ${await tab.locator("#tl-stats").textContent()}`,
           );
         }
         const row = Math.floor(TASKS / 2);

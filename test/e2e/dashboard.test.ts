@@ -225,7 +225,10 @@ describe.skipIf(!available)("dashboard", () => {
 
   it("the timeline marks each slot with its state: succeeded, failed, retried, skipped with its reason, running", async () => {
     const tab = await page();
-    await tab.goto(`${url}/dashboard/#/timeline?range=1h`);
+    // a few minutes across: one mark per slot (over 1 h, marks a few pixels apart are summed)
+    const from = new Date(Date.now() - 180_000).toISOString();
+    const to = new Date(Date.now() + 60_000).toISOString();
+    await tab.goto(`${url}/dashboard/#/timeline?range=custom&from=${from}&to=${to}`);
     await tab.locator("#timeline[data-render-ms]").waitFor();
     expect(await tab.locator("#tl-names .tl-name").count()).toBe(6);
     expect(await tab.locator("#tl-legend").innerText()).toMatch(
@@ -306,10 +309,11 @@ describe.skipIf(!available)("dashboard", () => {
     await tab.locator("#f-outcome").selectOption("failed");
     await tab.locator("#history-filter button").click();
     await pollUntil("the filtered history", async () => tab.url().includes("outcome=failed"));
-    await tab.locator("#history tbody tr[data-run]").first().waitFor();
-    const outcomes = await tab.locator("#history tbody tr[data-run] .badge").allInnerTexts();
-    expect(outcomes.length).toBeGreaterThanOrEqual(1);
-    expect(outcomes.every((text) => /failed/.test(text))).toBe(true);
+    // the filtered page has replaced the first one: every run listed failed
+    await pollUntil("only failed runs listed", async () => {
+      const outcomes = await tab.locator("#history tbody tr[data-run] .badge").allInnerTexts();
+      return outcomes.length >= 1 && outcomes.every((text) => /failed/.test(text));
+    });
     await tab.screenshot({ path: path.join(ARTIFACTS, "dashboard-history-filtered.png"), fullPage: true });
     await tab.locator("#history tbody tr[data-run] a").first().click();
     await tab.locator("#run-facts").waitFor();

@@ -646,9 +646,11 @@ function drawTimeline() {
     paths[outcome] = new Path2D();
     bars[outcome] = new Path2D();
   }
+  const byRow = rows.map(() => []);
   for (const mark of timeline.marks) {
     const row = rowOf.get(mark.task);
     if (row === undefined) continue;
+    byRow[row].push(mark);
     const middle = AXIS + row * ROW + ROW / 2;
     const slotX = x(mark.t);
     const startX = x(mark.s);
@@ -666,6 +668,8 @@ function drawTimeline() {
       paths.failed.rect(startX - 0.5, middle - 9, 1.5, 3);
     }
   }
+  for (const marks of byRow) marks.sort((a, b) => a.x - b.x);
+  timeline.byRow = byRow;
   for (const [task, times] of Object.entries(timeline.upcoming ?? {})) {
     const row = rowOf.get(task);
     if (row === undefined) continue;
@@ -758,15 +762,24 @@ function tickLabel(time, step) {
     : date.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
 }
 
-/** The marks of one row, left to right. */
+/** The marks of one row, left to right (indexed when drawn). */
 function rowMarks(row) {
-  return timeline.marks.filter((mark) => mark.row === row).sort((a, b) => a.x - b.x);
+  return timeline.byRow?.[row] ?? [];
 }
 
+/** The mark nearest to `px` in a row, within 8 px: a binary search of the row. */
 function nearestMark(row, px) {
+  const marks = rowMarks(row);
+  let low = 0;
+  let high = marks.length;
+  while (low < high) {
+    const middle = (low + high) >> 1;
+    if (marks[middle].x < px) low = middle + 1;
+    else high = middle;
+  }
   let best = null;
-  for (const mark of timeline.marks) {
-    if (mark.row !== row) continue;
+  for (const mark of [marks[low - 1], marks[low]]) {
+    if (!mark) continue;
     const distance = Math.abs(mark.x - px);
     if (distance <= 8 && (!best || distance < best.distance)) best = { mark, distance };
   }
@@ -795,7 +808,7 @@ function describeMark(mark) {
   return parts.join("<br>");
 }
 
-function showMark(mark, tip, px, py) {
+function showMark(mark, tip, px, py, redraw = true) {
   timeline.selected = mark;
   timeline.previousSelection = { task: mark.task, slot: mark.slot, outcome: mark.outcome };
   const detail = document.getElementById("tl-detail");
@@ -813,7 +826,8 @@ function showMark(mark, tip, px, py) {
     tooltip.style.left = `${Math.max(0, left)}px`;
     tooltip.style.top = `${py + 14}px`;
   }
-  drawTimeline();
+  // the selection frame needs a redraw; hovering only moves the tooltip
+  if (redraw) drawTimeline();
 }
 
 function wireTimeline() {
@@ -828,7 +842,7 @@ function wireTimeline() {
   canvas.addEventListener("mousemove", (event) => {
     const { px, py, row } = locate(event);
     const mark = row >= 0 ? nearestMark(row, px) : null;
-    if (mark) showMark(mark, true, px, py);
+    if (mark) showMark(mark, true, px, py, false);
     else tooltip.hidden = true;
   });
   canvas.addEventListener("mouseleave", () => {
