@@ -2,6 +2,18 @@
  * cronwarden's public API. Task modules import from here only; nothing here exposes Agenda.
  */
 
+export type { HistoryPage, HistoryRun, RunDetail } from "./engine/runHistory.js";
+export type { RunLogLine } from "./engine/runJournal.js";
+export type {
+  BucketMark,
+  MarkOutcome,
+  RunMark,
+  TimelineCursor,
+  TimelineMark,
+  TimelinePage,
+  TimelineQuery,
+} from "./engine/timeline.js";
+export type { HistoryQuery } from "./engine/timelineSql.js";
 export type { PreviousRun, RetryPolicy, RunRecord, RunTrigger, TaskJob } from "./engine/types.js";
 export type { ReconcileResult } from "./scheduler/configReconciler.js";
 export {

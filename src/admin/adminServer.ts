@@ -11,6 +11,7 @@ import { MissedSlotTracker } from "./missedSlots.js";
 import { type MetricsSource, PROBE_PATHS, probeRoutes } from "./probeRoutes.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 import { taskRoutes } from "./taskRoutes.js";
+import { timelineRoutes } from "./timelineRoutes.js";
 import type { AdminToken } from "./tokens.js";
 
 export const DEFAULT_ADMIN_PORT = 8787;
@@ -88,6 +89,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     server.setErrorHandler(errorHandler(logger));
     server.setNotFoundHandler(notFoundHandler);
     taskRoutes(server, options.scheduler, missed, callerOf);
+    timelineRoutes(server, options.scheduler);
     configRoutes(server, options.scheduler);
     monitor = stallMs > 0 ? new EventLoopMonitor() : undefined;
     probeRoutes(server, options.scheduler, options.metrics, monitor && { monitor, stallMs });

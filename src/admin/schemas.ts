@@ -14,8 +14,35 @@ export const taskParams = z.object({
     ),
 });
 
+/** An ISO 8601 date-time query parameter. */
+export function isoDate(name: string) {
+  return z
+    .string()
+    .refine(
+      (text) =>
+        /^\d{4}-\d{2}-\d{2}(T[\d:.]+(Z|[+-]\d{2}:?\d{2})?)?$/.test(text) && !Number.isNaN(Date.parse(text)),
+      `${name} must be an ISO 8601 date, e.g. 2030-01-31T12:00:00Z`,
+    )
+    .transform((text) => new Date(text));
+}
+
 export const runsQuery = z
   .object({
+    cursor: z.string().max(2_000).optional(),
+    outcome: z
+      .string()
+      .transform((text) => text.split(",").filter((value) => value.length > 0))
+      .pipe(
+        z.array(
+          z.enum(["succeeded", "failed", "skipped"], {
+            error: "outcome must be succeeded, failed or skipped (several separated by commas)",
+          }),
+        ),
+      )
+      .optional(),
+    trigger: z.enum(["schedule", "manual"], { error: "trigger must be schedule or manual" }).optional(),
+    from: isoDate("from").optional(),
+    to: isoDate("to").optional(),
     limit: z
       .string()
       .regex(/^\d+$/, `limit must be a whole number from 1 to ${MAX_RUNS_LIMIT}`)

@@ -1,4 +1,5 @@
 import type { FastifyInstance } from "fastify";
+import { z } from "zod";
 import { nextRunTimes } from "../scheduler/cronValidator.js";
 import type { TaskStatus } from "../scheduler/status.js";
 import { type Caller, callerName } from "./auth.js";
@@ -6,8 +7,10 @@ import { HttpError } from "./httpErrors.js";
 import type { MissedSlotTracker } from "./missedSlots.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 import { parseOr400, runNowBody, runsQuery, taskParams } from "./schemas.js";
+import { decodeCursor, encodeCursor } from "./timelineRoutes.js";
 
 const NEXT_RUNS = 5;
+const historyCursor = z.object({ timestamp: z.string(), id: z.string().uuid() });
 
 /** GET /tasks, GET /tasks/:name, GET /tasks/:name/runs, POST /tasks/:name/run. */
 export function taskRoutes(
@@ -27,13 +30,25 @@ export function taskRoutes(
     return { ...withMissed(task), nextRuns: nextRuns(task) };
   });
 
-  app.get("/tasks/:name/runs", async (request) => {
+  app.get("/tasks/:name/runs", async (request, reply) => {
     const { name } = parseOr400(taskParams, request.params, "path");
-    const { limit } = parseOr400(runsQuery, request.query, "query");
+    const query = parseOr400(runsQuery, request.query, "query");
     if (!(await scheduler.taskStatus(name))) {
       throw new HttpError(404, `no task named "${name}" (neither registered nor in the database)`);
     }
-    return scheduler.runs(name, limit);
+    const before = query.cursor === undefined ? undefined : decodeCursor(query.cursor, historyCursor);
+    const page = await scheduler.runHistory({
+      task: name,
+      limit: query.limit,
+      before: before ? { timestamp: new Date(before.timestamp), id: before.id } : undefined,
+      outcomes: query.outcome,
+      trigger: query.trigger,
+      from: query.from,
+      to: query.to,
+    });
+    // the body stays a plain array (older clients); the next page's cursor is a header
+    if (page.nextCursor) reply.header("x-next-cursor", encodeCursor(page.nextCursor));
+    return page.runs;
   });
 
   app.post("/tasks/:name/run", async (request, reply) => {

@@ -5,6 +5,9 @@
  * reads the rest to enrich Agenda's log rows.
  */
 
+import type { RunJournal } from "./runJournal.js";
+import type { PreviousRun } from "./types.js";
+
 export type RunOutcome = "succeeded" | "failed" | "skipped";
 
 /** The schedule fields of the job row as the save that starts a run left them. */
@@ -40,6 +43,10 @@ export interface RunEntry {
   detail?: string;
   /** Its outcome row has been written. */
   recorded?: boolean;
+  /** The current attempt's captured log lines and error, and the run this one repeats (run detail). */
+  journal?: RunJournal;
+  error?: Error;
+  rerunOf?: PreviousRun;
   /** What the run's start save read back (saves the runner a read of the row). */
   rowAtStart?: RowAtStart;
   /** The row's `last_run_at` when it was locked: restored if the run is released unstarted. */
@@ -82,6 +89,8 @@ export class RunLedger {
     entry.detail = undefined;
     entry.recorded = false;
     entry.notStarted = false;
+    entry.journal = undefined;
+    entry.error = undefined;
     this.#entries.set(jobId, entry);
     return entry;
   }

@@ -3,6 +3,7 @@ import type { JobLogEntry, JobLogger, JobLogQuery, JobLogQueryResult } from "age
 import { redactSecrets, redactValue } from "../observability/redact.js";
 import type { Logger } from "../scheduler/logger.js";
 import { retryWhileDisconnected } from "./retry.js";
+import { journalMeta, type RunJournal } from "./runJournal.js";
 import type { RunEntry, RunLedger } from "./runLedger.js";
 import { isNotStarted } from "./staleStart.js";
 
@@ -63,7 +64,7 @@ export class RunRecorder implements JobLogger {
       jobName: taskName,
       message: "job started",
       agendaName: this.#instanceId,
-      meta: { ...this.#identity(run), startedAt: startedAt.toISOString() },
+      meta: { ...this.#identity(run), ...rerunOfMeta(run), startedAt: startedAt.toISOString() },
     });
   }
 
@@ -91,7 +92,7 @@ export class RunRecorder implements JobLogger {
   recordFailedAttempt(
     jobId: string,
     taskName: string,
-    attempt: { attempt: number; startedAt: Date; error: Error; retryDelayMs: number },
+    attempt: { attempt: number; startedAt: Date; error: Error; retryDelayMs: number; journal?: RunJournal },
   ): void {
     const run = this.#ledger.get(jobId);
     const finishedAt = new Date();
@@ -112,6 +113,8 @@ export class RunRecorder implements JobLogger {
         startedAt: attempt.startedAt.toISOString(),
         finishedAt: finishedAt.toISOString(),
         outcome: "failed",
+        ...(run ? rerunOfMeta(run) : {}),
+        ...journalMeta(attempt.journal, attempt.error),
       },
     });
   }
@@ -174,6 +177,7 @@ export class RunRecorder implements JobLogger {
     meta.finishedAt = entry.timestamp.toISOString();
     meta.outcome = run.outcome ?? (entry.event === "success" ? "succeeded" : "failed");
     if (run.detail) meta.detail = run.detail;
+    Object.assign(meta, rerunOfMeta(run), journalMeta(run.journal, run.error));
     // Agenda records no duration on a failed run
     const duration =
       entry.duration ??
@@ -182,4 +186,12 @@ export class RunRecorder implements JobLogger {
         : undefined);
     return { ...entry, meta, duration };
   }
+}
+
+/** The run a re-run repeats (its start and instance), for the run detail and the timeline. */
+function rerunOfMeta(run: RunEntry): Record<string, unknown> {
+  if (!run.rerunOf) return {};
+  return {
+    rerunOf: { startedAt: run.rerunOf.startedAt.toISOString(), instanceId: run.rerunOf.instanceId },
+  };
 }

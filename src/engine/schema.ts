@@ -9,11 +9,20 @@ import type { Pool, PoolClient } from "pg";
 import { CronwardenError } from "../scheduler/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
+import { createTimelineIndexes } from "./timelineSql.js";
 
 /** One row: the schema version `migrateSchema` last brought the database to. */
 export const SCHEMA_TABLE = "cronwarden_schema";
-/** The version this code needs (the number of STORE_MIGRATIONS). */
-export const SCHEMA_VERSION = STORE_MIGRATIONS.length;
+/**
+ * The steps from one schema version to the next: cronwarden's tables (src/store/schema.ts), then
+ * 3: the run history's index by task and slot, for the timeline (src/engine/timelineSql.ts).
+ */
+const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
+  ...STORE_MIGRATIONS,
+  (client) => createTimelineIndexes(client),
+];
+/** The version this code needs (the number of MIGRATIONS). */
+export const SCHEMA_VERSION = MIGRATIONS.length;
 /** Every table the service reads and writes at run time. */
 export const SERVICE_TABLES = [
   JOBS_TABLE,
@@ -62,7 +71,7 @@ export async function migrateSchema(pool: Pool): Promise<MigrationResult> {
       for (let version = (from ?? 0) + 1; version <= SCHEMA_VERSION; version++) {
         await client.query("BEGIN");
         try {
-          await STORE_MIGRATIONS[version - 1]?.(client);
+          await MIGRATIONS[version - 1]?.(client);
           await client.query(
             `INSERT INTO "${SCHEMA_TABLE}" (id, version) VALUES (TRUE, $1)
              ON CONFLICT (id) DO UPDATE SET version = EXCLUDED.version, migrated_at = now()`,

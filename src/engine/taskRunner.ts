@@ -4,6 +4,7 @@ import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
 import { BEFORE_START_RETRY, START_MARGIN_MS } from "./jobRepository.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
+import { RunJournal } from "./runJournal.js";
 import type { RunLedger } from "./runLedger.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
@@ -88,6 +89,7 @@ export class TaskRunner {
     }
     if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
     entry.rerun = rerunOf !== undefined;
+    entry.rerunOf = rerunOf;
 
     const slot = new AbortController(); // shutdown past the drain deadline
     this.#running.set(jobId, { taskName, controller: slot });
@@ -130,11 +132,14 @@ export class TaskRunner {
           ...(entry.requestedBy === undefined ? {} : { requestedBy: entry.requestedBy }),
           signal: slot.signal,
           rerunOf,
+          journal: new RunJournal(),
         };
         entry.attempt = attempt;
         entry.startedAt = run.startedAt;
         if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
+        entry.journal = run.journal;
+        entry.error = result.error;
         const delayMs =
           result.error && retryDelay && isRetryable(result.error, lockLostReason, slot.signal)
             ? retryDelay({ attempt, error: result.error, jobName: taskName, jobData: job.attrs.data })
@@ -153,6 +158,7 @@ export class TaskRunner {
           startedAt: run.startedAt,
           error: result.error,
           retryDelayMs: delayMs,
+          journal: run.journal,
         });
         this.#deps.hooks.retryScheduled?.(run, result.error, delayMs);
         const waited = await Promise.race([

@@ -1,6 +1,7 @@
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
 import type { LiveJob } from "../scheduler/reconcilePlan.js";
+import type { RunJournal } from "./runJournal.js";
 
 export interface EngineOptions {
   pool: Pool;
@@ -44,6 +45,8 @@ export interface EngineRun {
   signal: AbortSignal;
   /** Set when the previous run of this job started and never finished (its instance died). */
   rerunOf: PreviousRun | undefined;
+  /** Collects what the handler logs through ctx.logger during this attempt, for the run record. */
+  journal?: RunJournal;
 }
 
 export interface PreviousRun {

@@ -1,6 +1,7 @@
 import type { EventEmitter } from "node:events";
 import type { EngineHooks, EngineRun } from "../engine/types.js";
 import { redactSecrets } from "../observability/redact.js";
+import { capturingLogger } from "./capturingLogger.js";
 import type { RunStartedEvent, SchedulerEvents } from "./events.js";
 import type { Logger } from "./logger.js";
 import type { RegisteredTask } from "./taskRegistry.js";
@@ -32,7 +33,7 @@ export class RunReporter {
       instanceId: this.#instanceId,
       runKey: `${task.name}@${run.scheduledAt.toISOString()}`,
       rerunOf: run.rerunOf,
-      logger: this.#runLogger(run),
+      logger: run.journal ? capturingLogger(this.#runLogger(run), run.journal) : this.#runLogger(run),
     };
     await task.handler(context);
   }

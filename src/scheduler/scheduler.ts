@@ -2,6 +2,9 @@ import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { Pool } from "pg";
 import { AgendaEngine, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
+import { type HistoryPage, type RunDetail, readHistory, readRunDetail } from "../engine/runHistory.js";
+import { readTimeline, type TimelinePage, type TimelineQuery } from "../engine/timeline.js";
+import type { HistoryQuery } from "../engine/timelineSql.js";
 import type { ConfigSource } from "../sources/configSource.js";
 import { AuditLog, type AuditRecord } from "../store/auditLog.js";
 import { DesiredStateStore } from "../store/desiredStateStore.js";
@@ -74,11 +77,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   #state: State = "new";
   /** Registered tasks whose job is enabled, as of the last reconcile: the fleet guard's baseline. */
   #enabledTasks = new Set<string>();
+  readonly #pool: Pool;
 
   constructor(options: SchedulerOptions) {
     super();
     const { pool, config, logger, ...settingsInput } = options;
     const settings = parseSchedulerSettings(settingsInput);
+    this.#pool = pool;
     const instanceId =
       settings.instanceId ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 6)}`;
     this.settings = { ...settings, instanceId };
@@ -241,6 +246,28 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** Finished runs of a task, newest first. */
   runs(taskName: string, limit?: number): Promise<RunRecord[]> {
     return this.#engine.listRuns(taskName, limit);
+  }
+
+  /** A page of a task's run history, newest first, filtered by outcome, trigger and end time. */
+  runHistory(query: HistoryQuery): Promise<HistoryPage> {
+    return readHistory(this.#pool, query);
+  }
+
+  /** One run record by id, with its error stack and the handler's log lines. */
+  runDetail(id: string): Promise<RunDetail | undefined> {
+    return readRunDetail(this.#pool, id);
+  }
+
+  /** Every slot of many tasks over a range (runs, missed slots, the run in progress), paged. */
+  timeline(query: TimelineQuery): Promise<TimelinePage> {
+    return readTimeline(
+      {
+        pool: this.#pool,
+        namespace: this.settings.namespace,
+        missedSlotGraceMs: this.settings.missedSlotGraceMs,
+      },
+      query,
+    );
   }
 
   /** The audit trail of applied changes, newest first. */

@@ -32,6 +32,7 @@ let harness: SchedulerHarness;
 let server: AdminServer;
 let url: string;
 let browser: Browser;
+let releaseHold: () => void = () => {};
 
 beforeAll(async () => {
   if (!available) return;
@@ -43,16 +44,35 @@ beforeAll(async () => {
       { name: "dash-ok", description: "always fine", handler: async () => {} },
       {
         name: "dash-broken",
-        handler: async () => {
+        handler: async (ctx) => {
+          ctx.logger.info("calling upstream with password=hunter2-secret");
           throw new Error("upstream said 503 Service Unavailable");
         },
       },
       { name: "dash-manual", handler: () => new Promise((resolve) => setTimeout(resolve, 1500)) },
+      {
+        name: "dash-flaky",
+        retry: { maxRetries: 1, delayMs: 100 },
+        handler: async (ctx) => {
+          if (ctx.attempt === 1) throw new Error("first attempt fails");
+        },
+      },
+      {
+        name: "dash-hold",
+        handler: () =>
+          new Promise<void>((resolve) => {
+            releaseHold = resolve;
+          }),
+      },
+      { name: "dash-skip", handler: async () => {} },
     ],
     [
       { name: "dash-ok", cron: "* * * * * *" },
       { name: "dash-broken", cron: "*/2 * * * * *" },
       { name: "dash-manual", cron: "0 0 0 1 1 *" },
+      { name: "dash-flaky", cron: "*/3 * * * * *" },
+      { name: "dash-hold", cron: "0 0 0 1 1 *" },
+      { name: "dash-skip", cron: "*/5 * * * * *" },
     ],
   );
   server = createAdminServer({
@@ -75,17 +95,44 @@ beforeAll(async () => {
     ],
   });
   await Promise.all([harness.runsOf("dash-ok", 2), harness.runsOf("dash-broken", 1)]);
+  // a skip: the task is disabled after Agenda pre-locked its slot (then enabled again)
+  const jobRow = async (name: string) =>
+    (await db.pool.query("SELECT * FROM agenda_jobs WHERE name = $1", [name])).rows[0];
+  const locked = await pollUntil(
+    "dash-skip's slot to be pre-locked",
+    async () => {
+      const row = await jobRow("dash-skip");
+      return row.locked_at !== null && row.next_run_at > new Date() && row;
+    },
+    { intervalMs: 10, timeoutMs: 15_000 },
+  );
+  await db.pool.query("UPDATE agenda_jobs SET disabled = true WHERE name = 'dash-skip'");
+  await pollUntil("the skipped record", async () =>
+    (await harness.scheduler.runs("dash-skip", 5)).find(
+      (run) => run.scheduledAt.getTime() === locked.next_run_at.getTime(),
+    ),
+  );
+  await db.pool.query("UPDATE agenda_jobs SET disabled = false WHERE name = 'dash-skip'");
+  await pollUntil("dash-flaky's retried slot", async () =>
+    (await harness.scheduler.runs("dash-flaky", 10)).some((run) => run.attempt === 2),
+  );
+  await harness.scheduler.runNow("dash-hold");
+  await pollUntil(
+    "dash-hold to be running",
+    async () => (await harness.scheduler.taskStatus("dash-hold"))?.running,
+  );
 }, 120_000);
 
 afterAll(async () => {
+  releaseHold();
   await browser?.close();
   await server?.close();
   await harness?.stop();
   await db?.drop();
 });
 
-async function page(width = 1280): Promise<Page> {
-  const context = await browser.newContext({ viewport: { width, height: 900 } });
+async function page(width = 1280, colorScheme: "light" | "dark" = "light"): Promise<Page> {
+  const context = await browser.newContext({ viewport: { width, height: 900 }, colorScheme });
   const opened = await context.newPage();
   opened.setDefaultTimeout(15_000);
   return opened;
@@ -98,7 +145,7 @@ describe.skipIf(!available)("dashboard", () => {
     const row = (name: string) => tab.locator(`#tasks tr[data-task="${name}"]`);
     await row("dash-ok").locator(".outcome .badge.succeeded").waitFor();
     await row("dash-broken").locator(".outcome .badge.failed").waitFor();
-    expect(await tab.locator("#tasks tbody tr").count()).toBe(3);
+    expect(await tab.locator("#tasks tbody tr").count()).toBe(6);
     expect(await row("dash-ok").innerText()).toMatch(/Every second/);
     expect(await row("dash-ok").innerText()).toMatch(/\* \* \* \* \* \*/);
     expect(Number(await row("dash-broken").locator("td").nth(7).innerText())).toBeGreaterThanOrEqual(1);
@@ -174,6 +221,195 @@ describe.skipIf(!available)("dashboard", () => {
       await tab.context().close();
     } finally {
       await open.close();
+    }
+  });
+
+  it("the timeline marks each slot with its state: succeeded, failed, retried, skipped with its reason, running", async () => {
+    const tab = await page();
+    // a few minutes across: one mark per slot (over 1 h, marks a few pixels apart are summed)
+    const from = new Date(Date.now() - 180_000).toISOString();
+    const to = new Date(Date.now() + 60_000).toISOString();
+    await tab.goto(`${url}/dashboard/#/timeline?range=custom&from=${from}&to=${to}`);
+    await tab.locator("#timeline[data-render-ms]").waitFor();
+    expect(await tab.locator("#tl-names .tl-name").count()).toBe(6);
+    expect(await tab.locator("#tl-legend").innerText()).toMatch(
+      /succeeded.*failed.*interrupted.*skipped.*missed.*running.*upcoming/s,
+    );
+    await tab.locator("#tl-list-wrap summary").click();
+    const marks = (task: string, outcome: string) =>
+      tab.locator(`#tl-list tr[data-task="${task}"][data-outcome="${outcome}"]`);
+    await marks("dash-ok", "succeeded").first().waitFor();
+    expect(await marks("dash-ok", "succeeded").count()).toBeGreaterThanOrEqual(2);
+    expect(await marks("dash-broken", "failed").first().innerText()).toMatch(/upstream said 503/);
+    // a retried slot: its failed attempt and the succeeded retry (one bucket when they share a pixel)
+    const flaky = (await tab.locator('#tl-list tr[data-task="dash-flaky"]').allInnerTexts()).join("\n");
+    expect(flaky).toMatch(/1 failed, 1 succeeded|1 succeeded, 1 failed/);
+    expect(await marks("dash-skip", "skipped").first().innerText()).toMatch(
+      /disabled after this slot was locked/,
+    );
+    expect(await marks("dash-hold", "running").count()).toBe(1);
+    await tab.screenshot({ path: path.join(ARTIFACTS, "dashboard-timeline.png"), fullPage: true });
+
+    // the keyboard reaches every mark: the detail panel shows the selected run
+    await tab.locator("#tl-canvas").focus();
+    await tab.keyboard.press("ArrowRight");
+    await tab.locator("#tl-detail[data-outcome]").waitFor();
+    expect(await tab.locator("#tl-detail").innerText()).toMatch(/dash-broken/);
+    for (let step = 0; step < 12; step++) {
+      await tab.keyboard.press("ArrowDown");
+      if ((await tab.locator("#tl-detail").getAttribute("data-task")) === "dash-hold") break;
+    }
+    expect(await tab.locator("#tl-detail").getAttribute("data-outcome")).toBe("running");
+    // hovering a mark shows the same run in a tooltip
+    const box = await tab.locator("#tl-canvas").boundingBox();
+    if (!box) throw new Error("no canvas box");
+    let shown = false;
+    for (let x = box.width - 2; x > 0 && !shown; x -= 3) {
+      await tab.mouse.move(box.x + x, box.y + 26 + 11);
+      shown = await tab.locator("#tl-tip:not([hidden])").isVisible();
+    }
+    expect(shown).toBe(true);
+    expect(await tab.locator("#tl-tip").innerText()).toMatch(/dash-broken/);
+
+    // 24 h (the default) and 7 d draw too; a custom range is taken from the form
+    await tab.goto(`${url}/dashboard/#/timeline`);
+    await tab.locator('a.button[aria-pressed="true"]', { hasText: "24 h" }).waitFor();
+    await tab.locator("#timeline[data-render-ms]").waitFor();
+    await tab.goto(`${url}/dashboard/#/timeline?range=7d`);
+    await tab.locator('a.button[aria-pressed="true"]', { hasText: "7 d" }).waitFor();
+    await tab.locator("#tl-custom button").click();
+    await pollUntil("the custom range", async () => tab.url().includes("range=custom"));
+    await tab.locator("#timeline[data-render-ms]").waitFor();
+    await tab.context().close();
+  });
+
+  it("history pages back to the oldest run, filters by outcome, and links to a run", async () => {
+    const tab = await page();
+    await tab.goto(`${url}/dashboard/#/tasks/dash-ok`);
+    await tab.locator("#history tbody tr[data-run]").first().waitFor();
+    const seen: string[] = [];
+    for (let pages = 0; pages < 100; pages++) {
+      const ids = await tab
+        .locator("#history tbody tr[data-run]")
+        .evaluateAll((rows) => rows.map((row) => row.getAttribute("data-run") ?? ""));
+      seen.push(...ids);
+      if (await tab.locator("#history-end").isVisible()) break;
+      const before = ids[0];
+      await tab.locator("#history-older").click();
+      await pollUntil("the older page", async () => {
+        const first = await tab.locator("#history tbody tr[data-run]").first().getAttribute("data-run");
+        return first !== before;
+      });
+    }
+    expect(await tab.locator("#history-end").innerText()).toMatch(/oldest run reached/);
+    const oldest = (await harness.scheduler.runHistory({ task: "dash-ok", limit: 500 })).runs.at(-1);
+    expect(seen.at(-1)).toBe(oldest?.id);
+    expect(new Set(seen).size).toBe(seen.length);
+
+    await tab.goto(`${url}/dashboard/#/tasks/dash-flaky`);
+    await tab.locator("#f-outcome").selectOption("failed");
+    await tab.locator("#history-filter button").click();
+    await pollUntil("the filtered history", async () => tab.url().includes("outcome=failed"));
+    // the filtered page has replaced the first one: every run listed failed
+    await pollUntil("only failed runs listed", async () => {
+      const outcomes = await tab.locator("#history tbody tr[data-run] .badge").allInnerTexts();
+      return outcomes.length >= 1 && outcomes.every((text) => /failed/.test(text));
+    });
+    await tab.screenshot({ path: path.join(ARTIFACTS, "dashboard-history-filtered.png"), fullPage: true });
+    await tab.locator("#history tbody tr[data-run] a").first().click();
+    await tab.locator("#run-facts").waitFor();
+    expect(await tab.locator("#run-facts").innerText()).toMatch(/retried after this/);
+    await tab.context().close();
+  });
+
+  it("a run's detail shows the error's stack and the handler's log lines, the secret redacted", async () => {
+    const tab = await page();
+    await tab.goto(`${url}/dashboard/#/tasks/dash-broken`);
+    await tab.locator("#history tbody tr[data-run] a").first().click();
+    await tab.locator("#run-stack").waitFor();
+    expect(await tab.locator("#run-stack").innerText()).toMatch(
+      /^Error: upstream said 503 Service Unavailable\n\s+at /,
+    );
+    const facts = await tab.locator("#run-facts").innerText();
+    for (const label of ["Slot", "Started", "Ended", "Duration", "Attempt", "Trigger", "Instance"])
+      expect(facts).toContain(label);
+    expect(facts).toContain(harness.scheduler.settings.instanceId);
+    expect(await tab.locator("#run-logs").innerText()).toMatch(/calling upstream with password=\*\*\*/);
+    expect(await tab.locator("main").innerText()).not.toMatch(/hunter2/);
+    await tab.screenshot({ path: path.join(ARTIFACTS, "dashboard-run.png"), fullPage: true });
+    await tab.context().close();
+  });
+
+  it("at 390 px no page overflows sideways and the tasks table keeps name, state and last outcome in view", async () => {
+    const [run] = (await harness.scheduler.runHistory({ task: "dash-broken", limit: 1 })).runs;
+    const pages = {
+      tasks: "#/",
+      timeline: "#/timeline",
+      task: "#/tasks/dash-broken",
+      run: `#/runs/${run?.id}`,
+      config: "#/config",
+    };
+    for (const scheme of ["light", "dark"] as const) {
+      const tab = await page(390, scheme);
+      for (const [name, hash] of Object.entries(pages)) {
+        await tab.goto(`${url}/dashboard/${hash}`);
+        await tab.locator("main h1").waitFor();
+        if (name === "timeline") await tab.locator("#timeline[data-render-ms]").waitFor();
+        if (name === "tasks")
+          await tab.locator('#tasks tr[data-task="dash-broken"] .outcome .badge').waitFor();
+        const overflow = await tab.evaluate<number>(
+          "document.documentElement.scrollWidth - window.innerWidth",
+        );
+        expect(overflow, `${name} (${scheme})`).toBeLessThanOrEqual(1);
+        if (name === "tasks") {
+          for (const cell of ["td:nth-child(1)", "td:nth-child(2)", ".outcome"]) {
+            const box = await tab.locator(`#tasks tr[data-task="dash-broken"] ${cell}`).boundingBox();
+            expect(box, cell).not.toBeNull();
+            expect((box?.x ?? 0) + (box?.width ?? 0), cell).toBeLessThanOrEqual(390);
+          }
+          expect(await tab.locator('#tasks tr[data-task="dash-broken"] .outcome').innerText()).toMatch(
+            /failed/,
+          );
+        }
+        await tab.screenshot({
+          path: path.join(ARTIFACTS, `dashboard-${name}-390-${scheme}.png`),
+          fullPage: true,
+        });
+      }
+      await tab.context().close();
+    }
+  });
+
+  it("follows prefers-color-scheme: dark colours on every page, screenshots kept", async () => {
+    for (const scheme of ["light", "dark"] as const) {
+      const tab = await page(1280, scheme);
+      await tab.goto(`${url}/dashboard/#/timeline?range=1h`);
+      await tab.locator("#timeline[data-render-ms]").waitFor();
+      const background = await tab.evaluate<string>("getComputedStyle(document.body).backgroundColor");
+      expect(background).toBe(scheme === "dark" ? "rgb(13, 17, 23)" : "rgb(255, 255, 255)");
+      // the canvas reads the theme's colours when it draws
+      const canvasInk = await tab.evaluate<string>(
+        "getComputedStyle(document.documentElement).getPropertyValue('--muted').trim()",
+      );
+      expect(canvasInk).toBe(scheme === "dark" ? "#8b949e" : "#57606a");
+      await tab.screenshot({
+        path: path.join(ARTIFACTS, `dashboard-timeline-${scheme}.png`),
+        fullPage: true,
+      });
+      for (const [name, hash] of Object.entries({
+        tasks: "#/",
+        task: "#/tasks/dash-ok",
+        config: "#/config",
+      })) {
+        await tab.goto(`${url}/dashboard/${hash}`);
+        await tab.locator("main h1").waitFor();
+        await tab.waitForTimeout(0);
+        await tab.screenshot({
+          path: path.join(ARTIFACTS, `dashboard-${name}-${scheme}.png`),
+          fullPage: true,
+        });
+      }
+      await tab.context().close();
     }
   });
 });

@@ -1,0 +1,154 @@
+import type { Pool } from "pg";
+import type { RunLogLine } from "./runJournal.js";
+import { type MarkOutcome, runMark } from "./timeline.js";
+import * as tsql from "./timelineSql.js";
+import type { RunRecord } from "./types.js";
+
+/** One attempt in the history: the run record plus its id (for GET /runs/:id) and what it repeats. */
+export interface HistoryRun extends RunRecord {
+  id: string;
+  latenessMs: number | null;
+  final: boolean;
+  rerunOf: { startedAt: Date | null; instanceId: string | null } | null;
+}
+
+export interface HistoryPage {
+  runs: HistoryRun[];
+  /** Pass back as `before` for the next (older) page; null on the last page. */
+  nextCursor: { timestamp: Date; id: string } | null;
+}
+
+export async function readHistory(pool: Pool, query: tsql.HistoryQuery): Promise<HistoryPage> {
+  const rows = await tsql.selectHistoryPage(pool, { ...query, limit: query.limit + 1 });
+  const page = rows.slice(0, query.limit);
+  const last = page.at(-1);
+  return {
+    runs: page.map(historyRun),
+    nextCursor: rows.length > query.limit && last ? { timestamp: last.timestamp, id: last.id } : null,
+  };
+}
+
+function historyRun(row: tsql.SlotRow): HistoryRun {
+  const mark = runMark(row);
+  return {
+    id: row.id,
+    taskName: row.job_name,
+    outcome: row.outcome === "succeeded" || row.outcome === "skipped" ? row.outcome : "failed",
+    scheduledAt: mark.slot,
+    startedAt: mark.startedAt,
+    finishedAt: mark.finishedAt ?? row.timestamp,
+    durationMs: row.duration,
+    error: row.error,
+    detail: row.detail,
+    instanceId: mark.instanceId,
+    attempt: mark.attempt,
+    trigger: mark.trigger,
+    requestedBy: mark.trigger === "manual" ? row.requested_by : null,
+    rerun: row.rerun === true,
+    latenessMs: mark.latenessMs,
+    final: mark.final,
+    rerunOf: mark.rerunOf,
+  };
+}
+
+export interface RunDetail {
+  id: string;
+  task: string;
+  slot: Date | null;
+  outcome: MarkOutcome;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+  durationMs: number | null;
+  latenessMs: number | null;
+  attempt: number | null;
+  final: boolean;
+  trigger: "schedule" | "manual";
+  instanceId: string | null;
+  rerunOf: { startedAt: Date | null; instanceId: string | null } | null;
+  error: string | null;
+  errorStack: string | null;
+  reason: string | null;
+  /** What the handler logged through ctx.logger during this attempt (kept once it ended). */
+  logs: RunLogLine[];
+  /** Lines left out past the size limit. */
+  logsDropped: number;
+  /** For a start: the record of how it ended, when it did. */
+  recordId: string | null;
+}
+
+/** A run record by id; a start row answers as running, cut off, or with the id of its record. */
+export async function readRunDetail(pool: Pool, id: string): Promise<RunDetail | undefined> {
+  const row = await tsql.selectRunDetail(pool, id);
+  if (!row) return undefined;
+  const logs = Array.isArray(row.logs) ? (row.logs as RunLogLine[]) : [];
+  if (row.event === "start") {
+    const slot = row.slot ? new Date(row.slot) : null;
+    const ended = await tsql.selectOutcomeAfterStart(pool, {
+      job_name: row.job_name,
+      timestamp: row.timestamp,
+      instance_id: row.instance_id ?? row.agenda_name,
+    });
+    const jobs = ended ? [] : await tsql.selectTimelineJobs(pool);
+    const job = jobs.find((candidate) => candidate.name === row.job_name);
+    const [latest] = job ? await tsql.selectLastStarts(pool, [row.job_name]) : [];
+    const running = Boolean(
+      job?.locked_at &&
+        job.last_run_at &&
+        (!job.last_finished_at || job.last_run_at > job.last_finished_at) &&
+        latest?.id === row.id,
+    );
+    return {
+      id: row.id,
+      task: row.job_name,
+      slot,
+      outcome: ended
+        ? ended.event === "success"
+          ? "succeeded"
+          : "failed"
+        : running
+          ? "running"
+          : "interrupted",
+      startedAt: row.timestamp,
+      finishedAt: null,
+      durationMs: running ? Date.now() - row.timestamp.getTime() : null,
+      latenessMs: slot ? row.timestamp.getTime() - slot.getTime() : null,
+      attempt: row.attempt === null ? null : Number(row.attempt),
+      final: true,
+      trigger: row.trigger === "manual" ? "manual" : "schedule",
+      instanceId: row.instance_id ?? row.agenda_name,
+      rerunOf: null,
+      error: null,
+      errorStack: null,
+      reason: ended
+        ? "this is the run's start; its record has the outcome"
+        : running
+          ? "running now: its log lines are kept when the attempt ends"
+          : "never finished (its instance stopped or lost the lock)",
+      logs: [],
+      logsDropped: 0,
+      recordId: ended?.id ?? null,
+    };
+  }
+  const mark = runMark(row);
+  return {
+    id: row.id,
+    task: row.job_name,
+    slot: mark.slot,
+    outcome: mark.outcome,
+    startedAt: mark.startedAt,
+    finishedAt: mark.finishedAt,
+    durationMs: mark.durationMs,
+    latenessMs: mark.latenessMs,
+    attempt: mark.attempt,
+    final: mark.final,
+    trigger: mark.trigger,
+    instanceId: mark.instanceId,
+    rerunOf: mark.rerunOf,
+    error: row.error,
+    errorStack: row.error_stack,
+    reason: row.outcome === "skipped" ? row.detail : null,
+    logs,
+    logsDropped: row.logs_dropped ?? 0,
+    recordId: row.id,
+  };
+}

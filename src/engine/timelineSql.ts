@@ -1,0 +1,198 @@
+import type { Pool, PoolClient } from "pg";
+import { AUDIT_TABLE } from "../store/schema.js";
+import { JOBS_TABLE, LOGS_TABLE } from "./sql.js";
+
+/**
+ * The reads behind the timeline, the paged history and the run detail (agenda_logs), kept apart
+ * from the engine's own statements. A run record is a `success`/`fail` row (the slot's final
+ * attempt) or a `retry` row (an attempt its retry policy followed with another), with
+ * `meta.outcome`; `meta.logs` and `meta.errorStack` are read only by the run detail.
+ */
+
+type Queryable = Pool | PoolClient;
+
+/** The index the timeline reads from: one range scan per task over its slots. */
+export const SLOT_INDEX = "agenda_logs_cw_slot_idx";
+
+export async function createTimelineIndexes(db: Queryable): Promise<void> {
+  await db.query(
+    `CREATE INDEX IF NOT EXISTS "${SLOT_INDEX}" ON "${LOGS_TABLE}" (job_name, (meta->>'scheduledAt'), id)
+      WHERE event IN ('success', 'fail', 'retry')`,
+  );
+}
+
+export interface SlotRow {
+  id: string;
+  job_name: string;
+  event: string;
+  timestamp: Date;
+  duration: number | null;
+  error: string | null;
+  agenda_name: string | null;
+  slot: string;
+  outcome: string;
+  started_at: string | null;
+  finished_at: string | null;
+  attempt: string | null;
+  trigger: string | null;
+  requested_by: string | null;
+  rerun: boolean | null;
+  rerun_of: { startedAt?: string; instanceId?: string | null } | null;
+  instance_id: string | null;
+  detail: string | null;
+}
+
+const SLOT_COLUMNS = `id, job_name, event, timestamp, duration, error, agenda_name,
+  meta->>'scheduledAt' AS slot, meta->>'outcome' AS outcome, meta->>'startedAt' AS started_at,
+  meta->>'finishedAt' AS finished_at, meta->>'attempt' AS attempt, meta->>'trigger' AS trigger,
+  meta->>'requestedBy' AS requested_by,
+  (meta->>'rerun')::boolean AS rerun, meta->'rerunOf' AS rerun_of, meta->>'instanceId' AS instance_id,
+  meta->>'detail' AS detail`;
+
+/**
+ * One task's run records with a slot in [from, to), after (slot, id) when given, in slot order.
+ * Slots are ISO strings of one format (toISOString), so text order is time order.
+ */
+export async function selectSlotRows(
+  db: Queryable,
+  query: { task: string; from: string; to: string; after?: { slot: string; id: string }; limit: number },
+): Promise<SlotRow[]> {
+  const params: unknown[] = [query.task, query.from, query.to, query.limit];
+  let after = "";
+  if (query.after) {
+    params.push(query.after.slot, query.after.id);
+    after = `AND ((meta->>'scheduledAt'), id) > ($5, $6::uuid)`;
+  }
+  const result = await db.query<SlotRow>(
+    `SELECT ${SLOT_COLUMNS} FROM "${LOGS_TABLE}"
+      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry')
+        AND (meta->>'scheduledAt') >= $2 AND (meta->>'scheduledAt') < $3 ${after}
+        AND meta ? 'outcome'
+      ORDER BY (meta->>'scheduledAt'), id LIMIT $4`,
+    params,
+  );
+  return result.rows;
+}
+
+export interface TimelineJobRow {
+  name: string;
+  disabled: boolean;
+  repeat_interval: string | null;
+  repeat_timezone: string | null;
+  next_run_at: Date | null;
+  locked_at: Date | null;
+  last_run_at: Date | null;
+  last_finished_at: Date | null;
+  created_at: Date | null;
+}
+
+export async function selectTimelineJobs(db: Queryable): Promise<TimelineJobRow[]> {
+  const result = await db.query<TimelineJobRow>(
+    `SELECT name, disabled, repeat_interval, repeat_timezone, next_run_at, locked_at, last_run_at,
+            last_finished_at, created_at
+       FROM "${JOBS_TABLE}" WHERE type = 'single'`,
+  );
+  return result.rows;
+}
+
+export interface LastStartRow {
+  id: string;
+  job_name: string;
+  timestamp: Date;
+  slot: string | null;
+  instance_id: string | null;
+  trigger: string | null;
+}
+
+/** The latest start of each of `names` (the runs in progress, or cut off and not yet re-run). */
+export async function selectLastStarts(db: Queryable, names: string[]): Promise<LastStartRow[]> {
+  if (names.length === 0) return [];
+  const result = await db.query<LastStartRow>(
+    `SELECT s.* FROM unnest($1::text[]) AS n(name) CROSS JOIN LATERAL (
+       SELECT id, job_name, timestamp, meta->>'scheduledAt' AS slot,
+              coalesce(meta->>'instanceId', agenda_name) AS instance_id, meta->>'trigger' AS trigger
+         FROM "${LOGS_TABLE}" WHERE job_name = n.name AND event = 'start'
+        ORDER BY timestamp DESC LIMIT 1) s`,
+    [names],
+  );
+  return result.rows;
+}
+
+export interface HistoryQuery {
+  task: string;
+  limit: number;
+  before?: { timestamp: Date; id: string } | undefined;
+  outcomes?: string[] | undefined;
+  trigger?: "schedule" | "manual" | undefined;
+  from?: Date | undefined;
+  to?: Date | undefined;
+}
+
+/** A page of a task's run records, newest first (by end time), keyset-paged on (timestamp, id). */
+export async function selectHistoryPage(db: Queryable, query: HistoryQuery): Promise<SlotRow[]> {
+  const params: unknown[] = [query.task, query.limit];
+  const where: string[] = [];
+  const param = (value: unknown) => {
+    params.push(value);
+    return `$${params.length}`;
+  };
+  if (query.outcomes) where.push(`meta->>'outcome' = ANY(${param(query.outcomes)}::text[])`);
+  if (query.trigger) where.push(`coalesce(meta->>'trigger', 'schedule') = ${param(query.trigger)}`);
+  if (query.from) where.push(`timestamp >= ${param(query.from)}`);
+  if (query.to) where.push(`timestamp < ${param(query.to)}`);
+  if (query.before) {
+    const at = param(query.before.timestamp);
+    where.push(`(timestamp, id) < (${at}, ${param(query.before.id)}::uuid)`);
+  }
+  const result = await db.query<SlotRow>(
+    `SELECT ${SLOT_COLUMNS} FROM "${LOGS_TABLE}"
+      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND meta ? 'outcome'
+        ${where.map((condition) => `AND ${condition}`).join(" ")}
+      ORDER BY timestamp DESC, id DESC LIMIT $2`,
+    params,
+  );
+  return result.rows;
+}
+
+export interface RunDetailRow extends SlotRow {
+  logs: unknown;
+  logs_dropped: number | null;
+  error_stack: string | null;
+}
+
+/** One run record (or a start row) by id, with its log lines and error stack. */
+export async function selectRunDetail(db: Queryable, id: string): Promise<RunDetailRow | undefined> {
+  const result = await db.query<RunDetailRow & { slot: string | null; outcome: string | null }>(
+    `SELECT ${SLOT_COLUMNS}, meta->'logs' AS logs, (meta->>'logsDropped')::int AS logs_dropped,
+            meta->>'errorStack' AS error_stack
+       FROM "${LOGS_TABLE}" WHERE id = $1::uuid AND event IN ('success', 'fail', 'retry', 'start')`,
+    [id],
+  );
+  return result.rows[0];
+}
+
+/** After a start row: the same instance's outcome row of that task, if one came before its next start. */
+export async function selectOutcomeAfterStart(
+  db: Queryable,
+  start: { job_name: string; timestamp: Date; instance_id: string | null },
+): Promise<{ id: string; event: string } | undefined> {
+  const result = await db.query<{ id: string; event: string }>(
+    `SELECT id, event FROM "${LOGS_TABLE}"
+      WHERE job_name = $1 AND timestamp >= $2 AND event IN ('start', 'success', 'fail')
+        AND coalesce(meta->>'instanceId', agenda_name) IS NOT DISTINCT FROM $3 AND meta ? 'scheduledAt'
+        AND NOT (event = 'start' AND timestamp = $2)
+      ORDER BY timestamp LIMIT 1`,
+    [start.job_name, start.timestamp, start.instance_id],
+  );
+  const row = result.rows[0];
+  return row && row.event !== "start" ? row : undefined;
+}
+
+/** The last schedule or enable change of each task (the audit trail): no slot before it is "missed". */
+export async function selectLastChanges(db: Queryable, namespace: string): Promise<Map<string, Date>> {
+  const result = await db.query<{ task: string; at: Date }>(
+    `SELECT task, max(at) AS at FROM "${AUDIT_TABLE}" WHERE namespace = $1 GROUP BY task`,
+    [namespace],
+  );
+  return new Map(result.rows.map((row) => [row.task, row.at]));
+}
