@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/main.js";
+import { SCHEMA_VERSION } from "../../src/engine/schema.js";
 import { CronwardenError } from "../../src/index.js";
 import { adminUrl, createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness, yamlOf } from "../helpers/harness.js";
@@ -154,15 +155,15 @@ describe("cronwarden migrate, then the service role", () => {
   it("the migrator creates the schema with `cronwarden migrate` and exits; a second run changes nothing", async () => {
     expect(await cli("migrate", "--database-url", migratorUrl)).toEqual({
       code: 0,
-      out: ["schema migrated from version (none) to 2"],
+      out: [`schema migrated from version (none) to ${SCHEMA_VERSION}`],
       err: [],
     });
     expect((await cli("migrate", "--database-url", migratorUrl)).out).toEqual([
-      "schema already current (version 2); nothing changed",
+      `schema already current (version ${SCHEMA_VERSION}); nothing changed`,
     ]);
     expect(await cli("migrate", "--check", "--database-url", serviceUrl)).toMatchObject({
       code: 0,
-      out: ["schema is current (version 2)"],
+      out: [`schema is current (version ${SCHEMA_VERSION})`],
     });
     const owners = await db.pool.query<{ owner: string }>(
       `SELECT DISTINCT tableowner AS owner FROM pg_tables WHERE schemaname = 'public'`,
