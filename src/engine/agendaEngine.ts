@@ -9,6 +9,7 @@ import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
+import { SlotTimers } from "./slotTimers.js";
 import { checkSchema, migrateSchema } from "./schema.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
@@ -60,6 +61,12 @@ export class AgendaEngine {
   readonly #definedTasks: string[] = [];
   readonly #lastErrorLog = new Map<string, number>();
   readonly #health: DatabaseHealth;
+  readonly #slotTimers = new SlotTimers((taskName) => {
+    if (!this.#started) return;
+    this.#channel?.wakeLocally(taskName).catch((error: unknown) =>
+      this.#logger.debug({ err: error, task: taskName }, "could not wake the workers at a slot; the next poll will"),
+    );
+  });
   #runner: TaskRunner | undefined;
   #missedSlots: MissedSlotDetector | undefined;
   #repository: CronwardenJobRepository | undefined;
@@ -121,6 +128,10 @@ export class AgendaEngine {
       lockLifetimeMs,
       maxHeldLocks: HELD_LOCKS_PER_WORKER * (this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY),
       onRunEnded: () => void this.#lockMoreDueJobs(),
+      onLocked: (jobId, taskName, slot) => {
+        this.#options.hooks?.slotLocked?.(taskName, slot);
+        if (slot.getTime() > Date.now()) this.#slotTimers.arm(jobId, taskName, slot);
+      },
     });
     this.#repository = repository;
     this.#channel = notificationChannel;
@@ -217,6 +228,7 @@ export class AgendaEngine {
     const agenda = this.#agenda;
     if (!agenda || !this.#started) return { completed: 0, abandoned: [] };
     this.#started = false;
+    this.#slotTimers.stop();
     await this.#health.stop();
     await this.#missedSlots?.stop();
     const result = await agenda.drain({ timeout: timeoutMs, closeConnection: false });

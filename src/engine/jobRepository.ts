@@ -54,6 +54,8 @@ export interface JobRepositoryLimits {
   maxHeldLocks: number;
   /** A run ended and its lock was released: there may be room to lock due jobs. */
   onRunEnded?: () => void;
+  /** A job was locked for a slot (`nextRunAt`, possibly ahead of now). */
+  onLocked?: (jobId: string, taskName: string, slot: Date) => void;
 }
 
 export class CronwardenJobRepository extends PostgresJobRepository implements LockRenewer {
@@ -347,6 +349,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       // the dead run had already computed its next slot; re-run now instead of waiting for it
       return { ...job, nextRunAt: new Date() };
     }
+    if (job.nextRunAt) this.#limits.onLocked?.(String(job._id), job.name, job.nextRunAt);
     return job;
   }
 }

@@ -71,6 +71,8 @@ export interface MissedSlot {
 
 /** Where the engine reports what happens; the scheduler turns these into events and logs. */
 export interface EngineHooks {
+  /** A job was locked for a slot, possibly ahead of it; its run starts at the slot. */
+  slotLocked?(taskName: string, scheduledAt: Date): void;
   runStarted?(run: EngineRun): void;
   runFinished?(run: EngineRun, result: RunResult): void;
   retryScheduled?(run: EngineRun, error: Error, delayMs: number): void;

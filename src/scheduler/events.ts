@@ -56,6 +56,8 @@ export interface ConfigErrorEvent {
 
 /** The typed events a scheduler emits; the hook for logs, metrics and tests. */
 export interface SchedulerEvents {
+  /** This instance locked a task's job for a slot, possibly ahead of it: its run starts at the slot. */
+  "slot:locked": [{ taskName: string; scheduledAt: Date }];
   "run:started": [RunStartedEvent];
   "run:finished": [RunFinishedEvent];
   /** The watchdog could not keep the lock; the run's signal fired and it is recorded as failed. */

@@ -42,6 +42,7 @@ export class RunReporter {
   hooks(): Omit<EngineHooks, "missedSlot"> {
     const events = this.#events;
     return {
+      slotLocked: (taskName, scheduledAt) => events.emit("slot:locked", { taskName, scheduledAt }),
       runStarted: (run) => {
         const logger = this.#runLogger(run);
         if (run.rerunOf) {

@@ -78,6 +78,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** Registered tasks whose job is enabled, as of the last reconcile: the fleet guard's baseline. */
   #enabledTasks = new Set<string>();
   readonly #pool: Pool;
+  /** Events whose listener threw, each logged once. */
+  readonly #failedListeners = new Set<string>();
 
   constructor(options: SchedulerOptions) {
     super();
@@ -151,6 +153,31 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         }),
       onError: (error) => this.emit("config:error", { source: config.description, error }),
     });
+  }
+
+  /**
+   * Calls every listener, each in its own try: a listener that throws (a metrics or alert hook, a
+   * test) never fails a run, a lock or a reconcile, nor keeps the other listeners from being
+   * called. The first throw of each event is logged; the rest go to debug.
+   */
+  override emit<K extends keyof SchedulerEvents>(
+    event: K,
+    ...args: K extends keyof SchedulerEvents ? SchedulerEvents[K] : never
+  ): boolean {
+    const listeners = this.rawListeners(event) as Array<(...values: unknown[]) => unknown>;
+    for (const listener of listeners) {
+      try {
+        listener.apply(this, args);
+      } catch (error) {
+        const first = !this.#failedListeners.has(event);
+        this.#failedListeners.add(event);
+        this.#logger[first ? "error" : "debug"](
+          { err: error, event },
+          `a "${event}" listener threw; the scheduler goes on (further throws of this event are logged at debug level)`,
+        );
+      }
+    }
+    return listeners.length > 0;
   }
 
   get instanceId(): string {

@@ -911,8 +911,22 @@ function fillMarkTable() {
 }
 
 // ---------- routing and refresh ----------
+/** A form in the view was changed and not yet submitted: a timed refresh would reset it. */
+let editing = false;
+for (const type of ["input", "change"]) {
+  document.addEventListener(type, (event) => {
+    if (event.target instanceof Element && view.contains(event.target) && event.target.closest("form"))
+      editing = true;
+  });
+}
+
+function scheduleRefresh(everyMs) {
+  timer = setTimeout(() => (editing ? scheduleRefresh(everyMs) : render()), everyMs);
+}
+
 async function render() {
   clearTimeout(timer);
+  editing = false;
   const hash = location.hash.replace(/^#/, "") || "/";
   const [route, search = ""] = hash.split("?");
   const params = new URLSearchParams(search);
@@ -944,7 +958,7 @@ async function render() {
         ? `The admin API refused: ${error.message}. Enter a viewer or operator token above.`
         : `Could not load: ${error.message}`;
   }
-  if (!document.hidden && next.refresh) timer = setTimeout(render, next.everyMs ?? REFRESH_MS);
+  if (!document.hidden && next.refresh) scheduleRefresh(next.everyMs ?? REFRESH_MS);
 }
 
 window.addEventListener("hashchange", render);
