@@ -419,6 +419,10 @@ async function main(): Promise<number> {
     const verdict = checkRecord(verdictInput);
     const figures = { ...verdict.figures, ...counts };
     printTable(figures);
+    for (const note of verdict.notes) {
+      out(`note: ${note.what}: ${note.count}`);
+      for (const example of note.examples) out(`  - ${example}`);
+    }
     for (const violation of verdict.violations) {
       out(`FAIL ${violation.invariant}: ${violation.count}`);
       for (const example of violation.examples) out(`  - ${example}`);
@@ -531,7 +535,7 @@ const FIGURE_ROWS: Array<[string, string]> = [
   ["caughtUpDeadWindow", "    of which no instance alive or DB down"],
   ["superseded", "  superseded by a config change"],
   ["lost", "  lost"],
-  ["runs", "handler runs"],
+  ["runs", "handler runs (slots in the checked window)"],
   ["reruns", "  re-runs (rerunOf)"],
   ["lateStartP99Ms", "start lateness p99 (ms)"],
   ["duplicates", "duplicates"],

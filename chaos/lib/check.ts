@@ -94,6 +94,8 @@ export interface Verdict {
   figures: Figures;
   /** One entry per broken invariant, with up to 5 examples each. */
   violations: Array<{ invariant: string; count: number; examples: string[] }>;
+  /** Examples of the accepted exceptions (caught-up, interrupted, superseded slots), for the reader. */
+  notes: Array<{ what: string; count: number; examples: string[] }>;
 }
 
 const iso = (ms: number) => (Number.isNaN(ms) ? "unknown" : new Date(ms).toISOString());
@@ -201,24 +203,46 @@ export function checkRecord(input: CheckInput): Verdict {
   let caughtUpDeadWindow = 0;
   let superseded = 0;
   const lost: string[] = [];
+  const noted = { caughtUp: [] as string[], interrupted: [] as string[], superseded: [] as string[] };
   for (const [task, line] of timelines(input.audit)) {
     const changes = line.map((point) => point.at);
     for (let index = 0; index < line.length; index++) {
       const point = line[index];
       if (!point?.enabled || !point.cron) continue;
-      const until = Math.min(line[index + 1]?.at ?? Number.POSITIVE_INFINITY, checkUntil);
+      const nextChange = line[index + 1]?.at;
+      const until = Math.min(nextChange ?? Number.POSITIVE_INFINITY, checkUntil);
       for (const slot of occurrences(point.cron, point.at, until)) {
         if (slot < checkFrom) continue;
         slotsDue++;
         const k = key(task, slot);
         if (successes.has(k)) succeeded++;
         else if (skips.has(k)) skipped++;
-        else if (starts.has(k)) interrupted++;
-        else if (isCovered(task, slot)) {
+        else if (starts.has(k)) {
+          interrupted++;
+          const run = starts.get(k)?.[0] as HandlerRun;
+          noted.interrupted.push(
+            `${task} slot ${iso(slot)} on ${run.instance}: ${run.error ?? `no end (process ${processByInstance.get(run.instance)?.end})`}`,
+          );
+        } else if (isCovered(task, slot)) {
           caughtUp++;
-          if (deadAt(slot)) caughtUpDeadWindow++;
-        } else if (changes.some((at) => Math.abs(at - slot) <= input.changeToleranceMs)) superseded++;
-        else
+          const dead = deadAt(slot);
+          if (dead) caughtUpDeadWindow++;
+          const by = (coverers.get(task) ?? []).find((item) => item.slot < slot && slot <= item.at + 50);
+          noted.caughtUp.push(
+            `${task} slot ${iso(slot)}${dead ? " (dead window)" : ""}: covered by the run of slot ${iso(by?.slot ?? Number.NaN)} started ${iso(by?.at ?? Number.NaN)}`,
+          );
+        } else if (
+          changes.some((at) => Math.abs(at - slot) <= input.changeToleranceMs) ||
+          (nextChange !== undefined &&
+            !(coverers.get(task) ?? []).some((item) => item.at >= slot && item.at < nextChange))
+        ) {
+          // a re-timing or disable re-computes the next run from the change: a slot still pending
+          // then (no run of the task started since it was due) is replaced by the new schedule
+          superseded++;
+          noted.superseded.push(
+            `${task} slot ${iso(slot)}, still pending at the change at ${iso(nextChange ?? Number.NaN)}`,
+          );
+        } else
           lost.push(
             `${task} slot ${iso(slot)} (cron "${point.cron}" since ${iso(point.at)}): no run, no skip, not covered by a late run`,
           );
@@ -318,10 +342,16 @@ export function checkRecord(input: CheckInput): Verdict {
     const rerun = handlerRuns.some(
       (other) => other.task === run.task && other.startedAt > run.startedAt && other.rerunOf === run.slot,
     );
-    if (!rerun && enabledAfter(run.task, process?.endedAt ?? run.startedAt))
+    if (!rerun && enabledAfter(run.task, process?.endedAt ?? run.startedAt)) {
+      const misnamed = handlerRuns
+        .filter(
+          (other) => other.task === run.task && other.startedAt > run.startedAt && other.rerunOf !== null,
+        )
+        .sort((a, b) => a.startedAt - b.startedAt)[0];
       killedNotRerun.push(
-        `${run.task} slot ${iso(run.slot)} started on ${run.instance} at ${iso(run.startedAt)}, process ${process?.end ?? "?"} at ${iso(process?.endedAt ?? Number.NaN)}; no re-run of that slot`,
+        `${run.task} slot ${iso(run.slot)} started on ${run.instance} at ${iso(run.startedAt)}, process ${process?.end ?? "?"} at ${iso(process?.endedAt ?? Number.NaN)}; no re-run of that slot${misnamed ? ` (the next re-run, on ${misnamed.instance} at ${iso(misnamed.startedAt)}, ran slot ${iso(misnamed.slot)} as rerunOf ${iso(misnamed.rerunOf ?? Number.NaN)})` : ""}`,
       );
+    }
   }
   violate("killed runs not re-run as rerunOf their slot", killedNotRerun);
   violate("handlers still running at the graceful stop", unfinishedAtStop);
@@ -357,18 +387,17 @@ export function checkRecord(input: CheckInput): Verdict {
     input.unhandledRejections > 0 ? [`${input.unhandledRejections} log lines`] : [],
   );
 
-  const lateness = handlerRuns
-    .filter(
-      (run) => run.rerunOf === null && run.attempt === 1 && run.slot >= checkFrom && run.slot <= checkUntil,
-    )
+  const inWindow = handlerRuns.filter((run) => run.slot >= checkFrom && run.slot <= checkUntil);
+  const lateness = inWindow
+    .filter((run) => run.rerunOf === null && run.attempt === 1)
     .map((run) => run.startedAt - run.slot)
     .sort((a, b) => a - b);
   return {
     figures: {
       slotsDue,
       succeeded,
-      runs: handlerRuns.length,
-      reruns: handlerRuns.filter((run) => run.rerunOf !== null).length,
+      runs: inWindow.length,
+      reruns: inWindow.filter((run) => run.rerunOf !== null).length,
       skipped,
       interrupted,
       caughtUp,
@@ -386,5 +415,8 @@ export function checkRecord(input: CheckInput): Verdict {
       lateStartP99Ms: lateness.length ? (lateness[Math.floor(0.99 * (lateness.length - 1))] ?? null) : null,
     },
     violations,
+    notes: Object.entries(noted)
+      .filter(([, examples]) => examples.length > 0)
+      .map(([what, examples]) => ({ what, count: examples.length, examples: examples.slice(0, 5) })),
   };
 }
