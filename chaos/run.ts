@@ -400,6 +400,7 @@ async function main(): Promise<number> {
         checkFrom,
         checkUntil,
         changeToleranceMs: SETTINGS.processEveryMs + 1_000,
+        takeoverWindowMs: 2 * SETTINGS.lockLifetimeMs + 2 * SETTINGS.processEveryMs,
         unhandledRejections,
       };
     } finally {

@@ -63,6 +63,8 @@ export interface CheckInput {
   hostileRevisions: Map<string, string>;
   checkFrom: number;
   checkUntil: number;
+  /** How long after a kill its runs are taken over at the latest (lock lifetime, the hold after an outage, polls). */
+  takeoverWindowMs: number;
   /** Slots this close to a config change of their task may legitimately follow either schedule. */
   changeToleranceMs: number;
   unhandledRejections: number;
@@ -203,7 +205,12 @@ export function checkRecord(input: CheckInput): Verdict {
   let caughtUpDeadWindow = 0;
   let superseded = 0;
   const lost: string[] = [];
-  const noted = { caughtUp: [] as string[], interrupted: [] as string[], superseded: [] as string[] };
+  const noted = {
+    caughtUp: [] as string[],
+    interrupted: [] as string[],
+    interruptedDisabled: [] as string[],
+    superseded: [] as string[],
+  };
   for (const [task, line] of timelines(input.audit)) {
     const changes = line.map((point) => point.at);
     for (let index = 0; index < line.length; index++) {
@@ -324,11 +331,13 @@ export function checkRecord(input: CheckInput): Verdict {
   // 5. runs cut by a SIGKILL are re-run for their slot; graceful stops leave none unfinished
   const killedNotRerun: string[] = [];
   const unfinishedAtStop: string[] = [];
-  const enabledAfter = (task: string, after: number) => {
-    const line = timelines(input.audit).get(task) ?? [];
+  const lines = timelines(input.audit);
+  // a takeover needs the task enabled until its dead lock expired and a poll found it
+  const enabledThrough = (task: string, from: number, until: number) => {
+    const line = lines.get(task) ?? [];
     let enabled = false;
-    for (const point of line) if (point.at <= after) enabled = point.enabled;
-    return enabled || line.some((point) => point.at > after && point.enabled);
+    for (const point of line) if (point.at <= from) enabled = point.enabled;
+    return enabled && !line.some((point) => point.at > from && point.at <= until && !point.enabled);
   };
   for (const run of handlerRuns) {
     if (run.finishedAt !== null) continue;
@@ -342,7 +351,12 @@ export function checkRecord(input: CheckInput): Verdict {
     const rerun = handlerRuns.some(
       (other) => other.task === run.task && other.startedAt > run.startedAt && other.rerunOf === run.slot,
     );
-    if (!rerun && enabledAfter(run.task, process?.endedAt ?? run.startedAt)) {
+    const killedAt = process?.endedAt ?? run.startedAt;
+    if (!rerun && !enabledThrough(run.task, run.startedAt, killedAt + input.takeoverWindowMs)) {
+      noted.interruptedDisabled.push(
+        `${run.task} slot ${iso(run.slot)} on ${run.instance}: task disabled before the takeover`,
+      );
+    } else if (!rerun) {
       const misnamed = handlerRuns
         .filter(
           (other) => other.task === run.task && other.startedAt > run.startedAt && other.rerunOf !== null,

@@ -79,7 +79,7 @@ export type HostileKind = (typeof HOSTILE_KINDS)[number];
 export function renderHostile(kind: HostileKind, state: TaskState[], random: Random): string | Buffer {
   switch (kind) {
     case "deep-yaml": {
-      const depth = random.int(500, 3000);
+      const depth = random.int(500, 1400); // about depth²/2 bytes: under the 1 MiB limit
       return `tasks:\n${Array.from({ length: depth }, (_, index) => `${" ".repeat(index + 2)}- `).join("\n")}x\n`;
     }
     case "deep-json": {
