@@ -101,7 +101,7 @@ export interface Verdict {
 }
 
 const iso = (ms: number) => (Number.isNaN(ms) ? "unknown" : new Date(ms).toISOString());
-const key = (task: string, slot: number) => `${task}@${slot}`;
+const key = (task: string, slot: number) => `${task}@${iso(slot)}`;
 
 function group<T>(items: T[], keyOf: (item: T) => string): Map<string, T[]> {
   const map = new Map<string, T[]>();
@@ -170,9 +170,7 @@ export function checkRecord(input: CheckInput): Verdict {
   );
   const failRows = outcomeRows.filter((row) => row.event === "fail");
   const starts = group(handlerRuns, (run) => key(run.task, run.slot));
-  const startsBySlotInstance = new Set(
-    handlerRuns.map((run) => `${key(run.task, run.slot)}#${run.instance}`),
-  );
+  const startsBySlotInstance = group(handlerRuns, (run) => `${key(run.task, run.slot)}#${run.instance}`);
 
   // Agenda computes a job's next slot when a run starts: the slots between a run's slot and its
   // start (a late run: catch-up after downtime, a takeover, a re-enable) are skipped by design.
@@ -259,13 +257,18 @@ export function checkRecord(input: CheckInput): Verdict {
   violate("lost slots (due while enabled, never run, not covered by the catch-up policy)", lost);
 
   // 2. duplicates
-  const duplicates: string[] = [];
+  // one entry per (task, slot), however many of the checks below see it
+  const duplicateSlots = new Map<string, string>();
+  const duplicate = (k: string, text: string) => {
+    if (!duplicateSlots.has(k)) duplicateSlots.set(k, text);
+  };
   for (const [task, runs] of group(handlerRuns, (run) => run.task)) {
     const sorted = [...runs].sort((a, b) => a.startedAt - b.startedAt);
     let open: HandlerRun | undefined;
     for (const run of sorted) {
       if (open && run.startedAt < endOf(open)) {
-        duplicates.push(
+        duplicate(
+          key(task, run.slot),
           `${task}: ${open.instance} ran slot ${iso(open.slot)} ${iso(open.startedAt)}..${iso(endOf(open))} while ${run.instance} started slot ${iso(run.slot)} at ${iso(run.startedAt)}`,
         );
       }
@@ -274,7 +277,7 @@ export function checkRecord(input: CheckInput): Verdict {
   }
   for (const [k, rows] of successes) {
     if (rows.length > 1)
-      duplicates.push(`${k}: ${rows.length} success rows (${rows.map((row) => row.instance).join(", ")})`);
+      duplicate(k, `${k}: ${rows.length} success rows (${rows.map((row) => row.instance).join(", ")})`);
   }
   for (const [k, runs] of starts) {
     const ok = runs
@@ -288,17 +291,24 @@ export function checkRecord(input: CheckInput): Verdict {
         earlierProcess?.end === "killed" &&
         !(successes.get(k) ?? []).some((row) => row.instance === earlier.instance);
       if (later.rerunOf === later.slot && earlierUnsaved) continue;
-      duplicates.push(
+      duplicate(
+        k,
         `${k}: handler succeeded on ${earlier.instance} at ${iso(earlier.startedAt)} and again on ${later.instance} at ${iso(later.startedAt)}${later.rerunOf === null ? " (not a re-run)" : ""}`,
       );
     }
   }
+  const duplicates = [...duplicateSlots.values()];
   violate("duplicates (overlapping executions of a task, or a slot run to success twice)", duplicates);
 
   // 3. failures without a handler start
   const phantoms = failRows
     .filter(
-      (row) => row.slot === null || !startsBySlotInstance.has(`${key(row.task, row.slot)}#${row.instance}`),
+      (row) =>
+        row.slot === null ||
+        // a handler of that slot on that instance had started by then (a later run of the slot does not count)
+        !(startsBySlotInstance.get(`${key(row.task, row.slot)}#${row.instance}`) ?? []).some(
+          (run) => run.startedAt <= row.timestamp,
+        ),
     )
     .map(
       (row) =>

@@ -108,7 +108,8 @@ describe("chaos run verdict", () => {
     const input = healthy();
     input.handlerRuns.push(run(s(10), "i2:2", { startedAt: s(10) + 100 }));
     const verdict = checkRecord(input);
-    expect(verdict.figures.duplicates).toBe(2); // overlap + succeeded twice (not a re-run)
+    expect(verdict.figures.duplicates).toBe(1); // one slot: overlapping, and succeeded twice (not a re-run)
+    expect(verdict.violations[0]?.examples[0]).toMatch(/^t: i1:1 ran slot 2030-01-01T00:00:10.000Z/);
   });
 
   it("accepts the re-run of a slot whose instance was killed, and requires it", () => {
@@ -143,6 +144,10 @@ describe("chaos run verdict", () => {
     start.slot = s(25);
     const verdict = checkRecord(input);
     expect(verdict.figures).toMatchObject({ phantomFailures: 2, mislabelledStarts: 1 });
+
+    // the same slot run later on that instance does not make an earlier fail row true
+    input.handlerRuns.push(run(s(15), "i2:2", { startedAt: s(17), finishedAt: s(18), rerunOf: s(15) }));
+    expect(checkRecord(input).figures.phantomFailures).toBe(2);
   });
 
   it("counts crashes, unclean stops and applied hostile documents", () => {
