@@ -9,7 +9,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
@@ -88,6 +88,7 @@ const INSTANCE_LABELS = ["i1", "i2", "i3"];
 const READY_TIMEOUT_MS = 60_000;
 const STOP_TIMEOUT_MS = SETTINGS.drainTimeoutMs + 15_000;
 
+const iso = (ms: number) => new Date(ms).toISOString();
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const elapsed = (began: number) => `${((Date.now() - began) / 1000).toFixed(1).padStart(6)} s`;
 
@@ -193,7 +194,6 @@ async function main(): Promise<number> {
   const counts = { kills: 0, pgRestarts: 0, configEdits: 0, hostileDocs: 0, restarts: 0 };
   let generation = 0;
 
-  const { mkdir } = await import("node:fs/promises");
   await mkdir(logDir, { recursive: true });
 
   const launch = (label: string): Instance => {
@@ -419,6 +419,24 @@ async function main(): Promise<number> {
     }
     const verdict = checkRecord(verdictInput);
     const figures = { ...verdict.figures, ...counts };
+    // what the orchestrator saw, beside the logs and journals, for whoever digs into a failed run
+    await writeFile(
+      path.join(dir, "chaos-run.json"),
+      JSON.stringify(
+        {
+          seed: options.seed,
+          window: { from: iso(verdictInput.checkFrom), until: iso(verdictInput.checkUntil) },
+          processes: verdictInput.processes,
+          pgDown: pgDown.map((down) => ({ from: iso(down.from), to: iso(down.to) })),
+          hostileDocuments: Object.fromEntries(hostileRevisions),
+          figures,
+          violations: verdict.violations,
+          notes: verdict.notes,
+        },
+        null,
+        2,
+      ),
+    );
     printTable(figures);
     for (const note of verdict.notes) {
       out(`note: ${note.what}: ${note.count}`);
