@@ -240,6 +240,14 @@ async function main(): Promise<number> {
   const state = initialState(options.taskCount, random);
   await writeDocument(configFile, renderValid(state));
   let exitCode = 2;
+  // Ctrl-C or a CI timeout: no instance and no PostgreSQL left behind
+  const interrupt = (signal: NodeJS.Signals) => {
+    out(`${signal}: stopping the instances and PostgreSQL; logs kept in ${dir}`);
+    for (const instance of instances.values()) if (instance.alive) instance.kill();
+    void Promise.resolve(server?.stop()).finally(() => process.exit(130));
+  };
+  process.once("SIGINT", interrupt);
+  process.once("SIGTERM", interrupt);
   try {
     await Promise.all(INSTANCE_LABELS.map((label) => startInstance(label)));
     if (![...instances.values()].every((instance) => instance.record.readyAt !== null))

@@ -89,9 +89,10 @@ export function renderHostile(kind: HostileKind, state: TaskState[], random: Ran
     case "random-bytes":
       return Buffer.from(Array.from({ length: random.int(1, 4096) }, () => random.int(0, 255)));
     case "nul-bytes": {
+      // before the document or after it: inside an entry, a NUL makes a name that is simply not the task's
+      // (that task is then missing from the document, a change like any typo)
       const text = renderValid(state);
-      const at = random.int(0, text.length - 1);
-      return `${text.slice(0, at)}\0\0${text.slice(at)}`;
+      return random.chance(0.5) ? `\0\0${text}` : `${text}\0\0\n`;
     }
     case "wrong-types":
       return random.pick([
