@@ -174,7 +174,7 @@ async function main(): Promise<number> {
   const random = createRandom(options.seed);
   const settleMs = options.quick ? 30_000 : 45_000;
   out(
-    `chaos run: seed ${options.seed} (replay: npm run chaos -- --seed=${options.seed} --duration=${options.durationMs / 1000}s), ${options.durationMs / 1000} s of chaos + ${settleMs / 1000} s settle, ${INSTANCE_LABELS.length} instances, ${options.taskCount} tasks`,
+    `chaos run: seed ${options.seed} (replay: npm run chaos -- --seed=${options.seed} ${options.quick ? "--quick" : `--duration=${options.durationMs / 1000}s`}${options.taskCount === 200 ? "" : ` --tasks=${options.taskCount}`}), ${options.durationMs / 1000} s of chaos + ${settleMs / 1000} s settle, ${INSTANCE_LABELS.length} instances, ${options.taskCount} tasks`,
   );
   const dir = await mkdtemp(path.join(tmpdir(), "cronwarden-chaos-"));
   const logDir = path.join(dir, "logs");
