@@ -6,6 +6,7 @@
  * 2 when the harness itself failed. See docs/operations.md, "Chaos run".
  *
  *   npm run chaos -- [--duration=10m] [--quick] [--seed=N] [--tasks=200] [--keep]
+ *   npm run chaos -- --recheck=<kept temp dir>     (the check again, on a kept run's record)
  */
 import { type ChildProcess, spawn } from "node:child_process";
 import { closeSync, openSync } from "node:fs";
@@ -37,6 +38,7 @@ interface Options {
   taskCount: number;
   keep: boolean;
   quick: boolean;
+  recheck: string | undefined;
 }
 
 function parseArgs(argv: string[]): Options {
@@ -46,6 +48,7 @@ function parseArgs(argv: string[]): Options {
     taskCount: 200,
     keep: false,
     quick: false,
+    recheck: undefined,
   };
   for (const arg of argv) {
     const [name, value] = arg.split("=", 2);
@@ -53,13 +56,14 @@ function parseArgs(argv: string[]): Options {
       options.quick = true;
       options.durationMs = 60_000;
     } else if (name === "--keep") options.keep = true;
+    else if (name === "--recheck" && value) options.recheck = value;
     else if (name === "--duration" && value) options.durationMs = parseDuration(value);
     else if (name === "--seed" && value && /^\d+$/.test(value)) options.seed = Number(value);
     else if (name === "--tasks" && value && /^\d+$/.test(value) && Number(value) > 0)
       options.taskCount = Number(value);
     else {
       throw new Error(
-        `chaos: unknown or malformed argument ${JSON.stringify(arg)}; use --duration=10m|90s, --quick, --seed=<integer>, --tasks=<count>, --keep`,
+        `chaos: unknown or malformed argument ${JSON.stringify(arg)}; use --duration=10m|90s, --quick, --seed=<integer>, --tasks=<count>, --keep, --recheck=<kept dir>`,
       );
     }
   }
@@ -118,6 +122,7 @@ class Instance {
       end: null,
       code: null,
       signal: null,
+      stderrFile,
     };
     this.ready = new Promise((resolve, reject) => {
       this.child.on("message", (message: { type?: string; at?: number }) => {
@@ -171,6 +176,7 @@ async function tail(file: string, lines = 15): Promise<string> {
 
 async function main(): Promise<number> {
   const options = parseArgs(process.argv.slice(2));
+  if (options.recheck) return recheck(path.resolve(options.recheck));
   const random = createRandom(options.seed);
   const settleMs = options.quick ? 30_000 : 45_000;
   out(
@@ -346,125 +352,21 @@ async function main(): Promise<number> {
     await Promise.all([...instances.values()].map((instance) => instance.stop()));
 
     // ---- the record
-    const client = new pg.Client({ connectionString: databaseUrl });
-    client.on("error", () => {});
-    await client.connect();
-    let verdictInput: Parameters<typeof checkRecord>[0];
-    try {
-      const handlerRuns = await importJournals(client, logDir);
-      const logRows = (
-        await client.query<{
-          job_name: string;
-          event: string;
-          timestamp: Date;
-          meta: Record<string, unknown> | null;
-          error: string | null;
-        }>("SELECT job_name, event, timestamp, meta, error FROM agenda_logs")
-      ).rows.map(
-        (row): LogRow => ({
-          task: row.job_name,
-          event: row.event,
-          timestamp: row.timestamp.getTime(),
-          slot: typeof row.meta?.scheduledAt === "string" ? Date.parse(row.meta.scheduledAt) : null,
-          instance: typeof row.meta?.instanceId === "string" ? row.meta.instanceId : null,
-          outcome: typeof row.meta?.outcome === "string" ? row.meta.outcome : null,
-          rerun: row.meta?.rerun === true,
-          duplicateOf: row.meta?.duplicateOf !== undefined,
-          error: row.error,
-        }),
-      );
-      const audit = (
-        await client.query<{
-          task: string;
-          at: Date;
-          field: string;
-          new_value: string | null;
-          revision: string;
-        }>("SELECT task, at, field, new_value, revision FROM cronwarden_audit ORDER BY at, id")
-      ).rows.map(
-        (row): AuditRow => ({
-          task: row.task,
-          at: row.at.getTime(),
-          field: row.field,
-          newValue: row.new_value,
-          revision: row.revision,
-        }),
-      );
-      let unhandledRejections = 0;
-      for (const file of await readdir(logDir)) {
-        if (!file.endsWith(".log") || file.endsWith(".stderr.log")) continue;
-        const text = await readFile(path.join(logDir, file), "utf8");
-        unhandledRejections += text
-          .split("\n")
-          .filter((line) => line.includes("unhandled promise rejection")).length;
-      }
-      verdictInput = {
-        handlerRuns,
-        logRows,
-        audit,
-        processes: allProcesses.map((instance) => instance.record),
-        pgDown,
-        hostileRevisions,
-        checkFrom,
-        checkUntil,
-        changeToleranceMs: SETTINGS.processEveryMs + 1_000,
-        takeoverWindowMs: 2 * SETTINGS.lockLifetimeMs + 2 * SETTINGS.processEveryMs,
-        unhandledRejections,
-      };
-    } finally {
-      await client.end();
-    }
-    for (const instance of allProcesses) {
-      if (instance.record.end === "crashed" || instance.record.end === "hung") {
-        const stderr = path.join(
-          logDir,
-          `${instance.record.label}-${allProcesses.indexOf(instance) + 1}.stderr.log`,
-        );
-        out(
-          `--- ${instance.record.instance} ${instance.record.end}; last lines of ${stderr}:\n${await tail(stderr)}`,
-        );
-      }
-    }
-    const verdict = checkRecord(verdictInput);
-    const figures = { ...verdict.figures, ...counts };
-    // what the orchestrator saw, beside the logs and journals, for whoever digs into a failed run
-    await writeFile(
-      path.join(dir, "chaos-run.json"),
-      JSON.stringify(
-        {
-          seed: options.seed,
-          window: { from: iso(verdictInput.checkFrom), until: iso(verdictInput.checkUntil) },
-          processes: verdictInput.processes,
-          pgDown: pgDown.map((down) => ({ from: iso(down.from), to: iso(down.to) })),
-          hostileDocuments: Object.fromEntries(hostileRevisions),
-          figures,
-          violations: verdict.violations,
-          notes: verdict.notes,
-        },
-        null,
-        2,
-      ),
-    );
-    printTable(figures);
-    for (const note of verdict.notes) {
-      out(`note: ${note.what}: ${note.count}`);
-      for (const example of note.examples) out(`  - ${example}`);
-    }
-    for (const violation of verdict.violations) {
-      out(`FAIL ${violation.invariant}: ${violation.count}`);
-      for (const example of violation.examples) out(`  - ${example}`);
-    }
-    out(
-      `CHAOS_RESULT ${JSON.stringify({
-        seed: options.seed,
-        durationMs: options.durationMs,
-        tasks: options.taskCount,
-        passed: verdict.violations.length === 0,
-        figures,
-        violations: verdict.violations.map(({ invariant, count }) => ({ invariant, count })),
-      })}`,
-    );
-    exitCode = verdict.violations.length === 0 ? 0 : 1;
+    const passed = await verify({
+      dir,
+      logDir,
+      databaseUrl,
+      seed: options.seed,
+      durationMs: options.durationMs,
+      taskCount: options.taskCount,
+      processes: allProcesses.map((instance) => instance.record),
+      pgDown,
+      hostileRevisions,
+      checkFrom,
+      checkUntil,
+      counts,
+    });
+    exitCode = passed ? 0 : 1;
     out(
       exitCode === 0
         ? "chaos run passed"
@@ -480,9 +382,192 @@ async function main(): Promise<number> {
   return exitCode;
 }
 
+interface RunRecord {
+  dir: string;
+  logDir: string;
+  databaseUrl: string;
+  seed: number;
+  durationMs: number;
+  taskCount: number;
+  processes: ProcessRecord[];
+  pgDown: Array<{ from: number; to: number }>;
+  hostileRevisions: Map<string, string>;
+  checkFrom: number;
+  checkUntil: number;
+  counts: Record<string, number>;
+}
+
+/** What chaos-run.json keeps of a run, enough to check its record again (`--recheck=<dir>`). */
+interface SavedRun extends Omit<RunRecord, "dir" | "logDir" | "databaseUrl" | "hostileRevisions"> {
+  window: { from: string; until: string };
+  hostileDocuments: Record<string, string>;
+}
+
+/** Reads the record (database and journals), checks it, prints the verdict; true when every invariant holds. */
+async function verify(run: RunRecord): Promise<boolean> {
+  const client = new pg.Client({ connectionString: run.databaseUrl });
+  client.on("error", () => {});
+  await client.connect();
+  let verdictInput: Parameters<typeof checkRecord>[0];
+  try {
+    const handlerRuns = await importJournals(client, run.logDir);
+    const logRows = (
+      await client.query<{
+        job_name: string;
+        event: string;
+        timestamp: Date;
+        meta: Record<string, unknown> | null;
+        error: string | null;
+      }>("SELECT job_name, event, timestamp, meta, error FROM agenda_logs")
+    ).rows.map(
+      (row): LogRow => ({
+        task: row.job_name,
+        event: row.event,
+        timestamp: row.timestamp.getTime(),
+        slot: typeof row.meta?.scheduledAt === "string" ? Date.parse(row.meta.scheduledAt) : null,
+        instance: typeof row.meta?.instanceId === "string" ? row.meta.instanceId : null,
+        outcome: typeof row.meta?.outcome === "string" ? row.meta.outcome : null,
+        rerun: row.meta?.rerun === true,
+        duplicateOf: row.meta?.duplicateOf !== undefined,
+        error: row.error,
+      }),
+    );
+    const audit = (
+      await client.query<{
+        task: string;
+        at: Date;
+        field: string;
+        new_value: string | null;
+        revision: string;
+      }>("SELECT task, at, field, new_value, revision FROM cronwarden_audit ORDER BY at, id")
+    ).rows.map(
+      (row): AuditRow => ({
+        task: row.task,
+        at: row.at.getTime(),
+        field: row.field,
+        newValue: row.new_value,
+        revision: row.revision,
+      }),
+    );
+    let unhandledRejections = 0;
+    for (const file of await readdir(run.logDir)) {
+      if (!file.endsWith(".log") || file.endsWith(".stderr.log")) continue;
+      const text = await readFile(path.join(run.logDir, file), "utf8");
+      unhandledRejections += text
+        .split("\n")
+        .filter((line) => line.includes("unhandled promise rejection")).length;
+    }
+    verdictInput = {
+      handlerRuns,
+      logRows,
+      audit,
+      processes: run.processes,
+      pgDown: run.pgDown,
+      hostileRevisions: run.hostileRevisions,
+      checkFrom: run.checkFrom,
+      checkUntil: run.checkUntil,
+      changeToleranceMs: SETTINGS.processEveryMs + 1_000,
+      takeoverWindowMs: 2 * SETTINGS.lockLifetimeMs + 2 * SETTINGS.processEveryMs,
+      unhandledRejections,
+    };
+  } finally {
+    await client.end();
+  }
+  for (const record of run.processes) {
+    if (record.end === "crashed" || record.end === "hung")
+      out(
+        `--- ${record.instance} ${record.end}; last lines of ${record.stderrFile}:\n${await tail(record.stderrFile ?? "")}`,
+      );
+  }
+  const verdict = checkRecord(verdictInput);
+  const figures = { ...verdict.figures, ...run.counts };
+  // what the orchestrator saw, beside the logs and journals, for whoever digs into a failed run
+  const saved: SavedRun = {
+    seed: run.seed,
+    durationMs: run.durationMs,
+    taskCount: run.taskCount,
+    checkFrom: run.checkFrom,
+    checkUntil: run.checkUntil,
+    window: { from: iso(run.checkFrom), until: iso(run.checkUntil) },
+    processes: run.processes,
+    pgDown: run.pgDown,
+    hostileDocuments: Object.fromEntries(run.hostileRevisions),
+    counts: run.counts,
+  };
+  await writeFile(
+    path.join(run.dir, "chaos-run.json"),
+    JSON.stringify(
+      {
+        ...saved,
+        figures,
+        violations: verdict.violations,
+        notes: verdict.notes,
+      },
+      null,
+      2,
+    ),
+  );
+  printTable(figures);
+  for (const note of verdict.notes) {
+    out(`note: ${note.what}: ${note.count}`);
+    for (const example of note.examples) out(`  - ${example}`);
+  }
+  for (const violation of verdict.violations) {
+    out(`FAIL ${violation.invariant}: ${violation.count}`);
+    for (const example of violation.examples) out(`  - ${example}`);
+  }
+  out(
+    `CHAOS_RESULT ${JSON.stringify({
+      seed: run.seed,
+      durationMs: run.durationMs,
+      tasks: run.taskCount,
+      passed: verdict.violations.length === 0,
+      figures,
+      violations: verdict.violations.map(({ invariant, count }) => ({ invariant, count })),
+    })}`,
+  );
+  return verdict.violations.length === 0;
+}
+
+/** `--recheck=<dir>`: the check again on a kept run (its PostgreSQL data, journals and chaos-run.json). */
+async function recheck(dir: string): Promise<number> {
+  const saved = JSON.parse(await readFile(path.join(dir, "chaos-run.json"), "utf8")) as SavedRun & {
+    figures?: Record<string, number>;
+  };
+  // runs saved before chaos-run.json held times as numbers: ISO strings, counts among the figures
+  const time = (value: number | string) => (typeof value === "string" ? Date.parse(value) : value);
+  saved.checkFrom ??= Date.parse(saved.window.from);
+  saved.checkUntil ??= Date.parse(saved.window.until);
+  saved.pgDown = saved.pgDown.map((down) => ({ from: time(down.from), to: time(down.to) }));
+  saved.counts ??= Object.fromEntries(
+    ["kills", "restarts", "pgRestarts", "configEdits", "hostileDocs"].map((name) => [
+      name,
+      saved.figures?.[name] ?? 0,
+    ]),
+  );
+  const server = await startEmbeddedPostgres({
+    dataDir: path.join(dir, "pg"),
+    logger: createLogger({ level: "warn", destination: process.stderr }),
+  });
+  try {
+    out(`re-checking the chaos run in ${dir} (seed ${saved.seed})`);
+    const passed = await verify({
+      ...saved,
+      dir,
+      logDir: path.join(dir, "logs"),
+      databaseUrl: server.connectionString,
+      hostileRevisions: new Map(Object.entries(saved.hostileDocuments)),
+    });
+    return passed ? 0 : 1;
+  } finally {
+    await server.stop();
+  }
+}
+
 /** Loads every instance's journal into `chaos_handler_runs` (one row per handler execution) and returns the rows. */
 async function importJournals(client: pg.Client, logDir: string): Promise<HandlerRun[]> {
-  const runs = new Map<string, HandlerRun>();
+  const all: HandlerRun[] = [];
+  const latest = new Map<string, HandlerRun>();
   for (const file of await readdir(logDir)) {
     if (!file.startsWith("journal-")) continue;
     const text = await readFile(path.join(logDir, file), "utf8");
@@ -494,9 +579,10 @@ async function importJournals(client: pg.Client, logDir: string): Promise<Handle
       } catch {
         continue; // a line cut by a SIGKILL mid-write
       }
+      // the same instance can run the same slot twice (that is a duplicate): an end belongs to the latest start
       const k = `${entry.instance}|${entry.task}|${entry.slot}|${entry.attempt}`;
       if (entry.event === "start") {
-        runs.set(k, {
+        const run: HandlerRun = {
           task: entry.task,
           slot: Date.parse(entry.slot),
           instance: entry.instance,
@@ -511,9 +597,11 @@ async function importJournals(client: pg.Client, logDir: string): Promise<Handle
               : entry.rerunOf === "unknown"
                 ? Number.NaN
                 : Date.parse(entry.rerunOf),
-        });
+        };
+        all.push(run);
+        latest.set(k, run);
       } else {
-        const run = runs.get(k);
+        const run = latest.get(k);
         if (run) {
           run.finishedAt = entry.at;
           run.error = entry.error;
@@ -526,7 +614,6 @@ async function importJournals(client: pg.Client, logDir: string): Promise<Handle
       task TEXT NOT NULL, slot TIMESTAMPTZ NOT NULL, instance TEXT NOT NULL, pid INTEGER NOT NULL,
       attempt INTEGER NOT NULL, started_at TIMESTAMPTZ NOT NULL, finished_at TIMESTAMPTZ,
       error TEXT, rerun_of TIMESTAMPTZ, rerun_of_unknown BOOLEAN NOT NULL)`);
-  const all = [...runs.values()];
   for (let start = 0; start < all.length; start += 1000) {
     const batch = all.slice(start, start + 1000);
     const values: unknown[] = [];

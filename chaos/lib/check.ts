@@ -51,6 +51,8 @@ export interface ProcessRecord {
   code: number | null;
   signal: string | null;
   note?: string;
+  /** Its stdout and stderr (a V8 fatal error lands there). */
+  stderrFile?: string;
 }
 
 export interface CheckInput {
