@@ -9,8 +9,8 @@ import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
-import { SlotTimers } from "./slotTimers.js";
 import { checkSchema, migrateSchema } from "./schema.js";
+import { SlotTimers } from "./slotTimers.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
 import { type RunningRuns, TaskRunner } from "./taskRunner.js";
@@ -63,9 +63,14 @@ export class AgendaEngine {
   readonly #health: DatabaseHealth;
   readonly #slotTimers = new SlotTimers((taskName) => {
     if (!this.#started) return;
-    this.#channel?.wakeLocally(taskName).catch((error: unknown) =>
-      this.#logger.debug({ err: error, task: taskName }, "could not wake the workers at a slot; the next poll will"),
-    );
+    this.#channel
+      ?.wakeLocally(taskName)
+      .catch((error: unknown) =>
+        this.#logger.debug(
+          { err: error, task: taskName },
+          "could not wake the workers at a slot; the next poll will",
+        ),
+      );
   });
   #runner: TaskRunner | undefined;
   #missedSlots: MissedSlotDetector | undefined;
@@ -210,6 +215,9 @@ export class AgendaEngine {
   }
 
   async start(): Promise<void> {
+    // A new instance cannot tell a lock whose owner died from one whose owner could not renew it
+    // through a database outage this instance did not see: it takes nothing over for one lifetime.
+    this.#repository?.holdTakeovers(this.#options.lockLifetimeMs);
     await this.#requireAgenda().start();
     this.#health.start();
     this.#missedSlots?.start();

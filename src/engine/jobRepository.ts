@@ -3,8 +3,14 @@ import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
-import type { RowAtStart, RunLedger } from "./runLedger.js";
-import { JOBS_TABLE, releaseUnstartedRun, renewLock, selectLockableJobNames } from "./sql.js";
+import { type RowAtStart, RUN_DATA_KEY, type RunLedger } from "./runLedger.js";
+import {
+  closeFinishedSlot,
+  JOBS_TABLE,
+  releaseUnstartedRun,
+  renewLock,
+  selectLockableJobNames,
+} from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, StaleStartError } from "./staleStart.js";
 import type { LockRenewer } from "./watchdog.js";
 
@@ -189,11 +195,15 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     const entry = job._id ? this.#ledger.get(String(job._id)) : undefined;
     const fence = entry?.lockToken ?? null;
     if (entry?.notStarted) return this.#releaseUnstarted(job, fence ? [fence] : []);
+    if (entry?.slotAlreadyFinished && fence) return this.#closeFinishedSlot(job, fence);
     let logged = false;
     this.#finalSavesPending.add(job.name);
     try {
       await retryWhileDisconnected(() => this.#saveJobState(job, options, fence ? [fence] : null), {
         maxElapsedMs: FINAL_SAVE_RETRY_MS,
+        // short waits: once the database is back the end lands before the lock can expire and the
+        // slot be taken for a dead run's
+        maxDelayMs: 500,
         onRetry: (error) => {
           if (logged) return;
           logged = true;
@@ -234,11 +244,12 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   ): Promise<void> {
     const renewed = new Date();
     const deadline = heldLock.getTime() + this.#limits.lockLifetimeMs - START_MARGIN_MS;
+    const slot = this.#ledger.get(String(job._id))?.scheduledAt ?? job.nextRunAt ?? renewed;
     let row: RowAtStart | undefined;
     try {
       // a retry also accepts its own lock time: the first try may have landed and lost its answer
       row = await retryWhileDisconnected(
-        () => this.#saveJobState({ ...job, lockedAt: renewed }, options, [heldLock, renewed], true),
+        () => this.#saveJobState({ ...job, lockedAt: renewed }, options, [heldLock, renewed], slot),
         { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - Date.now()) },
       );
     } catch (error) {
@@ -268,7 +279,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       const released = await retryWhileDisconnected(
         () =>
           releaseUnstartedRun(this.#db, { jobId, fences, slot, lastRunAt: entry?.lastRunAtBefore ?? null }),
-        { maxElapsedMs: FINAL_SAVE_RETRY_MS },
+        { maxElapsedMs: FINAL_SAVE_RETRY_MS, maxDelayMs: 500 },
       );
       this.#logger.info(
         { task: job.name, slot, released },
@@ -289,13 +300,37 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#limits.onRunEnded?.();
   }
 
+  /** A taken-over slot that its dead run had already finished: the row is closed, retried like the final save. */
+  async #closeFinishedSlot(job: JobParameters, fence: Date): Promise<void> {
+    const jobId = String(job._id);
+    this.#finalSavesPending.add(job.name);
+    try {
+      await retryWhileDisconnected(() => closeFinishedSlot(this.#db, jobId, fence), {
+        maxElapsedMs: FINAL_SAVE_RETRY_MS,
+        maxDelayMs: 500,
+      });
+    } catch (error) {
+      this.#logger.warn(
+        { err: error, task: job.name },
+        "could not close a finished slot's row; its lock will expire",
+      );
+    } finally {
+      this.#finalSavesPending.delete(job.name);
+    }
+    this.#ledger.renewed(jobId, undefined);
+    this.invalidateLockable();
+    this.#limits.onRunEnded?.();
+  }
+
   /** Same statement as PostgresJobRepository 3.0.6, plus the fence and the next-run guard. */
   async #saveJobState(
     job: JobParameters,
     options: JobRepositoryOptions | undefined,
     fence: Date[] | null,
-    starting = false,
+    /** Set for the save that starts a run: the slot it runs, kept in the row with the run's identity. */
+    startingSlot?: Date,
   ): Promise<RowAtStart | undefined> {
+    const starting = startingSlot !== undefined;
     if (!job._id) throw new Error("Cannot save job state without job ID");
     const result = await this.#db.query<RowAtStart>(
       `UPDATE "${JOBS_TABLE}"
@@ -309,7 +344,9 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
               fail_count = $7,
               failed_at = $8,
               last_finished_at = $9,
-              last_modified_by = $11
+              last_modified_by = $11::text,
+              data = CASE WHEN $15::text IS NULL THEN data ELSE coalesce(data, '{}'::jsonb) || jsonb_build_object(
+                '${RUN_DATA_KEY}', jsonb_build_object('slot', $15::text, 'startedAt', $4::timestamptz, 'instanceId', $11::text)) END
         WHERE id = $1 AND name = $10
           AND ($14::timestamptz[] IS NULL OR date_trunc('milliseconds', locked_at) = ANY($14::timestamptz[]))
         RETURNING disabled, repeat_interval, repeat_timezone`,
@@ -328,6 +365,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
         job.repeatInterval === undefined ? null : String(job.repeatInterval),
         job.repeatTimezone ?? null,
         fence,
+        startingSlot?.toISOString() ?? null,
       ],
     );
     if (result.rowCount !== 1) {

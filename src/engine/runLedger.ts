@@ -22,6 +22,24 @@ export interface LockedRow {
   lockedAt?: Date | undefined;
   lastRunAt?: Date | undefined;
   lastFinishedAt?: Date | undefined;
+  /** The job's data: `run` is the identity the last run's start save wrote (see RUN_DATA_KEY). */
+  data?: unknown;
+}
+
+/** Where a run's start save keeps its identity in the job row's data (src/engine/jobRepository.ts). */
+export const RUN_DATA_KEY = "run";
+
+/** The identity a run's start save wrote in the job row, if the row has one. */
+export function runOfRow(data: unknown): PreviousRun | undefined {
+  const run =
+    typeof data === "object" && data !== null ? (data as Record<string, unknown>)[RUN_DATA_KEY] : undefined;
+  if (typeof run !== "object" || run === null) return undefined;
+  const { slot, startedAt, instanceId } = run as Record<string, unknown>;
+  if (typeof slot !== "string" || typeof startedAt !== "string") return undefined;
+  const scheduledAt = new Date(slot);
+  const started = new Date(startedAt);
+  if (Number.isNaN(scheduledAt.getTime()) || Number.isNaN(started.getTime())) return undefined;
+  return { scheduledAt, startedAt: started, instanceId: typeof instanceId === "string" ? instanceId : null };
 }
 
 export interface RunEntry {
@@ -53,6 +71,10 @@ export interface RunEntry {
   lastRunAtBefore: Date | null;
   /** The handler never started (the database was unreachable): the final save releases the slot untouched. */
   notStarted?: boolean;
+  /** The unfinished previous run, from the identity its start save wrote in the job row. */
+  deadRun?: PreviousRun;
+  /** The dead run had recorded its slot's outcome: nothing runs; the final save only closes the row. */
+  slotAlreadyFinished?: boolean;
 }
 
 export class RunLedger {
@@ -60,12 +82,16 @@ export class RunLedger {
 
   locked(jobId: string, row: LockedRow): RunEntry {
     const { lastRunAt, lastFinishedAt } = row;
+    const previousRunUnfinished =
+      lastRunAt !== undefined && (lastFinishedAt === undefined || lastRunAt > lastFinishedAt);
+    // the run that died, as its own start save recorded it: its slot is this run's slot
+    const deadRun = previousRunUnfinished ? runOfRow(row.data) : undefined;
     const entry: RunEntry = {
-      scheduledAt: row.nextRunAt ?? new Date(),
+      scheduledAt: deadRun?.scheduledAt ?? row.nextRunAt ?? new Date(),
       lockToken: row.lockedAt,
       lastRunAtBefore: row.lastRunAt ?? null,
-      previousRunUnfinished:
-        lastRunAt !== undefined && (lastFinishedAt === undefined || lastRunAt > lastFinishedAt),
+      previousRunUnfinished,
+      ...(deadRun ? { deadRun } : {}),
     };
     this.#entries.set(jobId, entry);
     return entry;
@@ -89,6 +115,7 @@ export class RunLedger {
     entry.detail = undefined;
     entry.recorded = false;
     entry.notStarted = false;
+    entry.slotAlreadyFinished = false;
     entry.journal = undefined;
     entry.error = undefined;
     this.#entries.set(jobId, entry);

@@ -261,6 +261,35 @@ export async function releaseUnstartedRun(
   return result.rowCount === 1;
 }
 
+/**
+ * Whether a slot of a task already has its outcome row: a run that died after recording its end
+ * but before saving it in the job row finished its slot. Served by the timeline's index on
+ * (job_name, meta->>'scheduledAt').
+ */
+export async function slotHasOutcome(db: Queryable, taskName: string, slot: Date): Promise<boolean> {
+  const result = await db.query(
+    `SELECT 1 FROM "${LOGS_TABLE}"
+      WHERE job_name = $1 AND meta->>'scheduledAt' = $2 AND event IN ('success', 'fail') AND meta ? 'outcome'
+      LIMIT 1`,
+    [taskName, slot.toISOString()],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+/**
+ * Ends a taken-over run whose slot was already finished by the run that died (its outcome row
+ * exists; only its job-row save was lost): unlocked and marked finished, the next run as the start
+ * save computed it. Fenced on this instance's lock.
+ */
+export async function closeFinishedSlot(db: Queryable, jobId: string, fence: Date): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET locked_at = NULL, last_finished_at = now()
+      WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
+    [jobId, fence],
+  );
+  return result.rowCount === 1;
+}
+
 /** The watchdog's fenced renewal: moves the lock only if the row still holds the time we wrote. */
 export async function renewLock(db: Queryable, jobId: string, expected: Date, next: Date): Promise<boolean> {
   const result = await db.query(

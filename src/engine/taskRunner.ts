@@ -77,11 +77,27 @@ export class TaskRunner {
       }
       const manual = manualRunOf(job.attrs.data);
       if (manual) await beforeStart(() => sql.clearManualRun(pool, jobId));
+      // the dead run's identity is in the job row since its start save; rows from before that
+      // are read from the run log's last start row
       rerunOf = entry.previousRunUnfinished
-        ? await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt))
+        ? (entry.deadRun ??
+          (await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt))))
         : undefined;
       entry.trigger = manual ? "manual" : "schedule";
       entry.requestedBy = manual?.by;
+      if (
+        rerunOf?.scheduledAt &&
+        (await beforeStart(() => sql.slotHasOutcome(pool, taskName, rerunOf?.scheduledAt ?? slotStartedAt)))
+      ) {
+        // the run that died had finished and recorded its slot; only its end was not saved
+        entry.slotAlreadyFinished = true;
+        entry.recorded = true; // Agenda's outcome row for this non-run is not written
+        logger.info(
+          { task: taskName, slot: rerunOf.scheduledAt, rerunOf },
+          "not re-run: the run that died had already recorded the outcome of its slot; its end is saved now",
+        );
+        return;
+      }
     } catch (error) {
       if (!isConnectionError(error)) throw error;
       entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
