@@ -78,6 +78,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** Registered tasks whose job is enabled, as of the last reconcile: the fleet guard's baseline. */
   #enabledTasks = new Set<string>();
   readonly #pool: Pool;
+  #starting: Promise<void> | undefined;
+  #stopping: Promise<StopResult> | undefined;
+  /** The hourly retention prune in flight, if any: stop() waits for it. */
+  #pruning: Promise<void> | undefined;
   /** Events whose listener threw, each logged once. */
   readonly #failedListeners = new Set<string>();
 
@@ -198,6 +202,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     if (this.#state !== "new")
       throw new CronwardenError("SCHEDULER_STATE", `start() called on a scheduler that is ${this.#state}`);
     this.#state = "starting";
+    this.#starting = this.#start();
+    await this.#starting;
+  }
+
+  async #start(): Promise<void> {
     this.#registry.seal();
     await this.#engine.prepare();
     for (const task of this.#registry.list()) {
@@ -220,6 +229,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#watcher.start();
     this.#startAntiEntropy();
     this.#startRetention();
+    if (this.#state !== "starting") return; // stop() was called meanwhile: it stops what started
     this.#state = "running";
     this.#logger.info(
       {
@@ -230,18 +240,28 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     );
   }
 
-  /** Stops taking new runs and waits for running ones (up to drainTimeoutMs). Idempotent. */
-  async stop(options: { drainTimeoutMs?: number } = {}): Promise<StopResult> {
-    if (this.#state === "stopped" || this.#state === "stopping" || this.#state === "new") {
+  /**
+   * Stops taking new runs and waits for running ones (up to drainTimeoutMs). Every call awaits the
+   * same stop; a stop during start() waits for the start to settle, then stops what it started.
+   */
+  stop(options: { drainTimeoutMs?: number } = {}): Promise<StopResult> {
+    if (this.#state === "new") {
       this.#state = "stopped";
-      return { completed: 0, abandoned: [] };
+      return Promise.resolve({ completed: 0, abandoned: [] });
     }
+    this.#stopping ??= this.#stop(options);
+    return this.#stopping;
+  }
+
+  async #stop(options: { drainTimeoutMs?: number }): Promise<StopResult> {
     this.#state = "stopping";
+    await this.#starting?.catch(() => {}); // a failed start is the caller's to report
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
     clearInterval(this.#antiEntropyTimer);
     clearInterval(this.#retentionTimer);
     await this.#antiEntropyPass;
+    await this.#pruning;
     await this.#watcher.stop();
     const outcome = await this.#engine.drain(drainTimeoutMs);
     if (outcome.abandoned.length > 0) {
@@ -460,9 +480,14 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   #startRetention(): void {
     if (this.settings.runLogRetentionDays <= 0) return;
     this.#retentionTimer = setInterval(() => {
-      this.pruneRunHistory().catch((error: unknown) =>
-        this.#logger.warn({ err: error }, "pruning the run history failed; retrying in an hour"),
-      );
+      this.#pruning ??= this.pruneRunHistory()
+        .then(() => undefined)
+        .catch((error: unknown) =>
+          this.#logger.warn({ err: error }, "pruning the run history failed; retrying in an hour"),
+        )
+        .finally(() => {
+          this.#pruning = undefined;
+        });
     }, RETENTION_EVERY_MS);
     this.#retentionTimer.unref();
   }
