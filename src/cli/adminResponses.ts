@@ -20,7 +20,7 @@ export const taskStatusSchema = z.object({
     .nullable(),
   running: z.boolean(),
   runningOn: z.string().nullable(),
-  lastOutcome: z.enum(["succeeded", "failed", "skipped"]).nullable(),
+  lastOutcome: z.enum(["succeeded", "failed", "skipped", "interrupted"]).nullable(),
   lastError: z.string().nullable(),
   consecutiveFailures: z.number(),
   missedSlot: z

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import type { PoolClient } from "pg";
@@ -49,6 +50,9 @@ const HELD_LOCKS_PER_WORKER = 2;
  * (retried through a database outage), not a failure.
  */
 const FINAL_SAVE_PENDING = /^execution of '.*' canceled, no lockedAt date found/;
+
+/** After the drain deadline, how long cut-off runs get to stop and hand their slot off. */
+const HANDOFF_WAIT_MS = 5_000;
 
 /** Agenda 'error' events repeat on every poll while the database is down: log each message once per window. */
 const ERROR_LOG_WINDOW_MS = 30_000;
@@ -133,6 +137,10 @@ export class AgendaEngine {
       lockLifetimeMs,
       maxHeldLocks: HELD_LOCKS_PER_WORKER * (this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY),
       onRunEnded: () => void this.#lockMoreDueJobs(),
+      onHandedOff: (jobId, taskName) => {
+        // the other instances lock it now, not at their next poll
+        void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(), priority: 0 }).catch(() => {});
+      },
       onLocked: (jobId, taskName, slot) => {
         this.#options.hooks?.slotLocked?.(taskName, slot);
         if (slot.getTime() > Date.now()) this.#slotTimers.arm(jobId, taskName, slot);
@@ -234,17 +242,30 @@ export class AgendaEngine {
    */
   async drain(timeoutMs: number): Promise<DrainOutcome> {
     const agenda = this.#agenda;
-    if (!agenda || !this.#started) return { completed: 0, abandoned: [] };
+    if (!agenda || !this.#started) return { completed: 0, handedOff: [], abandoned: [] };
     this.#started = false;
     this.#slotTimers.stop();
     await this.#health.stop();
     await this.#missedSlots?.stop();
     const result = await agenda.drain({ timeout: timeoutMs, closeConnection: false });
+    // Runs still going are cut off and handed off: recorded interrupted, their slot released for
+    // the other instances to re-run at once (CronwardenJobRepository), instead of failing them.
+    const cutOff = [...this.#running.entries()];
+    for (const [jobId, run] of cutOff) {
+      const entry = this.#ledger.get(jobId);
+      if (entry) entry.handedOff = true;
+      run.controller.abort(
+        new Error("shutdown: drain timeout reached; the run is handed to another instance"),
+      );
+    }
+    const waitUntil = Date.now() + HANDOFF_WAIT_MS;
+    while ((this.#running.size > 0 || (this.#repository?.pendingEnds ?? 0) > 0) && Date.now() < waitUntil) {
+      await sleep(50);
+    }
     const abandoned = [...this.#running.values()].map((run) => run.taskName);
-    for (const run of this.#running.values())
-      run.controller.abort(new Error("shutdown: drain timeout reached"));
+    const handedOff = cutOff.map(([, run]) => run.taskName).filter((name) => !abandoned.includes(name));
     await this.#recorder?.flush();
-    return { completed: result.completed, abandoned };
+    return { completed: result.completed, handedOff, abandoned };
   }
 
   async listJobs(): Promise<TaskJob[]> {

@@ -6,6 +6,7 @@ import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { type RowAtStart, RUN_DATA_KEY, type RunLedger } from "./runLedger.js";
 import {
   closeFinishedSlot,
+  handOffRun,
   JOBS_TABLE,
   releaseUnstartedRun,
   renewLock,
@@ -60,6 +61,8 @@ export interface JobRepositoryLimits {
   maxHeldLocks: number;
   /** A run ended and its lock was released: there may be room to lock due jobs. */
   onRunEnded?: () => void;
+  /** A run cut off at shutdown was handed off (its row unlocked and due now). */
+  onHandedOff?: (jobId: string, taskName: string) => void;
   /** A job was locked for a slot (`nextRunAt`, possibly ahead of now). */
   onLocked?: (jobId: string, taskName: string, slot: Date) => void;
 }
@@ -159,6 +162,11 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     return Date.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
   }
 
+  /** Runs whose end (or hand-off) is being saved. */
+  get pendingEnds(): number {
+    return this.#finalSavesPending.size;
+  }
+
   /** Forgets the lockable names (a job was saved or a run requested: look again). */
   invalidateLockable(): void {
     this.#lockable = undefined;
@@ -196,6 +204,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     const fence = entry?.lockToken ?? null;
     if (entry?.notStarted) return this.#releaseUnstarted(job, fence ? [fence] : []);
     if (entry?.slotAlreadyFinished && fence) return this.#closeFinishedSlot(job, fence);
+    if (entry?.handedOff && fence) return this.#handOff(job, fence);
     let logged = false;
     this.#finalSavesPending.add(job.name);
     try {
@@ -320,6 +329,27 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#ledger.renewed(jobId, undefined);
     this.invalidateLockable();
     this.#limits.onRunEnded?.();
+  }
+
+  /** A run cut off at shutdown: its slot goes to the other instances at once (src/engine/sql.ts handOffRun). */
+  async #handOff(job: JobParameters, fence: Date): Promise<void> {
+    const jobId = String(job._id);
+    this.#finalSavesPending.add(job.name);
+    try {
+      const handed = await retryWhileDisconnected(() => handOffRun(this.#db, jobId, fence), {
+        maxElapsedMs: 5_000,
+        maxDelayMs: 500,
+      });
+      if (handed) this.#limits.onHandedOff?.(jobId, job.name);
+    } catch (error) {
+      this.#logger.warn(
+        { err: error, task: job.name },
+        "could not hand a run off; its lock expires and its slot is taken over",
+      );
+    } finally {
+      this.#finalSavesPending.delete(job.name);
+    }
+    this.#ledger.renewed(jobId, undefined);
   }
 
   /** Same statement as PostgresJobRepository 3.0.6, plus the fence and the next-run guard. */

@@ -33,7 +33,10 @@ function historyRun(row: tsql.SlotRow): HistoryRun {
   return {
     id: row.id,
     taskName: row.job_name,
-    outcome: row.outcome === "succeeded" || row.outcome === "skipped" ? row.outcome : "failed",
+    outcome:
+      row.outcome === "succeeded" || row.outcome === "skipped" || row.outcome === "interrupted"
+        ? row.outcome
+        : "failed",
     scheduledAt: mark.slot,
     startedAt: mark.startedAt,
     finishedAt: mark.finishedAt ?? row.timestamp,

@@ -8,7 +8,8 @@
 import type { RunJournal } from "./runJournal.js";
 import type { PreviousRun } from "./types.js";
 
-export type RunOutcome = "succeeded" | "failed" | "skipped";
+/** `interrupted`: handed off at shutdown, its slot re-run by another instance (not a failure). */
+export type RunOutcome = "succeeded" | "failed" | "skipped" | "interrupted";
 
 /** The schedule fields of the job row as the save that starts a run left them. */
 export interface RowAtStart {
@@ -75,6 +76,8 @@ export interface RunEntry {
   deadRun?: PreviousRun;
   /** The dead run had recorded its slot's outcome: nothing runs; the final save only closes the row. */
   slotAlreadyFinished?: boolean;
+  /** Cut off at shutdown: recorded interrupted, and the final save hands the slot to another instance. */
+  handedOff?: boolean;
 }
 
 export class RunLedger {
@@ -116,6 +119,7 @@ export class RunLedger {
     entry.recorded = false;
     entry.notStarted = false;
     entry.slotAlreadyFinished = false;
+    entry.handedOff = false;
     entry.journal = undefined;
     entry.error = undefined;
     this.#entries.set(jobId, entry);

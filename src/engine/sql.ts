@@ -169,7 +169,7 @@ export async function selectRunSummaries(db: Queryable, recent: number): Promise
        LEFT JOIN LATERAL (
          SELECT count(*)::int AS failed FROM (
            SELECT 1 FROM "${LOGS_TABLE}" l
-            WHERE l.job_name = j.name AND l.event = 'fail' AND l.meta ? 'outcome'
+            WHERE l.job_name = j.name AND l.event = 'fail' AND l.meta->>'outcome' = 'failed'
               AND l.timestamp > coalesce(
                 (SELECT s.timestamp FROM "${LOGS_TABLE}" s
                   WHERE s.job_name = j.name AND s.event = 'success' AND s.meta->>'outcome' = 'succeeded'
@@ -269,7 +269,8 @@ export async function releaseUnstartedRun(
 export async function slotHasOutcome(db: Queryable, taskName: string, slot: Date): Promise<boolean> {
   const result = await db.query(
     `SELECT 1 FROM "${LOGS_TABLE}"
-      WHERE job_name = $1 AND meta->>'scheduledAt' = $2 AND event IN ('success', 'fail') AND meta ? 'outcome'
+      WHERE job_name = $1 AND meta->>'scheduledAt' = $2 AND event IN ('success', 'fail')
+        AND meta->>'outcome' IN ('succeeded', 'failed', 'skipped')
       LIMIT 1`,
     [taskName, slot.toISOString()],
   );
@@ -284,6 +285,20 @@ export async function slotHasOutcome(db: Queryable, taskName: string, slot: Date
 export async function closeFinishedSlot(db: Queryable, jobId: string, fence: Date): Promise<boolean> {
   const result = await db.query(
     `UPDATE "${JOBS_TABLE}" SET locked_at = NULL, last_finished_at = now()
+      WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
+    [jobId, fence],
+  );
+  return result.rowCount === 1;
+}
+
+/**
+ * Hands a run cut off at shutdown to the other instances: unlocked and due now, its start
+ * (`last_run_at`, `data.run`) kept, so the next instance to lock it re-runs the same slot at once as
+ * a re-run. Fenced on this instance's lock.
+ */
+export async function handOffRun(db: Queryable, jobId: string, fence: Date): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET locked_at = NULL, next_run_at = now()
       WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
     [jobId, fence],
   );

@@ -154,6 +154,16 @@ export class TaskRunner {
         entry.startedAt = run.startedAt;
         if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
+        if (entry.handedOff) {
+          if (!result.error)
+            entry.handedOff = false; // it finished after all: an ordinary end
+          else {
+            const detail = `cut off at shutdown after the drain timeout (${result.error.message}); handed to another instance, which re-runs the slot`;
+            ledger.settle(jobId, "interrupted", detail);
+            logger.warn({ task: taskName, slot: entry.scheduledAt }, `run interrupted: ${detail}`);
+            throw new Error(detail);
+          }
+        }
         entry.journal = run.journal;
         entry.error = result.error;
         const delayMs =

@@ -245,7 +245,9 @@ export function runMark(row: tsql.SlotRow): RunMark {
   const slot = new Date(row.slot);
   const startedAt = row.started_at ? new Date(row.started_at) : null;
   const outcome: MarkOutcome =
-    row.outcome === "succeeded" || row.outcome === "skipped" ? row.outcome : "failed";
+    row.outcome === "succeeded" || row.outcome === "skipped" || row.outcome === "interrupted"
+      ? row.outcome
+      : "failed";
   return {
     kind: "run",
     id: row.id,

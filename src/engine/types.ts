@@ -112,7 +112,8 @@ export interface TaskJob extends LiveJob {
 
 export interface RunRecord {
   taskName: string;
-  outcome: "succeeded" | "failed" | "skipped";
+  /** `interrupted`: cut off at shutdown and handed to another instance, which re-ran the slot. */
+  outcome: "succeeded" | "failed" | "skipped" | "interrupted";
   scheduledAt: Date;
   startedAt: Date | null;
   finishedAt: Date;
@@ -129,5 +130,8 @@ export interface RunRecord {
 
 export interface DrainOutcome {
   completed: number;
+  /** Tasks whose run was cut off at the drain deadline and handed to the other instances. */
+  handedOff: string[];
+  /** Tasks whose handler did not stop within the hand-off wait: their lock expires and is taken over. */
   abandoned: string[];
 }

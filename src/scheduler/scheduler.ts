@@ -37,7 +37,12 @@ export interface SchedulerOptions extends SchedulerSettingsInput {
 export interface StopResult {
   /** Runs that finished while draining. */
   completed: number;
-  /** Tasks still running at the drain deadline: their signal fired, their lock expires normally. */
+  /**
+   * Tasks whose run was cut off at the drain deadline: their signal fired, they are recorded
+   * `interrupted` (not failed), and their slot is handed to the other instances, which re-run it.
+   */
+  handedOff: string[];
+  /** Tasks whose handler ignored its signal past the hand-off wait: their lock expires and is taken over. */
   abandoned: string[];
 }
 
@@ -247,7 +252,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   stop(options: { drainTimeoutMs?: number } = {}): Promise<StopResult> {
     if (this.#state === "new") {
       this.#state = "stopped";
-      return Promise.resolve({ completed: 0, abandoned: [] });
+      return Promise.resolve({ completed: 0, handedOff: [], abandoned: [] });
     }
     this.#stopping ??= this.#stop(options);
     return this.#stopping;
@@ -264,12 +269,18 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     await this.#pruning;
     await this.#watcher.stop();
     const outcome = await this.#engine.drain(drainTimeoutMs);
+    if (outcome.handedOff.length > 0) {
+      this.#logger.warn(
+        { handedOff: outcome.handedOff, drainTimeoutMs },
+        `${outcome.handedOff.length} run(s) still going after ${drainTimeoutMs} ms were cut off and handed to the other instances, which re-run their slots; recorded as interrupted`,
+      );
+    }
     if (outcome.abandoned.length > 0) {
       this.#logger.error(
         { abandoned: outcome.abandoned, drainTimeoutMs },
-        `stopped with ${outcome.abandoned.length} run(s) still going after ${drainTimeoutMs} ms; their abort signal fired and their lock will expire`,
+        `stopped with ${outcome.abandoned.length} run(s) whose handler ignored its abort signal; their lock expires and their slot is taken over`,
       );
-    } else {
+    } else if (outcome.handedOff.length === 0) {
       this.#logger.info({ completed: outcome.completed }, "stopped: every run finished");
     }
     this.#state = "stopped";

@@ -1,6 +1,7 @@
 /** What the scheduler reports about its tasks: the reconciled view of desired and runtime state. */
 
-export type RunOutcome = "succeeded" | "failed" | "skipped";
+/** `interrupted`: a run cut off at shutdown and handed to another instance, which re-runs its slot. */
+export type RunOutcome = "succeeded" | "failed" | "skipped" | "interrupted";
 
 export interface TaskStatus {
   name: string;

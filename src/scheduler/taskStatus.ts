@@ -55,5 +55,7 @@ export function buildTaskStatuses(input: {
 }
 
 function asOutcome(value: string | null | undefined): RunOutcome | null {
-  return value === "succeeded" || value === "failed" || value === "skipped" ? value : null;
+  return value === "succeeded" || value === "failed" || value === "skipped" || value === "interrupted"
+    ? value
+    : null;
 }

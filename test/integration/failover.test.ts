@@ -239,4 +239,51 @@ describe("several instances", () => {
       [slot, true],
     ]);
   }, 60_000);
+
+  it("SIGTERM with a run past the drain timeout: the run is recorded interrupted, not failed, and another instance re-runs its slot at once", async () => {
+    const LONG_LOCK_MS = 30_000; // a takeover by lock expiry would take this long: the hand-off must not wait for it
+    const peers = await cluster(
+      ["h1", "h2"],
+      [
+        { name: "slow", cron: "0 0 * * * *" },
+        { name: "quick", enabled: false },
+      ],
+      {
+        SLOW_TASK_MS: "60000",
+        CRONWARDEN_DRAIN_TIMEOUT_MS: "500",
+        CRONWARDEN_LOCK_LIFETIME_MS: String(LONG_LOCK_MS),
+      },
+    );
+    await db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'slow'");
+    const owner = await pollUntil("an instance to start the run", () =>
+      peers.find((peer) => peer.find((line) => line.task === "slow" && line.msg === "run started")),
+    );
+    const slot = owner.find((line) => line.task === "slow" && line.msg === "run started")?.slot;
+    const survivor = peers.find((peer) => peer !== owner);
+    owner.child.kill("SIGTERM");
+    expect(await owner.exited).toEqual({ code: 0, signal: null });
+    const stoppedAt = Date.now();
+    const rerun = await survivor?.waitFor(
+      "the re-run on the other instance",
+      (line) => line.task === "slow" && /^run started: a re-run/.test(String(line.msg)),
+      LONG_LOCK_MS,
+    );
+    expect(rerun?.slot).toBe(slot);
+    // handed off, not taken over after the lock expired
+    expect(Date.now() - stoppedAt).toBeLessThan(LONG_LOCK_MS / 2);
+    const outcomes = await pollUntil("the interrupted run's record", async () => {
+      const { rows } = await db.pool.query(
+        `SELECT meta->>'outcome' AS outcome, meta->>'scheduledAt' AS slot FROM agenda_logs
+          WHERE job_name = 'slow' AND event IN ('success', 'fail') ORDER BY timestamp`,
+      );
+      return rows.length >= 1 ? rows : undefined;
+    });
+    expect(outcomes[0]).toEqual({ outcome: "interrupted", slot });
+    expect(outcomes.filter((row) => row.outcome === "failed")).toEqual([]);
+    expect(owner.messages()).toContainEqual(
+      expect.stringMatching(
+        /1 run\(s\) still going after 500 ms were cut off and handed to the other instances/,
+      ),
+    );
+  }, 90_000);
 });

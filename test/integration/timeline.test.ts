@@ -246,7 +246,11 @@ describe("GET /slots", () => {
     await bad("/slots?color=red", 400, /unexpected "color"/);
     await bad("/runs/not-a-uuid", 400, /a run id is a UUID/);
     await bad("/runs/00000000-0000-4000-8000-000000000000", 404, /no run with id/);
-    await bad("/tasks/tl-ok/runs?outcome=exploded", 400, /outcome must be succeeded, failed or skipped/);
+    await bad(
+      "/tasks/tl-ok/runs?outcome=exploded",
+      400,
+      /outcome must be succeeded, failed, skipped or interrupted/,
+    );
     await bad("/tasks/tl-ok/runs?trigger=cron", 400, /trigger must be schedule or manual/);
   });
 
