@@ -5,7 +5,7 @@ import type { Logger } from "../scheduler/logger.js";
 import { BEFORE_START_RETRY, START_MARGIN_MS } from "./jobRepository.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { RunJournal } from "./runJournal.js";
-import type { RunLedger } from "./runLedger.js";
+import type { RunEntry, RunLedger } from "./runLedger.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import * as sql from "./sql.js";
@@ -54,55 +54,13 @@ export class TaskRunner {
   }
 
   async run(taskName: string, job: Job, handler: RunHandler, options: TaskDefinitionOptions): Promise<void> {
-    const { ledger, logger, pool } = this.#deps;
+    const { ledger, logger } = this.#deps;
     const jobId = String(job.attrs._id);
     const slotStartedAt = new Date();
     const entry = ledger.starting(jobId, slotStartedAt, 1);
-    // Before the handler, the database calls are retried while it is unreachable, as long as the
-    // lock lasts; past that the run did not start: it is released untouched, never a failure.
-    const lockedAt = entry.lockToken?.getTime() ?? slotStartedAt.getTime();
-    const deadline = lockedAt + this.#deps.lockLifetimeMs - START_MARGIN_MS;
-    const beforeStart = <T>(query: () => Promise<T>) =>
-      retryWhileDisconnected(query, {
-        ...BEFORE_START_RETRY,
-        maxElapsedMs: Math.max(0, deadline - Date.now()),
-      });
-    let rerunOf: PreviousRun | undefined;
-    try {
-      const skipReason = await this.#whySkip(jobId, job, beforeStart);
-      if (skipReason) {
-        ledger.settle(jobId, "skipped", skipReason);
-        logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
-        return;
-      }
-      const manual = manualRunOf(job.attrs.data);
-      if (manual) await beforeStart(() => sql.clearManualRun(pool, jobId));
-      // the dead run's identity is in the job row since its start save; rows from before that
-      // are read from the run log's last start row
-      rerunOf = entry.previousRunUnfinished
-        ? (entry.deadRun ??
-          (await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt))))
-        : undefined;
-      entry.trigger = manual ? "manual" : "schedule";
-      entry.requestedBy = manual?.by;
-      if (
-        rerunOf?.scheduledAt &&
-        (await beforeStart(() => sql.slotHasOutcome(pool, taskName, rerunOf?.scheduledAt ?? slotStartedAt)))
-      ) {
-        // the run that died had finished and recorded its slot; only its end was not saved
-        entry.slotAlreadyFinished = true;
-        entry.recorded = true; // Agenda's outcome row for this non-run is not written
-        logger.info(
-          { task: taskName, slot: rerunOf.scheduledAt, rerunOf },
-          "not re-run: the run that died had already recorded the outcome of its slot; its end is saved now",
-        );
-        return;
-      }
-    } catch (error) {
-      if (!isConnectionError(error)) throw error;
-      entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
-      throw new DatabaseUnreachableBeforeStartError(taskName, error as Error);
-    }
+    const prepared = await this.#beforeHandler(taskName, job, entry, slotStartedAt);
+    if (prepared.kind !== "run") return;
+    const { rerunOf } = prepared;
     if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
     entry.rerun = rerunOf !== undefined;
     entry.rerunOf = rerunOf;
@@ -144,7 +102,7 @@ export class TaskRunner {
           scheduledAt: entry.scheduledAt,
           startedAt: attempt === 1 ? slotStartedAt : new Date(),
           attempt,
-          trigger: entry.trigger,
+          trigger: entry.trigger ?? "schedule",
           ...(entry.requestedBy === undefined ? {} : { requestedBy: entry.requestedBy }),
           signal: slot.signal,
           rerunOf,
@@ -203,6 +161,63 @@ export class TaskRunner {
     } finally {
       await stopWatchdog();
       this.#running.delete(jobId);
+    }
+  }
+
+  /**
+   * The checks and reads between the lock and the handler (docs/design.md, "A run's path before
+   * its handler"): the skip check, the run-now mark, and for a takeover the dead run and whether it
+   * had finished its slot. Each database call is retried while the database is unreachable, as long
+   * as the lock lasts; past that the run did not start: it is released untouched, never a failure.
+   */
+  async #beforeHandler(
+    taskName: string,
+    job: Job,
+    entry: RunEntry,
+    slotStartedAt: Date,
+  ): Promise<{ kind: "skipped" | "finished" } | { kind: "run"; rerunOf: PreviousRun | undefined }> {
+    const { ledger, logger, pool } = this.#deps;
+    const jobId = String(job.attrs._id);
+    const lockedAt = entry.lockToken?.getTime() ?? slotStartedAt.getTime();
+    const deadline = lockedAt + this.#deps.lockLifetimeMs - START_MARGIN_MS;
+    const beforeStart = <T>(query: () => Promise<T>) =>
+      retryWhileDisconnected(query, {
+        ...BEFORE_START_RETRY,
+        maxElapsedMs: Math.max(0, deadline - Date.now()),
+      });
+    try {
+      const skipReason = await this.#whySkip(jobId, job, beforeStart);
+      if (skipReason) {
+        ledger.settle(jobId, "skipped", skipReason);
+        logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
+        return { kind: "skipped" };
+      }
+      const manual = manualRunOf(job.attrs.data);
+      if (manual) await beforeStart(() => sql.clearManualRun(pool, jobId));
+      entry.trigger = manual ? "manual" : "schedule";
+      entry.requestedBy = manual?.by;
+      if (!entry.previousRunUnfinished) return { kind: "run", rerunOf: undefined };
+      // the dead run's identity is in the job row since its start save; rows from before that
+      // are read from the run log's last start row
+      const rerunOf =
+        entry.deadRun ??
+        (await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt)));
+      const slot = rerunOf.scheduledAt;
+      if (slot && (await beforeStart(() => sql.slotHasOutcome(pool, taskName, slot)))) {
+        // the run that died had finished and recorded its slot; only its end was not saved
+        entry.slotAlreadyFinished = true;
+        entry.recorded = true; // Agenda's outcome row for this non-run is not written
+        logger.info(
+          { task: taskName, slot, rerunOf },
+          "not re-run: the run that died had already recorded the outcome of its slot; its end is saved now",
+        );
+        return { kind: "finished" };
+      }
+      return { kind: "run", rerunOf };
+    } catch (error) {
+      if (!isConnectionError(error)) throw error;
+      entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
+      throw new DatabaseUnreachableBeforeStartError(taskName, error as Error);
     }
   }
 
