@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,herd,idle,failover,reconcile] [-- --keep]`
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,idle,failover,reconcile] [-- --keep]`
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
  * database per scenario and contender, each contender in its own OS process. Progress goes to
@@ -18,9 +18,10 @@ import { runFailover } from "./scenarios/failover.js";
 import { runHerd } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
 import { runLateness } from "./scenarios/lateness.js";
+import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
 
-const SCENARIOS = ["lateness", "herd", "idle", "failover", "reconcile"] as const;
+const SCENARIOS = ["lateness", "lateness-minute", "herd", "idle", "failover", "reconcile"] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const args = process.argv.slice(2);
@@ -112,6 +113,10 @@ async function main(): Promise<void> {
   if (wanted("lateness")) {
     progress("lateness");
     results.lateness = await runLateness(context);
+  }
+  if (wanted("lateness-minute")) {
+    progress("lateness at default settings, `* * * * *`");
+    results.latenessMinute = await runMinuteLateness(context);
   }
   if (wanted("herd")) {
     progress("herd");

@@ -10,6 +10,9 @@ export const CONTENDERS: Contender[] = ["cronwarden", "agenda"];
 
 export interface Sizes {
   latenessSlots: number;
+  /** Lateness at default settings (`* * * * *`): processes per contender, boundaries each. */
+  latenessMinuteProcesses: number;
+  latenessMinuteBoundaries: number;
   herdTasks: number;
   /** Task counts of the idle scenario, keyed by the figure they report (100, 1000, 10000). */
   idle: { 100: number; 1000: number; 10000: number };
@@ -32,6 +35,8 @@ export interface Sizes {
 
 export const FULL: Sizes = {
   latenessSlots: 60,
+  latenessMinuteProcesses: 6,
+  latenessMinuteBoundaries: 6,
   herdTasks: 1000,
   idle: { 100: 100, 1000: 1000, 10000: 10000 },
   idleWindowMs: 60_000,
@@ -47,6 +52,8 @@ export const FULL: Sizes = {
 
 export const QUICK: Sizes = {
   latenessSlots: 30,
+  latenessMinuteProcesses: 3,
+  latenessMinuteBoundaries: 2,
   herdTasks: 200,
   idle: { 100: 100, 1000: 1000, 10000: 2000 },
   idleWindowMs: 20_000,
@@ -122,14 +129,15 @@ export function startContender(
   contender: Contender,
   label: string,
   spec: Omit<ContenderSpec, "label" | "logFile" | "poolMax" | "lockLifetimeMs"> & {
-    lockLifetimeMs?: number;
+    /** Absent: LOCK_LIFETIME_MS; null: not passed, the contender's own default. */
+    lockLifetimeMs?: number | null;
   },
 ): Worker {
   const full: ContenderSpec = {
     ...spec,
     label,
     poolMax: POOL_MAX,
-    lockLifetimeMs: spec.lockLifetimeMs ?? LOCK_LIFETIME_MS,
+    lockLifetimeMs: spec.lockLifetimeMs === null ? undefined : (spec.lockLifetimeMs ?? LOCK_LIFETIME_MS),
     logFile: path.join(context.logDir, `${label}.log`),
   };
   return new Worker({ label, worker: contender, spec: full, logDir: context.logDir });

@@ -11,10 +11,12 @@ export interface ContenderSpec {
   databaseUrl: string;
   /** Task names are `${prefix}${index}` (index zero-padded to 5 digits), `count` of them. */
   tasks: { prefix: string; count: number; cron: string };
-  processEveryMs: number;
-  lockLifetimeMs: number;
-  /** cronwarden only: shortest allowed gap of a schedule. */
-  minIntervalMs: number;
+  /** Poll interval; absent: the contender's own default (both: 5 s for a minute cron). */
+  processEveryMs?: number;
+  /** Absent: the contender's own default (cronwarden 15 s, raw Agenda 10 min). */
+  lockLifetimeMs?: number;
+  /** cronwarden only: shortest allowed gap of a schedule; absent: its default (60 s). */
+  minIntervalMs?: number;
   /** How long each handler runs (0: returns at once). */
   taskMs: number;
   poolMax: number;

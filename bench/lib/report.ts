@@ -4,6 +4,11 @@ import type { HerdFigures } from "../scenarios/herd.js";
 import type { IdleResult } from "../scenarios/idle.js";
 import { LATENESS_POLLS, type LatenessFigures, type LatenessResult } from "../scenarios/lateness.js";
 import {
+  MINUTE_LATE_MS,
+  type MinuteLatenessFigures,
+  type MinuteLatenessResult,
+} from "../scenarios/latenessMinute.js";
+import {
   type Contender,
   DEFAULT_PROCESS_EVERY_MS,
   LOCK_LIFETIME_MS,
@@ -17,6 +22,8 @@ import type { ReconcileFigures } from "./protocol.js";
 
 export interface Results {
   lateness?: LatenessResult;
+  /** `* * * * *` at each contender's default settings, processes started at random seconds. */
+  latenessMinute?: MinuteLatenessResult;
   herd?: Record<Contender, HerdFigures>;
   idle?: IdleResult;
   failover?: Record<Contender, FailoverTrial[]>;
@@ -41,6 +48,7 @@ function failoverFigures(trials: FailoverTrial[] | undefined): { seconds: Figure
 
 function contenderFigures(results: Results, contender: Contender, memoryTasks: number) {
   const lateness = results.lateness?.[MAIN_LATENESS_POLL_MS]?.[contender];
+  const minute = results.latenessMinute?.[contender];
   const herd = results.herd?.[contender];
   const idle = results.idle?.[contender];
   const failover = failoverFigures(results.failover?.[contender]);
@@ -48,6 +56,13 @@ function contenderFigures(results: Results, contender: Contender, memoryTasks: n
   return {
     lateness_p50_ms: round(lateness?.p50, 1),
     lateness_p99_ms: round(lateness?.p99, 1),
+    lateness_minute_boundaries: minute?.boundaries ?? null,
+    lateness_minute_p50_ms: round(minute?.p50, 1),
+    lateness_minute_p99_ms: round(minute?.p99, 1),
+    lateness_minute_max_ms: round(minute?.max, 1),
+    lateness_minute_late_50ms: minute?.late ?? null,
+    lateness_minute_missed: minute?.missed ?? null,
+    lateness_minute_duplicates: minute?.duplicates ?? null,
     herd_tasks: herd?.tasks ?? null,
     herd_runs: herd?.runs ?? null,
     herd_last_ms: round(herd?.lastMs),
@@ -106,6 +121,8 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
   figures.sizes = {
     lateness_slots: sizes.latenessSlots,
     lateness_poll_ms: MAIN_LATENESS_POLL_MS,
+    lateness_minute_processes: sizes.latenessMinuteProcesses,
+    lateness_minute_boundaries_per_process: sizes.latenessMinuteBoundaries,
     herd_tasks: sizes.herdTasks,
     idle_tasks: sizes.idle,
     idle_window_s: sizes.idleWindowMs / 1000,
@@ -146,8 +163,8 @@ export function markdown(options: {
     `- Machine: ${machine.cpu}, ${machine.cores} cores, ${machine.ramGb} GB RAM, ${machine.kernel}`,
     `- Versions: Node ${machine.node}, PostgreSQL ${machine.postgres} (embedded, default settings), Agenda ${machine.agenda}, @agendajs/postgres-backend ${machine.postgresBackend}, cronwarden ${machine.cronwarden} at ${machine.commit}${options.commitAfter === machine.commit ? "" : ` (**the code changed during the run**: ${options.commitAfter} at the end)`}`,
     `- Run: ${options.startedAt.toISOString()}, ${Math.round(options.elapsedS)} s; load average before ${machine.loadBefore.join(" / ")}, after ${options.loadAfter.map((load) => load.toFixed(2)).join(" / ")}`,
-    `- Settings (both contenders): pg pool max ${POOL_MAX}; lock lifetime ${LOCK_LIFETIME_MS / 1000} s; poll (processEvery) ${DEFAULT_PROCESS_EVERY_MS / 1000} s, except lateness (1 s and 0.5 s); everything else at each one's defaults (raw Agenda: maxConcurrency 20, defaultConcurrency 5, no job log; cronwarden: JSON log lines at info to a file)`,
-    `- Sizes: lateness ${sizes.latenessSlots} slots; herd ${sizes.herdTasks} tasks; idle ${sizes.idle[100]} / ${sizes.idle[1000]} / ${sizes.idle[10000]} tasks, ${sizes.idleWindowMs / 1000} s window${sizes.idleConcurrent ? " (all idle processes at once, alongside the failover scenario)" : ""}; failover ${sizes.failoverTrials} trial(s), ${sizes.failoverProcesses} processes per contender, ${sizes.failoverTaskMs / 1000} s task; reconcile ${sizes.reconcileTasks} tasks; RSS at ${sizes.memoryTasks} tasks`,
+    `- Settings (both contenders): pg pool max ${POOL_MAX}; lock lifetime ${LOCK_LIFETIME_MS / 1000} s; poll (processEvery) ${DEFAULT_PROCESS_EVERY_MS / 1000} s, except lateness (1 s and 0.5 s); lateness at defaults: nothing passed but the pool (both poll every 5 s; lock lifetime 15 s cronwarden, 10 min raw Agenda); everything else at each one's defaults (raw Agenda: maxConcurrency 20, defaultConcurrency 5, no job log; cronwarden: JSON log lines at info to a file)`,
+    `- Sizes: lateness ${sizes.latenessSlots} slots; lateness at defaults ${sizes.latenessMinuteProcesses} processes x ${sizes.latenessMinuteBoundaries} boundaries per contender; herd ${sizes.herdTasks} tasks; idle ${sizes.idle[100]} / ${sizes.idle[1000]} / ${sizes.idle[10000]} tasks, ${sizes.idleWindowMs / 1000} s window${sizes.idleConcurrent ? " (all idle processes at once, alongside the failover scenario)" : ""}; failover ${sizes.failoverTrials} trial(s), ${sizes.failoverProcesses} processes per contender, ${sizes.failoverTaskMs / 1000} s task; reconcile ${sizes.reconcileTasks} tasks; RSS at ${sizes.memoryTasks} tasks`,
     "",
   );
   row("scenario", "figure", "cronwarden", "raw Agenda");
@@ -156,6 +173,7 @@ export function markdown(options: {
     const byContender = results.lateness?.[pollMs];
     if (byContender) latenessRows(row, byContender);
   }
+  if (results.latenessMinute) minuteLatenessRows(row, results.latenessMinute);
   if (results.herd) herdRows(row, results.herd);
   if (results.idle) idleRows(row, results.idle, sizes);
   if (results.failover) failoverRows(row, results.failover);
@@ -190,6 +208,38 @@ function latenessRows(row: Row, lateness: Record<Contender, LatenessFigures>): v
     `${cw.missed} / ${cw.duplicates}`,
     `${agenda.missed} / ${agenda.duplicates}`,
   );
+}
+
+function minuteLatenessRows(row: Row, lateness: MinuteLatenessResult): void {
+  const { cronwarden: cw, agenda } = lateness;
+  row(
+    `lateness at defaults (\`* * * * *\`, poll 5 s, ${cw.processes} / ${agenda.processes} processes)`,
+    "minute boundaries measured",
+    `${cw.boundaries}`,
+    `${agenda.boundaries}`,
+  );
+  row("", "p50 (ms)", show(cw.p50, 1), show(agenda.p50, 1));
+  row("", "p99 (ms)", show(cw.p99, 1), show(agenda.p99, 1));
+  row("", "max (ms)", show(cw.max, 1), show(agenda.max, 1));
+  row("", `boundaries started more than ${MINUTE_LATE_MS} ms late`, `${cw.late}`, `${agenda.late}`);
+  row(
+    "",
+    "missed / doubled boundaries",
+    `${cw.missed} / ${cw.duplicates}`,
+    `${agenda.missed} / ${agenda.duplicates}`,
+  );
+  if (cw.otherStarts + agenda.otherStarts > 0)
+    row("", "starts for another or an unknown slot", `${cw.otherStarts}`, `${agenda.otherStarts}`);
+  const each = (figures: MinuteLatenessFigures) =>
+    figures.perProcess
+      .map(
+        (process) =>
+          `:${process.startSecond.toFixed(1).padStart(4, "0")}: ${process.lateness
+            .map((ms) => (ms === null ? "missed" : `${ms}`))
+            .join(", ")}`,
+      )
+      .join("; ");
+  row("", "each process (started at second :ss): ms late per boundary", each(cw), each(agenda));
 }
 
 function herdRows(row: Row, herd: Record<Contender, HerdFigures>): void {
