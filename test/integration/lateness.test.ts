@@ -12,8 +12,10 @@ import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
  * by 5 ms after each lock ahead, the way a time daemon corrects it.
  */
 
+// slots every 3 s and a 2 s poll: the poll's phase against the slots moves from one slot to the
+// next, so some slots are locked well ahead of their time whatever phase the process starts at
 const POLL_MS = 2000;
-const SLOTS = 5;
+const SLOTS = 6;
 const STEP_BACK_MS = 5;
 const RealDate = Date;
 let behind = 0;
@@ -46,13 +48,13 @@ it("a slot locked ahead starts at its slot when the wall clock steps back meanwh
   harness = await SchedulerHarness.start(
     db.pool,
     [{ name: "punctual", handler: async () => {} }],
-    [{ name: "punctual", cron: "*/4 * * * * *" }],
-    { minIntervalMs: 4000, processEveryMs: POLL_MS },
+    [{ name: "punctual", cron: "*/3 * * * * *" }],
+    { minIntervalMs: 3000, processEveryMs: POLL_MS },
   );
   globalThis.Date = SteppedDate as DateConstructor;
   let steps = 0;
   harness.scheduler.on("slot:locked", ({ scheduledAt }) => {
-    if (scheduledAt.getTime() - Date.now() < 200) return;
+    if (scheduledAt.getTime() - Date.now() < 150) return;
     // after Agenda has set its timer for this slot, before it fires
     setTimeout(() => {
       behind += STEP_BACK_MS;
@@ -60,9 +62,10 @@ it("a slot locked ahead starts at its slot when the wall clock steps back meanwh
     }, 50);
   });
   harness.scheduler.on("run:started", (event) => started.push(event));
-  await pollUntil("the runs", () => started.length >= SLOTS + 1, { timeoutMs: (SLOTS + 3) * 4000 });
+  await pollUntil("the runs", () => started.length >= SLOTS + 1, { timeoutMs: (SLOTS + 3) * 3000 });
   const lateness = started.slice(1).map((run) => run.startedAt.getTime() - run.scheduledAt.getTime());
   expect(steps).toBeGreaterThan(0);
-  // at the next poll a run would be up to 2 s late; at its slot it is a few ms
-  expect(lateness.filter((ms) => ms > 250)).toEqual([]);
+  // at the next poll a run would be up to 2 s late; at its slot it is a few ms (the bound leaves
+  // room for a loaded machine; the exact figures belong in bench/)
+  expect(lateness.filter((ms) => ms > 600)).toEqual([]);
 }, 60_000);

@@ -74,9 +74,10 @@ describe("retries", () => {
       [1, false],
       [2, true],
     ]);
+    // the outcome row and the job row's end are two writes: wait for both (the figures asserted)
     const status = await pollUntil("the status", async () => {
       const found = await h.scheduler.taskStatus("retry-broken");
-      return found?.lastOutcome === "failed" ? found : undefined;
+      return found?.lastOutcome === "failed" && !found.running ? found : undefined;
     });
     expect(status).toMatchObject({ lastError: "always broken", consecutiveFailures: 1, running: false });
   });

@@ -6,6 +6,7 @@ import { SLOT_INDEX, type SlotRow } from "../../src/engine/timelineSql.js";
 import { httpClient } from "../helpers/admin.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+import { skipAPreLockedSlot } from "../helpers/preLock.js";
 
 /** GET /slots, the paged GET /tasks/:name/runs and GET /runs/:id after real runs on a real PostgreSQL. */
 
@@ -116,23 +117,8 @@ beforeAll(async () => {
     logger: harness.logs.logger,
   });
   ({ url: baseUrl } = await server.listen());
-  const jobRow = async (name: string) =>
-    (await db.pool.query("SELECT * FROM agenda_jobs WHERE name = $1", [name])).rows[0];
   // a skip: the task is disabled after Agenda pre-locked its slot
-  const locked = await pollUntil(
-    "tl-skip's slot to be pre-locked",
-    async () => {
-      const row = await jobRow("tl-skip");
-      return row.locked_at !== null && row.next_run_at > new Date() && row;
-    },
-    { intervalMs: 10, timeoutMs: 15_000 },
-  );
-  await db.pool.query("UPDATE agenda_jobs SET disabled = true WHERE name = 'tl-skip'");
-  await pollUntil("the skipped record", async () =>
-    (await harness.scheduler.runs("tl-skip", 5)).find(
-      (run) => run.scheduledAt.getTime() === locked.next_run_at.getTime(),
-    ),
-  );
+  await skipAPreLockedSlot(db.pool, harness.scheduler, "tl-skip");
   await db.pool.query("UPDATE agenda_jobs SET disabled = false WHERE name = 'tl-skip'");
   await harness.scheduler.runNow("tl-hold");
   await pollUntil(
