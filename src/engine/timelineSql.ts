@@ -196,3 +196,97 @@ export async function selectLastChanges(db: Queryable, namespace: string): Promi
   );
   return new Map(result.rows.map((row) => [row.task, row.at]));
 }
+
+export interface SlotBucketRow {
+  /** floor((slot - from) / bucketMs), as text (a bigint). */
+  bucket: string;
+  /** Run records in the bucket. */
+  records: number;
+  succeeded: number;
+  skipped: number;
+  failed: number;
+  /** Re-runs' first attempts: each also marks the run it repeats as interrupted. */
+  interrupted: number;
+  max_lateness_ms: number | null;
+  max_duration_ms: number | null;
+  /** The record of the most severe outcome (earliest slot first): the bucket's run to open. */
+  worst_id: string;
+  /** The bucket's last record in (slot, id) order: where a cut page continues. */
+  last_slot: string;
+  last_id: string;
+  /** The distinct slots with a record, as milliseconds after the bucket's start (for the missed-slot check). */
+  slots: number[] | null;
+}
+
+/**
+ * One task's run records with a slot in [from, to), after (slot, id) when given, summed per
+ * bucket of `bucketMs` counted from `from`: one row per bucket, in bucket order, at most `limit`.
+ * The same index range scan as selectSlotRows; only the sums leave the database.
+ */
+export async function selectSlotBuckets(
+  db: Queryable,
+  query: {
+    task: string;
+    from: string;
+    to: string;
+    bucketMs: number;
+    after?: { slot: string; id: string } | undefined;
+    limit: number;
+    withSlots: boolean;
+  },
+): Promise<SlotBucketRow[]> {
+  const params: unknown[] = [query.task, query.from, query.to, query.limit, query.bucketMs, query.from];
+  let after = "";
+  if (query.after) {
+    params.push(query.after.slot, query.after.id);
+    after = `AND ((meta->>'scheduledAt'), id) > ($7, $8::uuid)`;
+  }
+  const ms = (value: string) => `(extract(epoch FROM ${value}) * 1000)`;
+  const from = `$6::timestamptz`;
+  const result = await db.query<SlotBucketRow>(
+    `WITH r AS (
+       SELECT id, duration, meta->>'scheduledAt' AS slot_text,
+              (meta->>'scheduledAt')::timestamptz AS slot,
+              CASE WHEN meta->>'outcome' IN ('succeeded', 'skipped') THEN meta->>'outcome' ELSE 'failed' END AS outcome,
+              (meta->>'startedAt')::timestamptz AS started_at,
+              coalesce((meta->>'rerun')::boolean, false) AND coalesce((meta->>'attempt')::int, 1) = 1 AS cut,
+              (meta->'rerunOf'->>'startedAt')::timestamptz AS cut_started_at
+         FROM "${LOGS_TABLE}"
+        WHERE job_name = $1 AND event IN ('success', 'fail', 'retry')
+          AND (meta->>'scheduledAt') >= $2 AND (meta->>'scheduledAt') < $3 ${after}
+          AND meta ? 'outcome'
+     ), b AS (
+       SELECT r.*, floor(${ms(`(r.slot - ${from})`)} / $5)::bigint AS bucket FROM r
+     )
+     SELECT bucket, count(*)::int AS records,
+            count(*) FILTER (WHERE outcome = 'succeeded')::int AS succeeded,
+            count(*) FILTER (WHERE outcome = 'skipped')::int AS skipped,
+            count(*) FILTER (WHERE outcome = 'failed')::int AS failed,
+            count(*) FILTER (WHERE cut)::int AS interrupted,
+            greatest(max(${ms("(started_at - slot)")}), max(${ms("(cut_started_at - slot)")}) FILTER (WHERE cut))::float8
+              AS max_lateness_ms,
+            max(duration)::float8 AS max_duration_ms,
+            (array_agg(id ORDER BY CASE outcome WHEN 'failed' THEN 0 WHEN 'skipped' THEN 1 ELSE 2 END, slot_text, id))[1]
+              AS worst_id,
+            max(slot_text) AS last_slot,
+            (array_agg(id ORDER BY slot_text DESC, id DESC))[1] AS last_id,
+            ${
+              query.withSlots
+                ? `array_agg(DISTINCT (${ms(`(slot - ${from})`)} - bucket * $5)::int)`
+                : "NULL::int[]"
+            } AS slots
+       FROM b GROUP BY bucket ORDER BY bucket LIMIT $4`,
+    params,
+  );
+  return result.rows;
+}
+
+/** Run records by id (the buckets that hold one record show that record in full). */
+export async function selectSlotRowsById(db: Queryable, ids: string[]): Promise<SlotRow[]> {
+  if (ids.length === 0) return [];
+  const result = await db.query<SlotRow>(
+    `SELECT ${SLOT_COLUMNS} FROM "${LOGS_TABLE}" WHERE id = ANY($1::uuid[])`,
+    [ids],
+  );
+  return result.rows;
+}
