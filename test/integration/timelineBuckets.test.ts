@@ -24,7 +24,7 @@ const TO = new Date(T0 + 40 * MIN);
 
 let db: TestDatabase;
 
-interface Record {
+interface SeedRecord {
   task: string;
   slot: number;
   event?: "success" | "fail" | "retry";
@@ -36,7 +36,7 @@ interface Record {
   trigger?: "manual";
 }
 
-async function insert(record: Record): Promise<void> {
+async function insert(record: SeedRecord): Promise<void> {
   const started = record.slot + (record.lateMs ?? 500);
   const duration = record.duration ?? 200;
   const iso = (ms: number) => new Date(ms).toISOString();
