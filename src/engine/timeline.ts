@@ -110,6 +110,8 @@ const UPCOMING = 3;
 const TASK_START_ID = "00000000-0000-0000-0000-000000000000";
 /** cron-parser costs ~0.1 ms a step: irregular schedules are expanded up to this many slots per request. */
 const CRON_STEPS_PER_REQUEST = 20_000;
+/** Tasks whose buckets are read at once (of the pool's connections, 10 by default). */
+const BUCKET_LOOKAHEAD = 3;
 
 export class UnknownTasksError extends Error {
   constructor(readonly names: string[]) {
@@ -152,7 +154,32 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
   const bucketMarks: TimelineMark[] = [];
   const singles: Array<{ at: number; id: string }> = [];
 
-  for (const name of names) {
+  // with bucketMs the database sums and the page waits on it: the next tasks' sums are asked for
+  // ahead (at most BUCKET_LOOKAHEAD at once, with the limit as it is now, which bounds the later one)
+  const ahead = new Map<string, Promise<tsql.SlotBucketRow[]>>();
+  const buckets = (index: number): Promise<tsql.SlotBucketRow[]> => {
+    for (let next = index; next < Math.min(names.length, index + BUCKET_LOOKAHEAD); next++) {
+      const task = names[next] as string;
+      const job = byName.get(task);
+      if (ahead.has(task) || !job) continue;
+      const after = query.cursor?.task === task && query.cursor.slot !== "" ? query.cursor : undefined;
+      const read = tsql.selectSlotBuckets(options.pool, {
+        task,
+        from: fromIso,
+        to: toIso,
+        bucketMs,
+        after: after ? { slot: after.slot, id: after.id } : undefined,
+        limit: remaining + 1,
+        withSlots: !job.disabled && job.repeat_interval !== null,
+      });
+      // a read ahead past the page's end is dropped: its failure is no one's
+      read.catch(() => {});
+      ahead.set(task, read);
+    }
+    return ahead.get(names[index] as string) as Promise<tsql.SlotBucketRow[]>;
+  };
+
+  for (const [position, name] of names.entries()) {
     const job = byName.get(name);
     if (!job) continue;
     if (remaining === 0) {
@@ -164,21 +191,14 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
     const notBefore = latest(job.created_at, lastChanges.get(name) ?? null);
     const notAfter = new Date(now.getTime() - options.missedSlotGraceMs);
     if (bucketMs > 0) {
-      const rows = await tsql.selectSlotBuckets(options.pool, {
-        task: name,
-        from: fromIso,
-        to: toIso,
-        bucketMs,
-        after: after ? { slot: after.slot, id: after.id } : undefined,
-        limit: remaining + 1,
-        withSlots: !job.disabled && job.repeat_interval !== null,
-      });
+      // read with a limit of remaining + 1 or more: its first remaining + 1 rows are this read's
+      const rows = (await buckets(position)).slice(0, remaining + 1);
       const full = rows.length > remaining;
       const page = full ? rows.slice(0, remaining) : rows;
       covered.push(name);
       const last = page.at(-1);
       const segmentStart = after ? new Date(after.slot) : query.from;
-      const segmentEnd = full && last ? new Date(last.last_slot) : query.to;
+      const segmentEnd = full && last ? new Date(tsql.slotOf(last.last)) : query.to;
       const sums = new Map<number, BucketSum>();
       const recorded = new Set<number>();
       for (const row of page) {
@@ -217,7 +237,7 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
       }
       remaining -= page.length;
       if (full && last) {
-        nextCursor = { task: name, slot: last.last_slot, id: last.last_id };
+        nextCursor = { task: name, slot: tsql.slotOf(last.last), id: tsql.idOf(last.last) };
         break;
       }
       continue;
@@ -499,28 +519,6 @@ function nextSlots(cron: string, timezone: string, after: Date, count: number): 
   }
 }
 
-/** Sums each task's marks per bucket; a bucket of one mark stays that mark. */
-export function bucketed(marks: RunMark[], from: Date, bucketMs: number): TimelineMark[] {
-  const out: TimelineMark[] = [];
-  let group: RunMark[] = [];
-  let key = "";
-  const flush = () => {
-    const [only] = group;
-    if (group.length === 1 && only) out.push(only);
-    else if (group.length > 1 && only) out.push(summarise(group, from, bucketMs));
-    group = [];
-  };
-  for (const mark of marks) {
-    const index = Math.floor((mark.slot.getTime() - from.getTime()) / bucketMs);
-    const next = `${mark.task}\u0000${index}`;
-    if (next !== key) flush();
-    key = next;
-    group.push(mark);
-  }
-  flush();
-  return out;
-}
-
 /** A bucket's marks as summed so far: from SQL (selectSlotBuckets), plus the marks computed here. */
 interface BucketSum {
   index: number;
@@ -549,7 +547,7 @@ function bucketSumOfRow(row: tsql.SlotBucketRow, index: number): BucketSum {
     // as summarise: at least 0 once any mark has one
     maxLatenessMs: row.max_lateness_ms === null ? null : Math.max(0, row.max_lateness_ms),
     maxDurationMs: row.max_duration_ms === null ? null : Math.max(0, row.max_duration_ms),
-    id: row.worst_id,
+    id: tsql.idOf(row.worst),
     idRank: SEVERITY.indexOf(worst),
     single: null,
   };
@@ -594,39 +592,6 @@ function bucketMarkOf(task: string, sum: BucketSum, from: Date, bucketMs: number
     maxLatenessMs: sum.maxLatenessMs,
     maxDurationMs: sum.maxDurationMs,
     id: sum.id,
-  };
-}
-
-function summarise(group: RunMark[], from: Date, bucketMs: number): BucketMark {
-  const first = group[0] as RunMark;
-  const index = Math.floor((first.slot.getTime() - from.getTime()) / bucketMs);
-  const outcomes: Partial<Record<MarkOutcome, number>> = {};
-  let maxLatenessMs: number | null = null;
-  let maxDurationMs: number | null = null;
-  let id: string | null = null;
-  let idRank = SEVERITY.length;
-  for (const mark of group) {
-    outcomes[mark.outcome] = (outcomes[mark.outcome] ?? 0) + 1;
-    const rank = SEVERITY.indexOf(mark.outcome);
-    if (mark.id !== null && rank < idRank) {
-      id = mark.id;
-      idRank = rank;
-    }
-    if (mark.latenessMs !== null) maxLatenessMs = Math.max(maxLatenessMs ?? 0, mark.latenessMs);
-    if (mark.durationMs !== null) maxDurationMs = Math.max(maxDurationMs ?? 0, mark.durationMs);
-  }
-  const start = from.getTime() + index * bucketMs;
-  return {
-    kind: "bucket",
-    task: first.task,
-    slot: new Date(start),
-    until: new Date(start + bucketMs),
-    count: group.length,
-    outcomes,
-    outcome: SEVERITY.find((outcome) => outcomes[outcome]) ?? "succeeded",
-    maxLatenessMs,
-    maxDurationMs,
-    id,
   };
 }
 

@@ -209,12 +209,11 @@ export interface SlotBucketRow {
   interrupted: number;
   max_lateness_ms: number | null;
   max_duration_ms: number | null;
-  /** The record of the most severe outcome (earliest slot first): the bucket's run to open. */
-  worst_id: string;
-  /** The bucket's last record in (slot, id) order: where a cut page continues. */
-  last_slot: string;
-  last_id: string;
-  /** The distinct slots with a record, as milliseconds after the bucket's start (for the missed-slot check). */
+  /** "rank slot id" of the record of the most severe outcome (earliest slot first): the bucket's run to open. */
+  worst: string;
+  /** "slot id" of the bucket's last record in (slot, id) order: where a cut page continues. */
+  last: string;
+  /** The slots with a record, as milliseconds after the bucket's start (for the missed-slot check). */
   slots: number[] | null;
 }
 
@@ -223,62 +222,78 @@ export interface SlotBucketRow {
  * bucket of `bucketMs` counted from `from`: one row per bucket, in bucket order, at most `limit`.
  * The same index range scan as selectSlotRows; only the sums leave the database.
  */
-export async function selectSlotBuckets(
-  db: Queryable,
-  query: {
-    task: string;
-    from: string;
-    to: string;
-    bucketMs: number;
-    after?: { slot: string; id: string } | undefined;
-    limit: number;
-    withSlots: boolean;
-  },
-): Promise<SlotBucketRow[]> {
-  const params: unknown[] = [query.task, query.from, query.to, query.limit, query.bucketMs, query.from];
+export async function selectSlotBuckets(db: Queryable, query: SlotBucketsQuery): Promise<SlotBucketRow[]> {
+  const { text, values } = slotBucketsStatement(query);
+  return (await db.query<SlotBucketRow>(text, values)).rows;
+}
+
+/** A record's id, the last 36 characters of SlotBucketRow's `worst` and `last`. */
+export function idOf(key: string): string {
+  return key.slice(-36);
+}
+
+/** The slot of SlotBucketRow's `last`. */
+export function slotOf(last: string): string {
+  return last.slice(0, -37);
+}
+
+export interface SlotBucketsQuery {
+  task: string;
+  from: string;
+  to: string;
+  bucketMs: number;
+  after?: { slot: string; id: string } | undefined;
+  limit: number;
+  withSlots: boolean;
+}
+
+/** selectSlotBuckets' statement (for EXPLAIN in the tests). */
+export function slotBucketsStatement(query: SlotBucketsQuery): { text: string; values: unknown[] } {
+  const params: unknown[] = [
+    query.task,
+    query.from,
+    query.to,
+    query.limit,
+    query.bucketMs,
+    Date.parse(query.from),
+  ];
   let after = "";
   if (query.after) {
     params.push(query.after.slot, query.after.id);
     after = `AND ((meta->>'scheduledAt'), id) > ($7, $8::uuid)`;
   }
-  const ms = (value: string) => `(extract(epoch FROM ${value}) * 1000)`;
-  const from = `$6::timestamptz`;
-  const result = await db.query<SlotBucketRow>(
-    `WITH r AS (
-       SELECT id, duration, meta->>'scheduledAt' AS slot_text,
-              (meta->>'scheduledAt')::timestamptz AS slot,
-              CASE WHEN meta->>'outcome' IN ('succeeded', 'skipped') THEN meta->>'outcome' ELSE 'failed' END AS outcome,
-              (meta->>'startedAt')::timestamptz AS started_at,
+  const ms = (iso: string) => `round(date_part('epoch', (${iso})::timestamptz) * 1000)::bigint`;
+  // plain aggregates only (no ORDER BY within one, no DISTINCT): each is one pass over the group's rows.
+  // min/max of "rank slot id" and "slot id" pick the most severe and the last record; slots and ids
+  // are of one length, so text order is their order
+  return {
+    text: `WITH r AS (
+       SELECT id, duration, meta->>'scheduledAt' AS slot_text, ${ms("meta->>'scheduledAt'")} AS slot_ms,
+              CASE meta->>'outcome' WHEN 'succeeded' THEN 2 WHEN 'skipped' THEN 1 ELSE 0 END AS rank,
+              ${ms("meta->>'startedAt'")} AS started_ms,
               coalesce((meta->>'rerun')::boolean, false) AND coalesce((meta->>'attempt')::int, 1) = 1 AS cut,
-              (meta->'rerunOf'->>'startedAt')::timestamptz AS cut_started_at
+              ${ms("meta->'rerunOf'->>'startedAt'")} AS cut_started_ms
          FROM "${LOGS_TABLE}"
         WHERE job_name = $1 AND event IN ('success', 'fail', 'retry')
           AND (meta->>'scheduledAt') >= $2 AND (meta->>'scheduledAt') < $3 ${after}
           AND meta ? 'outcome'
      ), b AS (
-       SELECT r.*, floor(${ms(`(r.slot - ${from})`)} / $5)::bigint AS bucket FROM r
+       SELECT r.*, (slot_ms - $6::bigint) / $5::bigint AS bucket FROM r
      )
      SELECT bucket, count(*)::int AS records,
-            count(*) FILTER (WHERE outcome = 'succeeded')::int AS succeeded,
-            count(*) FILTER (WHERE outcome = 'skipped')::int AS skipped,
-            count(*) FILTER (WHERE outcome = 'failed')::int AS failed,
+            count(*) FILTER (WHERE rank = 2)::int AS succeeded,
+            count(*) FILTER (WHERE rank = 1)::int AS skipped,
+            count(*) FILTER (WHERE rank = 0)::int AS failed,
             count(*) FILTER (WHERE cut)::int AS interrupted,
-            greatest(max(${ms("(started_at - slot)")}), max(${ms("(cut_started_at - slot)")}) FILTER (WHERE cut))::float8
+            greatest(max(started_ms - slot_ms), max(cut_started_ms - slot_ms) FILTER (WHERE cut))::float8
               AS max_lateness_ms,
             max(duration)::float8 AS max_duration_ms,
-            (array_agg(id ORDER BY CASE outcome WHEN 'failed' THEN 0 WHEN 'skipped' THEN 1 ELSE 2 END, slot_text, id))[1]
-              AS worst_id,
-            max(slot_text) AS last_slot,
-            (array_agg(id ORDER BY slot_text DESC, id DESC))[1] AS last_id,
-            ${
-              query.withSlots
-                ? `array_agg(DISTINCT (${ms(`(slot - ${from})`)} - bucket * $5)::int)`
-                : "NULL::int[]"
-            } AS slots
+            min((rank || ' ' || slot_text || ' ' || id) COLLATE "C") AS worst,
+            max((slot_text || ' ' || id) COLLATE "C") AS last,
+            ${query.withSlots ? "array_agg((slot_ms - $6::bigint - bucket * $5::bigint)::int)" : "NULL::int[]"} AS slots
        FROM b GROUP BY bucket ORDER BY bucket LIMIT $4`,
-    params,
-  );
-  return result.rows;
+    values: params,
+  };
 }
 
 /** Run records by id (the buckets that hold one record show that record in full). */

@@ -8,6 +8,7 @@ import {
   type TimelineCursor,
   type TimelineMark,
 } from "../../src/engine/timeline.js";
+import { SLOT_INDEX, slotBucketsStatement } from "../../src/engine/timelineSql.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 
 /**
@@ -213,5 +214,28 @@ describe("GET /slots with bucketMs, summed in SQL", () => {
     const page = await readTimeline(options(), { from: FROM, to: TO, limit: 2, bucketMs: 3_600_000 });
     // b-five's 4 records and b-minute's 28 are one bucket each: the page of 2 rows covers both
     expect(page.tasks).toEqual(["b-five", "b-minute"]);
+  });
+
+  it("sums from the slot index", async () => {
+    // enough rows of other tasks that a sequential scan would lose
+    await db.pool.query(
+      `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
+       SELECT $1::timestamptz + make_interval(secs => g), 'info', 'success', 'bulk-' || (g % 200), 'x',
+              jsonb_build_object('scheduledAt', to_char(($1::timestamptz + make_interval(secs => g)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'outcome', 'succeeded')
+         FROM generate_series(1, 60000) g`,
+      [FROM],
+    );
+    await db.pool.query("ANALYZE agenda_logs");
+    const { text, values } = slotBucketsStatement({
+      task: "b-minute",
+      from: FROM.toISOString(),
+      to: TO.toISOString(),
+      bucketMs: 300_000,
+      after: { slot: FROM.toISOString(), id: "00000000-0000-0000-0000-000000000000" },
+      limit: 100,
+      withSlots: true,
+    });
+    const plan = await db.pool.query(`EXPLAIN ${text}`, values);
+    expect(plan.rows.map((row) => row["QUERY PLAN"]).join("\n")).toContain(SLOT_INDEX);
   });
 });
