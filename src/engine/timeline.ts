@@ -60,6 +60,8 @@ export interface BucketMark {
   outcome: MarkOutcome;
   maxLatenessMs: number | null;
   maxDurationMs: number | null;
+  /** A run of the most severe outcome held, to open (GET /runs/:id); null when it has none (missed slots). */
+  id: string | null;
 }
 
 export type TimelineMark = RunMark | BucketMark;
@@ -108,6 +110,8 @@ const UPCOMING = 3;
 const TASK_START_ID = "00000000-0000-0000-0000-000000000000";
 /** cron-parser costs ~0.1 ms a step: irregular schedules are expanded up to this many slots per request. */
 const CRON_STEPS_PER_REQUEST = 20_000;
+/** Tasks whose buckets are read at once (of the pool's connections, 10 by default). */
+const BUCKET_LOOKAHEAD = 3;
 
 export class UnknownTasksError extends Error {
   constructor(readonly names: string[]) {
@@ -145,8 +149,37 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
   const budget = { cronSteps: CRON_STEPS_PER_REQUEST };
   let remaining = query.limit;
   let nextCursor: TimelineCursor | null = null;
+  const bucketMs = query.bucketMs ?? 0;
+  // with bucketMs: the marks as summed in SQL, and the buckets of one record, to be shown as that record
+  const bucketMarks: TimelineMark[] = [];
+  const singles: Array<{ at: number; id: string }> = [];
 
-  for (const name of names) {
+  // with bucketMs the database sums and the page waits on it: the next tasks' sums are asked for
+  // ahead (at most BUCKET_LOOKAHEAD at once, with the limit as it is now, which bounds the later one)
+  const ahead = new Map<string, Promise<tsql.SlotBucketRow[]>>();
+  const buckets = (index: number): Promise<tsql.SlotBucketRow[]> => {
+    for (let next = index; next < Math.min(names.length, index + BUCKET_LOOKAHEAD); next++) {
+      const task = names[next] as string;
+      const job = byName.get(task);
+      if (ahead.has(task) || !job) continue;
+      const after = query.cursor?.task === task && query.cursor.slot !== "" ? query.cursor : undefined;
+      const read = tsql.selectSlotBuckets(options.pool, {
+        task,
+        from: fromIso,
+        to: toIso,
+        bucketMs,
+        after: after ? { slot: after.slot, id: after.id } : undefined,
+        limit: remaining + 1,
+        withSlots: !job.disabled && job.repeat_interval !== null,
+      });
+      // a read ahead past the page's end is dropped: its failure is no one's
+      read.catch(() => {});
+      ahead.set(task, read);
+    }
+    return ahead.get(names[index] as string) as Promise<tsql.SlotBucketRow[]>;
+  };
+
+  for (const [position, name] of names.entries()) {
     const job = byName.get(name);
     if (!job) continue;
     if (remaining === 0) {
@@ -155,6 +188,60 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
       break;
     }
     const after = query.cursor?.task === name && query.cursor.slot !== "" ? query.cursor : undefined;
+    const notBefore = latest(job.created_at, lastChanges.get(name) ?? null);
+    const notAfter = new Date(now.getTime() - options.missedSlotGraceMs);
+    if (bucketMs > 0) {
+      // read with a limit of remaining + 1 or more: its first remaining + 1 rows are this read's
+      const rows = (await buckets(position)).slice(0, remaining + 1);
+      const full = rows.length > remaining;
+      const page = full ? rows.slice(0, remaining) : rows;
+      covered.push(name);
+      const last = page.at(-1);
+      const segmentStart = after ? new Date(after.slot) : query.from;
+      const segmentEnd = full && last ? new Date(tsql.slotOf(last.last)) : query.to;
+      const sums = new Map<number, BucketSum>();
+      const recorded = new Set<number>();
+      for (const row of page) {
+        const index = Number(row.bucket);
+        sums.set(index, bucketSumOfRow(row, index));
+        const start = query.from.getTime() + index * bucketMs;
+        for (const offset of row.slots ?? []) recorded.add(start + offset);
+      }
+      const add = (mark: RunMark) =>
+        addToBucket(sums, Math.floor((mark.slot.getTime() - query.from.getTime()) / bucketMs), mark);
+      const open = openRuns.get(name);
+      if (open?.slot && inSegment(new Date(open.slot), segmentStart, segmentEnd, after !== undefined, full)) {
+        const mark = openRunMark(open, job, now);
+        recorded.add(mark.slot.getTime());
+        add(mark);
+      }
+      const missed = missedSlots(job, {
+        start: segmentStart,
+        startExclusive: after !== undefined,
+        end: segmentEnd,
+        endInclusive: full,
+        recorded,
+        notBefore,
+        notAfter,
+        budget,
+      });
+      if (missed === undefined) missedUnchecked.push(name);
+      else for (const slot of missed) add(missedMark(name, slot));
+      for (const index of [...sums.keys()].sort((a, b) => a - b)) {
+        const sum = sums.get(index) as BucketSum;
+        if (sum.count === 1 && sum.single) bucketMarks.push(sum.single);
+        else if (sum.count === 1 && sum.id) {
+          singles.push({ at: bucketMarks.length, id: sum.id });
+          bucketMarks.push(bucketMarkOf(name, sum, query.from, bucketMs));
+        } else bucketMarks.push(bucketMarkOf(name, sum, query.from, bucketMs));
+      }
+      remaining -= page.length;
+      if (full && last) {
+        nextCursor = { task: name, slot: tsql.slotOf(last.last), id: tsql.idOf(last.last) };
+        break;
+      }
+      continue;
+    }
     const rows = await tsql.selectSlotRows(options.pool, {
       task: name,
       from: fromIso,
@@ -179,8 +266,8 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
       end: segmentEnd,
       endInclusive: full,
       recorded: new Set(taskMarks.map((mark) => mark.slot.getTime())),
-      notBefore: latest(job.created_at, lastChanges.get(name) ?? null),
-      notAfter: new Date(now.getTime() - options.missedSlotGraceMs),
+      notBefore,
+      notAfter,
       budget,
     });
     if (missed === undefined) missedUnchecked.push(name);
@@ -200,13 +287,24 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
     if (!job || job.disabled || !job.repeat_interval) continue;
     upcoming[name] = nextSlots(job.repeat_interval, job.repeat_timezone ?? "UTC", now, UPCOMING);
   }
-  const bucketMs = query.bucketMs ?? 0;
+  if (singles.length > 0) {
+    const rows = await tsql.selectSlotRowsById(
+      options.pool,
+      singles.map((single) => single.id),
+    );
+    const byId = new Map(rows.map((row) => [row.id, row]));
+    for (const single of singles) {
+      const row = byId.get(single.id);
+      // a record pruned between the two reads keeps its bucket mark
+      if (row) bucketMarks[single.at] = runMark(row);
+    }
+  }
   return {
     from: query.from,
     to: query.to,
     bucketMs,
     tasks: covered,
-    marks: bucketMs > 0 ? bucketed(marks, query.from, bucketMs) : marks,
+    marks: bucketMs > 0 ? bucketMarks : marks,
     upcoming,
     missedUnchecked,
     nextCursor,
@@ -423,50 +521,79 @@ function nextSlots(cron: string, timezone: string, after: Date, count: number): 
   }
 }
 
-/** Sums each task's marks per bucket; a bucket of one mark stays that mark. */
-export function bucketed(marks: RunMark[], from: Date, bucketMs: number): TimelineMark[] {
-  const out: TimelineMark[] = [];
-  let group: RunMark[] = [];
-  let key = "";
-  const flush = () => {
-    const [only] = group;
-    if (group.length === 1 && only) out.push(only);
-    else if (group.length > 1 && only) out.push(summarise(group, from, bucketMs));
-    group = [];
-  };
-  for (const mark of marks) {
-    const index = Math.floor((mark.slot.getTime() - from.getTime()) / bucketMs);
-    const next = `${mark.task}\u0000${index}`;
-    if (next !== key) flush();
-    key = next;
-    group.push(mark);
-  }
-  flush();
-  return out;
+/** A bucket's marks as summed so far: from SQL (selectSlotBuckets), plus the marks computed here. */
+interface BucketSum {
+  index: number;
+  count: number;
+  outcomes: Partial<Record<MarkOutcome, number>>;
+  maxLatenessMs: number | null;
+  maxDurationMs: number | null;
+  id: string | null;
+  /** SEVERITY's index of the mark `id` names. */
+  idRank: number;
+  /** The bucket's only mark when it is not a record read in SQL. */
+  single: RunMark | null;
 }
 
-function summarise(group: RunMark[], from: Date, bucketMs: number): BucketMark {
-  const first = group[0] as RunMark;
-  const index = Math.floor((first.slot.getTime() - from.getTime()) / bucketMs);
+function bucketSumOfRow(row: tsql.SlotBucketRow, index: number): BucketSum {
   const outcomes: Partial<Record<MarkOutcome, number>> = {};
-  let maxLatenessMs: number | null = null;
-  let maxDurationMs: number | null = null;
-  for (const mark of group) {
-    outcomes[mark.outcome] = (outcomes[mark.outcome] ?? 0) + 1;
-    if (mark.latenessMs !== null) maxLatenessMs = Math.max(maxLatenessMs ?? 0, mark.latenessMs);
-    if (mark.durationMs !== null) maxDurationMs = Math.max(maxDurationMs ?? 0, mark.durationMs);
+  if (row.succeeded > 0) outcomes.succeeded = row.succeeded;
+  if (row.skipped > 0) outcomes.skipped = row.skipped;
+  if (row.failed > 0) outcomes.failed = row.failed;
+  if (row.interrupted > 0) outcomes.interrupted = row.interrupted;
+  const worst: MarkOutcome = row.failed > 0 ? "failed" : row.skipped > 0 ? "skipped" : "succeeded";
+  return {
+    index,
+    count: row.records + row.interrupted,
+    outcomes,
+    // as summarise: at least 0 once any mark has one
+    maxLatenessMs: row.max_lateness_ms === null ? null : Math.max(0, row.max_lateness_ms),
+    maxDurationMs: row.max_duration_ms === null ? null : Math.max(0, row.max_duration_ms),
+    id: tsql.idOf(row.worst),
+    idRank: SEVERITY.indexOf(worst),
+    single: null,
+  };
+}
+
+function addToBucket(sums: Map<number, BucketSum>, index: number, mark: RunMark): void {
+  let sum = sums.get(index);
+  if (!sum) {
+    sum = {
+      index,
+      count: 0,
+      outcomes: {},
+      maxLatenessMs: null,
+      maxDurationMs: null,
+      id: null,
+      idRank: SEVERITY.length,
+      single: mark,
+    };
+    sums.set(index, sum);
+  } else sum.single = null;
+  sum.count += 1;
+  sum.outcomes[mark.outcome] = (sum.outcomes[mark.outcome] ?? 0) + 1;
+  if (mark.latenessMs !== null) sum.maxLatenessMs = Math.max(sum.maxLatenessMs ?? 0, mark.latenessMs);
+  if (mark.durationMs !== null) sum.maxDurationMs = Math.max(sum.maxDurationMs ?? 0, mark.durationMs);
+  const rank = SEVERITY.indexOf(mark.outcome);
+  if (mark.id !== null && rank < sum.idRank) {
+    sum.id = mark.id;
+    sum.idRank = rank;
   }
-  const start = from.getTime() + index * bucketMs;
+}
+
+function bucketMarkOf(task: string, sum: BucketSum, from: Date, bucketMs: number): BucketMark {
+  const start = from.getTime() + sum.index * bucketMs;
   return {
     kind: "bucket",
-    task: first.task,
+    task,
     slot: new Date(start),
     until: new Date(start + bucketMs),
-    count: group.length,
-    outcomes,
-    outcome: SEVERITY.find((outcome) => outcomes[outcome]) ?? "succeeded",
-    maxLatenessMs,
-    maxDurationMs,
+    count: sum.count,
+    outcomes: sum.outcomes,
+    outcome: SEVERITY.find((outcome) => sum.outcomes[outcome]) ?? "succeeded",
+    maxLatenessMs: sum.maxLatenessMs,
+    maxDurationMs: sum.maxDurationMs,
+    id: sum.id,
   };
 }
 

@@ -196,3 +196,112 @@ export async function selectLastChanges(db: Queryable, namespace: string): Promi
   );
   return new Map(result.rows.map((row) => [row.task, row.at]));
 }
+
+export interface SlotBucketRow {
+  /** floor((slot - from) / bucketMs), as text (a bigint). */
+  bucket: string;
+  /** Run records in the bucket. */
+  records: number;
+  succeeded: number;
+  skipped: number;
+  failed: number;
+  /** Re-runs' first attempts: each also marks the run it repeats as interrupted. */
+  interrupted: number;
+  max_lateness_ms: number | null;
+  max_duration_ms: number | null;
+  /** "rank slot id" of the record of the most severe outcome (earliest slot first): the bucket's run to open. */
+  worst: string;
+  /** "slot id" of the bucket's last record in (slot, id) order: where a cut page continues. */
+  last: string;
+  /** The slots with a record, as milliseconds after the bucket's start (for the missed-slot check). */
+  slots: number[] | null;
+}
+
+/**
+ * One task's run records with a slot in [from, to), after (slot, id) when given, summed per
+ * bucket of `bucketMs` counted from `from`: one row per bucket, in bucket order, at most `limit`.
+ * The same index range scan as selectSlotRows; only the sums leave the database.
+ */
+export async function selectSlotBuckets(db: Queryable, query: SlotBucketsQuery): Promise<SlotBucketRow[]> {
+  const { text, values } = slotBucketsStatement(query);
+  return (await db.query<SlotBucketRow>(text, values)).rows;
+}
+
+/** A record's id, the last 36 characters of SlotBucketRow's `worst` and `last`. */
+export function idOf(key: string): string {
+  return key.slice(-36);
+}
+
+/** The slot of SlotBucketRow's `last`. */
+export function slotOf(last: string): string {
+  return last.slice(0, -37);
+}
+
+export interface SlotBucketsQuery {
+  task: string;
+  from: string;
+  to: string;
+  bucketMs: number;
+  after?: { slot: string; id: string } | undefined;
+  limit: number;
+  withSlots: boolean;
+}
+
+/** selectSlotBuckets' statement (for EXPLAIN in the tests). */
+export function slotBucketsStatement(query: SlotBucketsQuery): { text: string; values: unknown[] } {
+  const params: unknown[] = [
+    query.task,
+    query.from,
+    query.to,
+    query.limit,
+    query.bucketMs,
+    Date.parse(query.from),
+  ];
+  let after = "";
+  if (query.after) {
+    params.push(query.after.slot, query.after.id);
+    after = `AND ((meta->>'scheduledAt'), id) > ($7, $8::uuid)`;
+  }
+  const ms = (iso: string) => `round(date_part('epoch', (${iso})::timestamptz) * 1000)::bigint`;
+  // plain aggregates only (no ORDER BY within one, no DISTINCT): each is one pass over the group's rows.
+  // min/max of "rank slot id" and "slot id" pick the most severe and the last record; slots and ids
+  // are of one length, so text order is their order
+  return {
+    text: `WITH r AS (
+       SELECT id, duration, meta->>'scheduledAt' AS slot_text, ${ms("meta->>'scheduledAt'")} AS slot_ms,
+              CASE meta->>'outcome' WHEN 'succeeded' THEN 2 WHEN 'skipped' THEN 1 ELSE 0 END AS rank,
+              ${ms("meta->>'startedAt'")} AS started_ms,
+              coalesce((meta->>'rerun')::boolean, false) AND coalesce((meta->>'attempt')::int, 1) = 1 AS cut,
+              ${ms("meta->'rerunOf'->>'startedAt'")} AS cut_started_ms
+         FROM "${LOGS_TABLE}"
+        WHERE job_name = $1 AND event IN ('success', 'fail', 'retry')
+          AND (meta->>'scheduledAt') >= $2 AND (meta->>'scheduledAt') < $3 ${after}
+          AND meta ? 'outcome'
+     ), b AS (
+       SELECT r.*, (slot_ms - $6::bigint) / $5::bigint AS bucket FROM r
+     )
+     SELECT bucket, count(*)::int AS records,
+            count(*) FILTER (WHERE rank = 2)::int AS succeeded,
+            count(*) FILTER (WHERE rank = 1)::int AS skipped,
+            count(*) FILTER (WHERE rank = 0)::int AS failed,
+            count(*) FILTER (WHERE cut)::int AS interrupted,
+            greatest(max(started_ms - slot_ms), max(cut_started_ms - slot_ms) FILTER (WHERE cut))::float8
+              AS max_lateness_ms,
+            max(duration)::float8 AS max_duration_ms,
+            min((rank || ' ' || slot_text || ' ' || id) COLLATE "C") AS worst,
+            max((slot_text || ' ' || id) COLLATE "C") AS last,
+            ${query.withSlots ? "array_agg((slot_ms - $6::bigint - bucket * $5::bigint)::int)" : "NULL::int[]"} AS slots
+       FROM b GROUP BY bucket ORDER BY bucket LIMIT $4`,
+    values: params,
+  };
+}
+
+/** Run records by id (the buckets that hold one record show that record in full). */
+export async function selectSlotRowsById(db: Queryable, ids: string[]): Promise<SlotRow[]> {
+  if (ids.length === 0) return [];
+  const result = await db.query<SlotRow>(
+    `SELECT ${SLOT_COLUMNS} FROM "${LOGS_TABLE}" WHERE id = ANY($1::uuid[])`,
+    [ids],
+  );
+  return result.rows;
+}

@@ -574,13 +574,17 @@ function mergeBuckets(a, b) {
           outcome: mark.outcome,
           maxLatenessMs: mark.latenessMs,
           maxDurationMs: mark.durationMs,
+          id: mark.id,
         };
   const [x, y] = [single(a), single(b)];
   const outcomes = { ...x.outcomes };
   for (const [key, count] of Object.entries(y.outcomes)) outcomes[key] = (outcomes[key] ?? 0) + count;
   const order = ["failed", "interrupted", "missed", "running", "skipped", "succeeded"];
+  // each piece's id is a run of its most severe outcome that has one: keep the more severe
+  const rank = (mark) => (mark.id ? order.indexOf(mark.outcome) : order.length);
   return {
     ...x,
+    id: rank(y) < rank(x) ? y.id : x.id,
     until: new Date(Math.max(Date.parse(x.until), Date.parse(y.until))).toISOString(),
     count: x.count + y.count,
     outcomes,
@@ -791,7 +795,7 @@ function describeMark(mark) {
     const counts = Object.entries(mark.outcomes)
       .map(([outcome, count]) => `${count} ${outcome}`)
       .join(", ");
-    return `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}<br>${mark.count} marks from ${html(new Date(mark.slot).toLocaleString())}: ${html(counts)}${mark.maxDurationMs ? `<br>longest ${html(duration(mark.maxDurationMs))}` : ""}${mark.maxLatenessMs ? `, latest start ${html(duration(mark.maxLatenessMs))} after its slot` : ""}<br><a href="#/tasks/${encodeURIComponent(mark.task)}?from=${encodeURIComponent(mark.slot)}&to=${encodeURIComponent(new Date(Date.parse(mark.until) + 3_600_000).toISOString())}">these runs</a>`;
+    return `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}<br>${mark.count} marks from ${html(new Date(mark.slot).toLocaleString())}: ${html(counts)}${mark.maxDurationMs ? `<br>longest ${html(duration(mark.maxDurationMs))}` : ""}${mark.maxLatenessMs ? `, latest start ${html(duration(mark.maxLatenessMs))} after its slot` : ""}${mark.id ? `<br><a class="tl-open" href="#/runs/${html(mark.id)}">open its most severe run</a>` : ""}<br><a href="#/tasks/${encodeURIComponent(mark.task)}?from=${encodeURIComponent(mark.slot)}&to=${encodeURIComponent(new Date(Date.parse(mark.until) + 3_600_000).toISOString())}">these runs</a>`;
   }
   const parts = [
     `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}${mark.final === false ? ' <span class="small">retried</span>' : ""}`,
