@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+import { skipAPreLockedSlot } from "../helpers/preLock.js";
 
 /**
  * The dashboard end to end in headless Chromium (Debian's package, driven by playwright-core),
@@ -96,22 +97,7 @@ beforeAll(async () => {
   });
   await Promise.all([harness.runsOf("dash-ok", 2), harness.runsOf("dash-broken", 1)]);
   // a skip: the task is disabled after Agenda pre-locked its slot (then enabled again)
-  const jobRow = async (name: string) =>
-    (await db.pool.query("SELECT * FROM agenda_jobs WHERE name = $1", [name])).rows[0];
-  const locked = await pollUntil(
-    "dash-skip's slot to be pre-locked",
-    async () => {
-      const row = await jobRow("dash-skip");
-      return row.locked_at !== null && row.next_run_at > new Date() && row;
-    },
-    { intervalMs: 10, timeoutMs: 15_000 },
-  );
-  await db.pool.query("UPDATE agenda_jobs SET disabled = true WHERE name = 'dash-skip'");
-  await pollUntil("the skipped record", async () =>
-    (await harness.scheduler.runs("dash-skip", 5)).find(
-      (run) => run.scheduledAt.getTime() === locked.next_run_at.getTime(),
-    ),
-  );
+  await skipAPreLockedSlot(db.pool, harness.scheduler, "dash-skip");
   await db.pool.query("UPDATE agenda_jobs SET disabled = false WHERE name = 'dash-skip'");
   await pollUntil("dash-flaky's retried slot", async () =>
     (await harness.scheduler.runs("dash-flaky", 10)).some((run) => run.attempt === 2),
