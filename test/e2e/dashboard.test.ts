@@ -293,9 +293,18 @@ describe.skipIf(!available)("dashboard", () => {
     expect(new Set(seen).size).toBe(seen.length);
 
     await tab.goto(`${url}/dashboard/#/tasks/dash-flaky`);
-    await tab.locator("#f-outcome").selectOption("failed");
-    await tab.locator("#history-filter button").click();
-    await pollUntil("the filtered history", async () => tab.url().includes("outcome=failed"));
+    // the page is replaced when its data arrives: act on dash-flaky's own form, and again if a
+    // render replaced it between the choice and the click
+    await pollUntil("the filtered history", async () => {
+      await tab.locator("#history-filter").waitFor();
+      if (!tab.url().includes("outcome=failed")) {
+        await tab.locator("#f-outcome").selectOption("failed");
+        await tab.locator("#history-filter button").click();
+      }
+      return (
+        tab.url().includes("outcome=failed") && (await tab.locator("#f-outcome").inputValue()) === "failed"
+      );
+    });
     // the filtered page has replaced the first one: every run listed failed
     await pollUntil("only failed runs listed", async () => {
       const outcomes = await tab.locator("#history tbody tr[data-run] .badge").allInnerTexts();

@@ -250,7 +250,7 @@ async function taskView(name, params) {
     </dl>
     <h2>History</h2>
     <form id="history-filter" class="toolbar">
-      ${select("f-outcome", "Outcome", ["all", "succeeded", "failed", "skipped"], params.get("outcome") ?? "all")}
+      ${select("f-outcome", "Outcome", ["all", "succeeded", "failed", "skipped", "interrupted"], params.get("outcome") ?? "all")}
       ${select("f-trigger", "Trigger", ["all", "schedule", "manual"], params.get("trigger") ?? "all")}
       <label>From <input id="f-from" type="datetime-local" value="${html(localInput(params.get("from")))}"></label>
       <label>To <input id="f-to" type="datetime-local" value="${html(localInput(params.get("to")))}"></label>
