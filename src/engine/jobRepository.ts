@@ -256,9 +256,16 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     const slot = this.#ledger.get(String(job._id))?.scheduledAt ?? job.nextRunAt ?? renewed;
     let row: RowAtStart | undefined;
     try {
-      // a retry also accepts its own lock time: the first try may have landed and lost its answer
+      // a retry (after a connection error) also accepts its own lock time: the first try may have
+      // landed and lost its answer. The first try does not: another lock taken in the same
+      // millisecond would pass for its own.
+      let tries = 0;
       row = await retryWhileDisconnected(
-        () => this.#saveJobState({ ...job, lockedAt: renewed }, options, [heldLock, renewed], slot),
+        () => {
+          tries += 1;
+          const fence = tries === 1 ? [heldLock] : [heldLock, renewed];
+          return this.#saveJobState({ ...job, lockedAt: renewed }, options, fence, slot);
+        },
         { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - Date.now()) },
       );
     } catch (error) {
