@@ -280,7 +280,12 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         { abandoned: outcome.abandoned, drainTimeoutMs },
         `stopped with ${outcome.abandoned.length} run(s) whose handler ignored its abort signal; their lock expires and their slot is taken over`,
       );
-    } else if (outcome.handedOff.length === 0) {
+    } else if (outcome.handedOff.length > 0) {
+      this.#logger.info(
+        { completed: outcome.completed, handedOff: outcome.handedOff },
+        `stopped: ${outcome.completed} run(s) finished, ${outcome.handedOff.length} handed off`,
+      );
+    } else {
       this.#logger.info({ completed: outcome.completed }, "stopped: every run finished");
     }
     this.#state = "stopped";
