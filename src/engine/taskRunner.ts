@@ -274,6 +274,9 @@ export class TaskRunner {
       (await beforeStart(() => sql.selectRunGuard(this.#deps.pool, jobId)));
     if (!guard) return "the job row no longer exists";
     if (guard.disabled) return "the task was disabled after this slot was locked";
+    // a takeover re-runs a slot that already started under its schedule: a re-timing since then
+    // decides the next slot, not whether this one is finished
+    if (this.#deps.ledger.get(jobId)?.previousRunUnfinished) return undefined;
     if (
       guard.repeat_interval !== String(job.attrs.repeatInterval) ||
       guard.repeat_timezone !== (job.attrs.repeatTimezone ?? null)
