@@ -316,12 +316,19 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#limits.onRunEnded?.();
   }
 
-  /** A taken-over slot that its dead run had already finished: the row is closed, retried like the final save. */
+  /** A taken-over slot that its dead run had already finished: the row is closed (the slot after it still owed), retried like the final save. */
   async #closeFinishedSlot(job: JobParameters, fence: Date): Promise<void> {
     const jobId = String(job._id);
+    const close = {
+      jobId,
+      fence,
+      owed: this.#ledger.get(jobId)?.nextRunAtBefore ?? null,
+      cron: job.repeatInterval === undefined ? null : String(job.repeatInterval),
+      timezone: job.repeatTimezone ?? null,
+    };
     this.#finalSavesPending.add(job.name);
     try {
-      await retryWhileDisconnected(() => closeFinishedSlot(this.#db, jobId, fence), {
+      await retryWhileDisconnected(() => closeFinishedSlot(this.#db, close), {
         maxElapsedMs: FINAL_SAVE_RETRY_MS,
         maxDelayMs: 500,
       });

@@ -70,6 +70,11 @@ export interface RunEntry {
   rowAtStart?: RowAtStart;
   /** The row's `last_run_at` when it was locked: restored if the run is released unstarted. */
   lastRunAtBefore: Date | null;
+  /**
+   * The row's `next_run_at` when it was locked. For a takeover it is the slot after the dead run's:
+   * if the dead run had finished its slot, this is the slot still owed (see closeFinishedSlot).
+   */
+  nextRunAtBefore: Date | null;
   /** The handler never started (the database was unreachable): the final save releases the slot untouched. */
   notStarted?: boolean;
   /** The unfinished previous run, from the identity its start save wrote in the job row. */
@@ -93,6 +98,7 @@ export class RunLedger {
       scheduledAt: deadRun?.scheduledAt ?? row.nextRunAt ?? new Date(),
       lockToken: row.lockedAt,
       lastRunAtBefore: row.lastRunAt ?? null,
+      nextRunAtBefore: row.nextRunAt,
       previousRunUnfinished,
       ...(deadRun ? { deadRun } : {}),
     };
@@ -110,6 +116,7 @@ export class RunLedger {
       scheduledAt: startedAt,
       lockToken: undefined,
       lastRunAtBefore: null,
+      nextRunAtBefore: null,
       previousRunUnfinished: false,
     };
     entry.startedAt = startedAt;

@@ -279,14 +279,23 @@ export async function slotHasOutcome(db: Queryable, taskName: string, slot: Date
 
 /**
  * Ends a taken-over run whose slot was already finished by the run that died (its outcome row
- * exists; only its job-row save was lost): unlocked and marked finished, the next run as the start
- * save computed it. Fenced on this instance's lock.
+ * exists; only its job-row save was lost): unlocked and marked finished. Its next run goes back to
+ * the slot the row owed when it was locked (`owed`, the slot after the dead run's): the taker's
+ * own start save moved it past now, which would skip that slot. Kept as it is if the schedule was
+ * changed since the lock (a re-timing computed its own next run). Fenced on this instance's lock.
  */
-export async function closeFinishedSlot(db: Queryable, jobId: string, fence: Date): Promise<boolean> {
+export async function closeFinishedSlot(
+  db: Queryable,
+  close: { jobId: string; fence: Date; owed: Date | null; cron: string | null; timezone: string | null },
+): Promise<boolean> {
   const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET locked_at = NULL, last_finished_at = now()
+    `UPDATE "${JOBS_TABLE}" SET locked_at = NULL, last_finished_at = now(),
+            next_run_at = CASE
+              WHEN $3::timestamptz IS NOT NULL AND repeat_interval IS NOT DISTINCT FROM $4
+                AND repeat_timezone IS NOT DISTINCT FROM $5
+              THEN least(next_run_at, $3::timestamptz) ELSE next_run_at END
       WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
-    [jobId, fence],
+    [close.jobId, close.fence, close.owed, close.cron, close.timezone],
   );
   return result.rowCount === 1;
 }

@@ -1,0 +1,76 @@
+import { afterAll, beforeAll, expect, it } from "vitest";
+import type { RunStartedEvent } from "../../src/index.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+
+/**
+ * A takeover of a run that died after recording its slot's outcome but before saving its end in
+ * the job row (a SIGKILL between the two, or an outage longer than the final save's retries).
+ * Nothing is re-run for the dead run's slot; the slot after it, which the dead run's start save
+ * had made the row's next run, is still owed and runs.
+ */
+
+let db: TestDatabase;
+let harness: SchedulerHarness | undefined;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+afterAll(async () => {
+  await harness?.stop();
+  await db?.drop();
+});
+
+it("a taken-over run whose slot was already finished is not re-run, and the slot it owed still runs", async () => {
+  const started: RunStartedEvent[] = [];
+  harness = await SchedulerHarness.start(
+    db.pool,
+    [{ name: "owed", handler: async () => {} }],
+    [{ name: "owed", cron: "0 0 1 1 *" }], // yearly: no slot of its own during the test
+    { lockLifetimeMs: 1000 },
+  );
+  harness.scheduler.on("run:started", (event) => started.push(event));
+  // the dead run: slot `finished` started and succeeded (its outcome row), its end never saved; its
+  // start save had moved the row's next run to `owed`, now past; its lock long expired
+  const { rows } = await db.pool.query<{ finished: Date; owed: Date }>(
+    `UPDATE agenda_jobs
+        SET next_run_at = date_trunc('second', now()) - interval '2 seconds',
+            last_run_at = now() - interval '20 seconds', last_finished_at = now() - interval '30 seconds',
+            locked_at = now() - interval '60 seconds', last_modified_by = 'dead',
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('run', jsonb_build_object(
+              'slot', to_char((date_trunc('second', now()) - interval '20 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+              'startedAt', now() - interval '20 seconds', 'instanceId', 'dead'))
+      WHERE name = 'owed'
+      RETURNING date_trunc('second', now()) - interval '20 seconds' AS finished, next_run_at AS owed`,
+  );
+  const { finished, owed } = rows[0] as { finished: Date; owed: Date };
+  await db.pool.query(
+    `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
+     VALUES (now() - interval '19 seconds', 'info', 'success', 'owed', 'job completed',
+             jsonb_build_object('scheduledAt', $1::text, 'outcome', 'succeeded', 'instanceId', 'dead'))`,
+    [finished.toISOString()],
+  );
+
+  // bounded by the row: it is run and its end saved for the owed slot
+  await pollUntil(
+    "the owed slot's run",
+    async () => {
+      const { rows: logRows } = await db.pool.query(
+        `SELECT 1 FROM agenda_logs WHERE job_name = 'owed' AND event = 'success' AND meta->>'scheduledAt' = $1`,
+        [owed.toISOString()],
+      );
+      return logRows.length > 0;
+    },
+    { timeoutMs: 20_000, intervalMs: 200 },
+  );
+  expect(harness.logs.messages()).toContainEqual(
+    expect.stringContaining("not re-run: the run that died had already recorded the outcome of its slot"),
+  );
+  expect(started.map((run) => run.scheduledAt.toISOString())).toEqual([owed.toISOString()]);
+  expect(started[0]?.rerun).toBe(false);
+  const { rows: outcomes } = await db.pool.query(
+    `SELECT meta->>'scheduledAt' AS slot FROM agenda_logs WHERE job_name = 'owed' AND event IN ('success', 'fail') ORDER BY id`,
+  );
+  expect(outcomes.map((row) => row.slot)).toEqual([finished.toISOString(), owed.toISOString()]);
+}, 40_000);
