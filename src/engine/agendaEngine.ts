@@ -299,17 +299,31 @@ export class AgendaEngine {
    * Changes cron and timezone in place (same row, lock and history). The next run is computed
    * from `now` in the new timezone, by Agenda's own algorithm, and written with the schedule in
    * one statement. Not `repeatEvery()` + `save()`: that computes from the last run (a time that
-   * can be past, firing at once) and `save()` clears the failure fields.
+   * can be past, firing at once) and `save()` clears the failure fields. A run that started after
+   * `now` moves the reference to its start: its slot is not the next one (src/engine/sql.ts
+   * updateSchedule).
    */
   async updateSchedule(taskName: string, cron: string, timezone: string, now: Date): Promise<Date> {
-    const probe = this.#requireAgenda().create(taskName);
-    probe.attrs.lastRunAt = now; // the reference repeatEvery() computes the next run from
-    probe.repeatEvery(cron, { timezone });
-    const nextRunAt = probe.attrs.nextRunAt;
-    if (!nextRunAt)
-      throw new Error(`cron "${cron}" in ${timezone} has no next run after ${now.toISOString()}`);
-    await sql.updateSchedule(this.#options.pool, { name: taskName, cron, timezone, nextRunAt });
-    return nextRunAt;
+    let reference = now;
+    for (let attempt = 1; ; attempt++) {
+      const probe = this.#requireAgenda().create(taskName);
+      probe.attrs.lastRunAt = reference; // the reference repeatEvery() computes the next run from
+      probe.repeatEvery(cron, { timezone });
+      const nextRunAt = probe.attrs.nextRunAt;
+      if (!nextRunAt)
+        throw new Error(`cron "${cron}" in ${timezone} has no next run after ${reference.toISOString()}`);
+      const result = await sql.updateSchedule(this.#options.pool, {
+        name: taskName,
+        cron,
+        timezone,
+        nextRunAt,
+        reference,
+      });
+      if (result.updated || !result.exists) return nextRunAt;
+      if (attempt >= 5 || !result.startedAt)
+        throw new Error(`the schedule of "${taskName}" could not be changed: runs kept starting meanwhile`);
+      reference = new Date(Math.max(result.startedAt.getTime(), reference.getTime()));
+    }
   }
 
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {

@@ -8,6 +8,7 @@ import {
   closeFinishedSlot,
   handOffRun,
   JOBS_TABLE,
+  releaseLock,
   releaseUnstartedRun,
   renewLock,
   selectLockableJobNames,
@@ -124,10 +125,19 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     return locked ? this.#locked(locked) : undefined;
   }
 
+  /**
+   * Agenda frees a pre-locked job it will not run (too far ahead, or over its limit) without
+   * awaiting the statement: one held up by an outage could land after another instance locked the
+   * job and started it, and free that run's lock. Fenced on the lock this job object was given.
+   */
   override async unlockJob(job: JobParameters): Promise<void> {
-    if (job._id) this.#ledger.renewed(String(job._id), undefined);
+    if (!job._id) return;
+    const jobId = String(job._id);
+    const fence = job.lockedAt ?? this.#ledger.get(jobId)?.lockToken;
+    this.#ledger.renewed(jobId, undefined);
+    if (!fence) return; // not known which lock is ours: it expires
     try {
-      await super.unlockJob(job);
+      await releaseLock(this.#db, jobId, fence);
     } catch (error) {
       this.#logger.debug(
         { err: error, task: job.name },

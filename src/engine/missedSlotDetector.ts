@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { type Logger, toError } from "../scheduler/logger.js";
-import { claimMissedSlotReport, type OverdueRow, releaseStaleLock, selectOverdueJobs } from "./sql.js";
+import { claimMissedSlotReport, type OverdueRow, releaseLock, selectOverdueJobs } from "./sql.js";
 import type { MissedSlot } from "./types.js";
 
 export interface MissedSlotDetectorOptions {
@@ -74,7 +74,7 @@ export class MissedSlotDetector {
         );
         this.#options.onMissed(event);
       }
-      if (row.locked_at) await releaseStaleLock(pool, row.id, row.locked_at);
+      if (row.locked_at) await releaseLock(pool, row.id, row.locked_at);
       if (row.next_run_at === null) lostNextRun = true;
       else await this.#options.nudge(row);
     }

@@ -89,17 +89,28 @@ export async function selectRunGuard(db: Queryable, jobId: string): Promise<RunG
  * schedule is in the audit trail.
  */
 
-/** The in-place schedule change: same row (id, lock, history), new cron, timezone and next run. */
+/**
+ * The in-place schedule change: same row (id, lock, history), new cron, timezone and next run.
+ * `nextRunAt` was computed from `reference`; it is written only if no run started after that
+ * (`last_run_at`), else a run of the very slot `nextRunAt` names may have started meanwhile and the
+ * slot would run twice. Then nothing is written and the caller computes again from the start
+ * returned.
+ */
 export async function updateSchedule(
   db: Queryable,
-  change: { name: string; cron: string; timezone: string; nextRunAt: Date },
-): Promise<number> {
+  change: { name: string; cron: string; timezone: string; nextRunAt: Date; reference: Date },
+): Promise<{ updated: true } | { updated: false; startedAt: Date | null; exists: boolean }> {
   const result = await db.query(
     `UPDATE "${JOBS_TABLE}" SET repeat_interval = $2, repeat_timezone = $3, next_run_at = $4
-      WHERE name = $1 AND type = 'single'`,
-    [change.name, change.cron, change.timezone, change.nextRunAt],
+      WHERE name = $1 AND type = 'single' AND (last_run_at IS NULL OR last_run_at <= $5)`,
+    [change.name, change.cron, change.timezone, change.nextRunAt, change.reference],
   );
-  return result.rowCount ?? 0;
+  if ((result.rowCount ?? 0) > 0) return { updated: true };
+  const row = await db.query<{ last_run_at: Date | null }>(
+    `SELECT last_run_at FROM "${JOBS_TABLE}" WHERE name = $1 AND type = 'single'`,
+    [change.name],
+  );
+  return { updated: false, startedAt: row.rows[0]?.last_run_at ?? null, exists: row.rows.length > 0 };
 }
 
 export async function setDisabled(db: Queryable, name: string, disabled: boolean): Promise<number> {
@@ -234,11 +245,14 @@ export async function selectOverdueJobs(
   return result.rows;
 }
 
-/** Releases a lock nobody renews any more (its owner is gone), fenced on the stale value. */
-export async function releaseStaleLock(db: Queryable, jobId: string, staleLockedAt: Date): Promise<boolean> {
+/**
+ * Releases a lock, fenced on its value: a lock nobody renews any more (its owner is gone), or a
+ * pre-locked job this instance will not run.
+ */
+export async function releaseLock(db: Queryable, jobId: string, lockedAt: Date): Promise<boolean> {
   const result = await db.query(
     `UPDATE "${JOBS_TABLE}" SET locked_at = NULL WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
-    [jobId, staleLockedAt],
+    [jobId, lockedAt],
   );
   return result.rowCount === 1;
 }

@@ -134,4 +134,43 @@ describe("CronwardenJobRepository", () => {
     );
     expect(await repo.dueNamesToLock(new Date(Date.now() + 1000))).toContain(name);
   });
+
+  it("a re-timing computed before a run started does not name that run's slot again", async () => {
+    // the reconcile reads its clock, then a run of the slot it is about to name starts (another
+    // instance, a fast handler), then its statement lands: that slot would run twice
+    const [name] = await dueJobs("retime", 1);
+    const slot = new Date(Math.ceil(Date.now() / 1000) * 1000 + 5000);
+    await db.pool.query("UPDATE agenda_jobs SET last_run_at = $2 WHERE name = $1", [name, slot]);
+    const next = await engine.updateSchedule(
+      name as string,
+      "* * * * * *",
+      "UTC",
+      new Date(slot.getTime() - 500),
+    );
+    expect(next.getTime()).toBe(slot.getTime() + 1000);
+    const { rows } = await db.pool.query(
+      "SELECT next_run_at, repeat_interval FROM agenda_jobs WHERE name = $1",
+      [name],
+    );
+    expect(rows[0]).toEqual({ next_run_at: next, repeat_interval: "* * * * * *" });
+  });
+
+  it("freeing a pre-locked job that lands late does not free another instance's lock", async () => {
+    // Agenda frees a job it will not run without awaiting; held up by an outage, the statement can
+    // land after the lock expired and another instance locked the job and started it
+    const [name] = await dueJobs("unlock", 1);
+    const { repo } = repository();
+    const job = (await lockFor(repo, name as string)) as JobParameters;
+    const { rows } = await db.pool.query<{ locked_at: Date }>(
+      "UPDATE agenda_jobs SET locked_at = now() + interval '1 second' WHERE name = $1 RETURNING locked_at",
+      [name],
+    );
+    await repo.unlockJob(job);
+    expect(await lockedAt(name as string)).toEqual(rows[0]?.locked_at);
+    const own = (await lockFor(repository().repo, `${name}`)) as JobParameters | undefined;
+    expect(own).toBeUndefined(); // still held
+    await db.pool.query("UPDATE agenda_jobs SET locked_at = $2 WHERE name = $1", [name, job.lockedAt]);
+    await repo.unlockJob(job);
+    expect(await lockedAt(name as string)).toBeNull(); // its own lock it frees
+  });
 });
