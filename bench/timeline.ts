@@ -16,10 +16,10 @@ import pg from "pg";
 import { chromium } from "playwright-core";
 import { createAdminServer } from "../src/admin/index.js";
 import type { AdminScheduler } from "../src/admin/schedulerApi.js";
+import { createLogger } from "../src/core/logger.js";
 import { migrateSchema } from "../src/engine/schema.js";
 import { readTimeline, type TimelineQuery } from "../src/engine/timeline.js";
-import { createLogger } from "../src/scheduler/logger.js";
-import type { TaskStatus } from "../src/scheduler/status.js";
+import type { TaskStatus } from "../src/status/statusModel.js";
 import { startBenchPostgres } from "./lib/postgres.js";
 
 const args = process.argv.slice(2);

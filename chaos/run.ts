@@ -16,8 +16,8 @@ import path from "node:path";
 import pg from "pg";
 import { repoRoot } from "../bench/lib/children.js";
 import { sleep } from "../bench/lib/common.js";
+import { createLogger } from "../src/core/logger.js";
 import { type EmbeddedPostgres, startEmbeddedPostgres } from "../src/infra/embeddedPostgres/index.js";
-import { createLogger } from "../src/scheduler/logger.js";
 import { type AuditRow, checkRecord, type HandlerRun, type LogRow, type ProcessRecord } from "./lib/check.js";
 import {
   editState,

@@ -2,6 +2,19 @@
  * cronwarden's public API. Task modules import from here only; nothing here exposes Agenda.
  */
 
+export {
+  type CronRules,
+  checkSchedule,
+  DEFAULT_MIN_INTERVAL_MS,
+  nextRunTimes,
+  type ScheduleCheck,
+} from "./config/cronValidator.js";
+export type { DesiredState, DesiredTask, RejectedEntry } from "./config/desiredState.js";
+export { describeRejection, parseDesiredState } from "./config/desiredState.js";
+export { CronwardenError, type CronwardenErrorCode } from "./core/errors.js";
+export { createLogger, type Logger, type LoggerOptions } from "./core/logger.js";
+export type { PreviousRun, RetryPolicy, RunOutcome } from "./core/runTypes.js";
+export type { RunRecord, RunTrigger, TaskJob } from "./engine/engineApi.js";
 export type { HistoryPage, HistoryRun, RunDetail } from "./engine/runHistory.js";
 export type { RunLogLine } from "./engine/runJournal.js";
 export type {
@@ -14,20 +27,9 @@ export type {
   TimelineQuery,
 } from "./engine/timeline.js";
 export type { HistoryQuery } from "./engine/timelineSql.js";
-export type { PreviousRun, RetryPolicy, RunRecord, RunTrigger, TaskJob } from "./engine/types.js";
-export type { ReconcileResult } from "./scheduler/configReconciler.js";
-export {
-  type CronRules,
-  checkSchedule,
-  DEFAULT_MIN_INTERVAL_MS,
-  nextRunTimes,
-  type ScheduleCheck,
-} from "./scheduler/cronValidator.js";
-export { describeRejection, parseDesiredState } from "./scheduler/desiredState.js";
-export { CronwardenError, type CronwardenErrorCode } from "./scheduler/errors.js";
-export { createLogger, type Logger, type LoggerOptions } from "./scheduler/logger.js";
-export type { FieldChange, LiveJob, ReconcileAction, ReconcilePlan } from "./scheduler/reconcilePlan.js";
-export { planReconcile } from "./scheduler/reconcilePlan.js";
+export type { ReconcileResult } from "./reconcile/configReconciler.js";
+export type { FieldChange, LiveJob, ReconcileAction, ReconcilePlan } from "./reconcile/reconcilePlan.js";
+export { planReconcile } from "./reconcile/reconcilePlan.js";
 export {
   type ConfigErrorEvent,
   type ConfigRejectedEvent,
@@ -45,26 +47,19 @@ export {
 } from "./scheduler/scheduler.js";
 export type { SchedulerSettings, SchedulerSettingsInput } from "./scheduler/settings.js";
 export { handleShutdownSignals, type ShutdownOptions } from "./scheduler/shutdown.js";
-export type { Readiness, RunNowResult, RunOutcome, TaskStatus } from "./scheduler/status.js";
+export type { TaskContext, TaskHandler, TaskRegistration } from "./scheduler/taskDefinition.js";
 export type { RegisteredTask } from "./scheduler/taskRegistry.js";
-export type {
-  DesiredState,
-  DesiredTask,
-  RejectedEntry,
-  TaskContext,
-  TaskHandler,
-  TaskRegistration,
-} from "./scheduler/types.js";
 export type { ConfigDocument, ConfigListener, ConfigSource } from "./sources/configSource.js";
 export { EtcdConfigSource, type EtcdSourceOptions } from "./sources/etcdSource.js";
 export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";
 export { HttpConfigSource, type HttpSourceOptions } from "./sources/httpSource.js";
 export type { DocumentFormat } from "./sources/parseDocument.js";
+export type { Readiness, RunNowResult, TaskStatus } from "./status/statusModel.js";
 export type { AuditRecord } from "./store/auditLog.js";
 
 /** What task modules need of the scheduler: a place to register. */
 export interface TaskRegistrar {
-  register(task: import("./scheduler/types.js").TaskRegistration): void;
+  register(task: import("./scheduler/taskDefinition.js").TaskRegistration): void;
 }
 export {
   ADMIN_ROLES,

@@ -9,9 +9,9 @@ import { Writable } from "node:stream";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { CronwardenError } from "../src/core/errors.js";
+import { createLogger, type Logger } from "../src/core/logger.js";
 import { type EmbeddedPostgres, startEmbeddedPostgres } from "../src/infra/embeddedPostgres/index.js";
-import { CronwardenError } from "../src/scheduler/errors.js";
-import { createLogger, type Logger } from "../src/scheduler/logger.js";
 import { adminUrl } from "./helpers/database.js";
 import { pollUntil } from "./helpers/poll.js";
 

@@ -4,8 +4,8 @@
  */
 import path from "node:path";
 import pg from "pg";
+import { createLogger } from "../../src/core/logger.js";
 import { startEmbeddedPostgres } from "../../src/infra/embeddedPostgres/index.js";
-import { createLogger } from "../../src/scheduler/logger.js";
 
 export interface BenchPostgres {
   version: string;

@@ -1,8 +1,8 @@
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
+import type { Logger } from "../core/logger.js";
 import { DASHBOARD_PREFIX, dashboardRoutes } from "../dashboard/dashboardRoutes.js";
 import { redactSecrets, registerSecret } from "../observability/redact.js";
-import type { Logger } from "../scheduler/logger.js";
 import { AccessPolicy, type Caller } from "./auth.js";
 import { configRoutes } from "./configRoutes.js";
 import { EventLoopMonitor } from "./eventLoopMonitor.js";

@@ -1,6 +1,6 @@
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyRequest } from "fastify";
-import { CronwardenError } from "../scheduler/errors.js";
+import { CronwardenError } from "../core/errors.js";
 import { HttpError } from "./httpErrors.js";
 import {
   type AdminRole,

@@ -1,5 +1,5 @@
 import type { FastifyReply, FastifyRequest } from "fastify";
-import type { Logger } from "../scheduler/logger.js";
+import type { Logger } from "../core/logger.js";
 
 /** An error answered as `{ error: message }` with its status; nothing else is added. */
 export class HttpError extends Error {

@@ -1,5 +1,5 @@
-import { type SchedulerEventSource, Subscriptions } from "../observability/subscriptions.js";
-import type { Logger } from "../scheduler/logger.js";
+import type { Logger } from "../core/logger.js";
+import { type SchedulerEventSource, Subscriptions } from "../scheduler/eventSubscriptions.js";
 
 export interface MissedSlot {
   scheduledAt: Date | null;

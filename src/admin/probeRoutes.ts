@@ -1,5 +1,5 @@
 import type { FastifyInstance } from "fastify";
-import { toError } from "../scheduler/logger.js";
+import { toError } from "../core/logger.js";
 import type { EventLoopMonitor } from "./eventLoopMonitor.js";
 import { HttpError } from "./httpErrors.js";
 import type { AdminScheduler } from "./schedulerApi.js";

@@ -1,4 +1,4 @@
-import type { SchedulerEventSource } from "../observability/subscriptions.js";
+import type { SchedulerEventSource } from "../scheduler/eventSubscriptions.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
 
 /** What the admin server uses of a Scheduler: its events, its read-mostly API and runNow(). */

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { TASK_NAME_PATTERN } from "../scheduler/taskRegistry.js";
+import { TASK_NAME_PATTERN } from "../core/taskName.js";
 import { HttpError } from "./httpErrors.js";
 
 export const MAX_RUNS_LIMIT = 500;

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { nextRunTimes } from "../scheduler/cronValidator.js";
-import type { TaskStatus } from "../scheduler/status.js";
+import { nextRunTimes } from "../config/cronValidator.js";
+import type { TaskStatus } from "../status/statusModel.js";
 import { type Caller, callerName } from "./auth.js";
 import { HttpError } from "./httpErrors.js";
 import type { MissedSlotTracker } from "./missedSlots.js";

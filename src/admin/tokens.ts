@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import YAML from "yaml";
 import { z } from "zod";
-import { CronwardenError } from "../scheduler/errors.js";
+import { CronwardenError } from "../core/errors.js";
 
 /**
  * Admin API roles. `viewer` reads (tasks, runs, config, audit, metrics, dashboard); `operator`

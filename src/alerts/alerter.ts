@@ -1,8 +1,9 @@
+import { CronwardenError } from "../core/errors.js";
+import { type Logger, toError } from "../core/logger.js";
 import { redactSecrets } from "../observability/redact.js";
-import { type SchedulerEventSource, Subscriptions } from "../observability/subscriptions.js";
-import { CronwardenError } from "../scheduler/errors.js";
-import { type Logger, toError } from "../scheduler/logger.js";
+import { type SchedulerEventSource, Subscriptions } from "../scheduler/eventSubscriptions.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
+import type { Alert, AlertChannel, AlertDeliveryObserver } from "./alert.js";
 import {
   abandonedAlert,
   configErrorAlert,
@@ -12,7 +13,6 @@ import {
   runFailureAlert,
 } from "./alertsFromEvents.js";
 import { Silencer } from "./silencer.js";
-import type { Alert, AlertChannel, AlertDeliveryObserver } from "./types.js";
 
 /** What the Alerter uses of a Scheduler: its events and its instance id. */
 export type AlertingScheduler = SchedulerEventSource & Pick<Scheduler, "instanceId">;

@@ -5,7 +5,7 @@ import type {
   RunFinishedEvent,
   RunTroubleEvent,
 } from "../scheduler/events.js";
-import type { Alert } from "./types.js";
+import type { Alert } from "./alert.js";
 
 /**
  * Scheduler events -> alerts, as pure functions. Which failures deserve an alert at all (final

@@ -1,4 +1,4 @@
+export type { Alert, AlertChannel, AlertDeliveryObserver, AlertEvent, AlertSeverity } from "./alert.js";
 export { Alerter, type AlerterOptions, type AlertingScheduler, DEFAULT_SILENCE_MS } from "./alerter.js";
 export { slackText } from "./slackText.js";
-export type { Alert, AlertChannel, AlertDeliveryObserver, AlertEvent, AlertSeverity } from "./types.js";
 export { WebhookAlertChannel, type WebhookChannelOptions, type WebhookFormat } from "./webhookChannel.js";

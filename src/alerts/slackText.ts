@@ -1,4 +1,4 @@
-import type { Alert } from "./types.js";
+import type { Alert } from "./alert.js";
 
 /**
  * An alert as the `text` of a Slack-style incoming webhook (Slack, Mattermost, Rocket.Chat and

@@ -1,7 +1,7 @@
+import { CronwardenError } from "../core/errors.js";
 import { registerSecret } from "../observability/redact.js";
-import { CronwardenError } from "../scheduler/errors.js";
+import type { Alert, AlertChannel } from "./alert.js";
 import { slackText } from "./slackText.js";
-import type { Alert, AlertChannel } from "./types.js";
 
 export type WebhookFormat = "json" | "slack";
 

@@ -2,7 +2,7 @@ import path from "node:path";
 import { pathToFileURL } from "node:url";
 import pg from "pg";
 import { embeddedConnectionString } from "../infra/embeddedPostgres/index.js";
-import type { TaskRegistration } from "../scheduler/types.js";
+import type { TaskRegistration } from "../scheduler/taskDefinition.js";
 
 /** What a CLI command returns: its exit code. Output goes through `out`/`err` so tests can read it. */
 export interface CliIo {

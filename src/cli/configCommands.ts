@@ -1,8 +1,8 @@
+import { DEFAULT_MIN_INTERVAL_MS } from "../config/cronValidator.js";
+import type { DesiredState } from "../config/desiredState.js";
+import { describeProblems, parseDesiredState } from "../config/desiredState.js";
 import { selectTaskJobs } from "../engine/sql.js";
-import { DEFAULT_MIN_INTERVAL_MS } from "../scheduler/cronValidator.js";
-import { describeProblems, parseDesiredState } from "../scheduler/desiredState.js";
-import { type LiveJob, planReconcile, type ReconcileAction } from "../scheduler/reconcilePlan.js";
-import type { DesiredState } from "../scheduler/types.js";
+import { type LiveJob, planReconcile, type ReconcileAction } from "../reconcile/reconcilePlan.js";
 import { FileConfigSource } from "../sources/fileSource.js";
 import { AuditLog } from "../store/auditLog.js";
 import { CliError, type CliIo, databasePool, registeredNames, table } from "./common.js";

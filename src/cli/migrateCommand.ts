@@ -1,5 +1,5 @@
+import { CronwardenError } from "../core/errors.js";
 import { inspectSchema, MIGRATE_COMMAND, migrateSchema, SCHEMA_VERSION } from "../engine/schema.js";
-import { CronwardenError } from "../scheduler/errors.js";
 import { CliError, type CliIo, databasePool } from "./common.js";
 
 /**

@@ -2,9 +2,17 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import type { PoolClient } from "pg";
-import type { Logger } from "../scheduler/logger.js";
+import type { Logger } from "../core/logger.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
+import type {
+  DrainOutcome,
+  EngineOptions,
+  RunHandler,
+  RunRecord,
+  TaskDefinitionOptions,
+  TaskJob,
+} from "./engineApi.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
@@ -15,17 +23,9 @@ import { SlotTimers } from "./slotTimers.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
 import { type RunningRuns, TaskRunner } from "./taskRunner.js";
-import type {
-  DrainOutcome,
-  EngineOptions,
-  RunHandler,
-  RunRecord,
-  TaskDefinitionOptions,
-  TaskJob,
-} from "./types.js";
 import { Watchdog } from "./watchdog.js";
 
-export type * from "./types.js";
+export type * from "./engineApi.js";
 
 /**
  * The only module that knows Agenda. It owns the Agenda instance on a `pg` Pool it is given

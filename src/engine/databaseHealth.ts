@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { type Logger, toError } from "../scheduler/logger.js";
+import { type Logger, toError } from "../core/logger.js";
 
 export interface DatabaseHealthOptions {
   pool: Pool;

@@ -1,7 +1,7 @@
 import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
-import type { Logger } from "../scheduler/logger.js";
+import type { Logger } from "../core/logger.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { type RowAtStart, RUN_DATA_KEY, type RunLedger } from "./runLedger.js";
 import {

@@ -1,7 +1,7 @@
 import type { Pool } from "pg";
-import { type Logger, toError } from "../scheduler/logger.js";
+import { type Logger, toError } from "../core/logger.js";
+import type { MissedSlot } from "./engineApi.js";
 import { claimMissedSlotReport, type OverdueRow, releaseLock, selectOverdueJobs } from "./sql.js";
-import type { MissedSlot } from "./types.js";
 
 export interface MissedSlotDetectorOptions {
   pool: Pool;

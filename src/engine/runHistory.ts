@@ -1,8 +1,8 @@
 import type { Pool } from "pg";
+import type { RunRecord } from "./engineApi.js";
 import type { RunLogLine } from "./runJournal.js";
 import { type MarkOutcome, runMark } from "./timeline.js";
 import * as tsql from "./timelineSql.js";
-import type { RunRecord } from "./types.js";
 
 /** One attempt in the history: the run record plus its id (for GET /runs/:id) and what it repeats. */
 export interface HistoryRun extends RunRecord {

@@ -5,11 +5,9 @@
  * reads the rest to enrich Agenda's log rows.
  */
 
+import type { RunOutcome } from "../core/runTypes.js";
+import type { PreviousRun } from "./engineApi.js";
 import type { RunJournal } from "./runJournal.js";
-import type { PreviousRun } from "./types.js";
-
-/** `interrupted`: handed off at shutdown, its slot re-run by another instance (not a failure). */
-export type RunOutcome = "succeeded" | "failed" | "skipped" | "interrupted";
 
 /** The schedule fields of the job row as the save that starts a run left them. */
 export interface RowAtStart {

@@ -1,7 +1,7 @@
 import type { PostgresJobLogger } from "@agendajs/postgres-backend";
 import type { JobLogEntry, JobLogger, JobLogQuery, JobLogQueryResult } from "agenda";
+import type { Logger } from "../core/logger.js";
 import { redactSecrets, redactValue } from "../observability/redact.js";
-import type { Logger } from "../scheduler/logger.js";
 import { retryWhileDisconnected } from "./retry.js";
 import { journalMeta, type RunJournal } from "./runJournal.js";
 import type { RunEntry, RunLedger } from "./runLedger.js";

@@ -1,5 +1,5 @@
-import { toError } from "../scheduler/logger.js";
-import type { RunResult } from "./types.js";
+import { toError } from "../core/logger.js";
+import type { RunResult } from "./engineApi.js";
 
 export interface SuperviseOptions {
   taskName: string;

@@ -6,7 +6,7 @@ import {
   getUpdateTimestampTriggerSQL,
 } from "@agendajs/postgres-backend";
 import type { Pool, PoolClient } from "pg";
-import { CronwardenError } from "../scheduler/errors.js";
+import { CronwardenError } from "../core/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
 import { createTimelineIndexes } from "./timelineSql.js";

@@ -1,7 +1,15 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import type { Pool } from "pg";
-import type { Logger } from "../scheduler/logger.js";
+import type { Logger } from "../core/logger.js";
+import type {
+  EngineHooks,
+  EngineRun,
+  PreviousRun,
+  RunHandler,
+  RunResult,
+  TaskDefinitionOptions,
+} from "./engineApi.js";
 import { BEFORE_START_RETRY, START_MARGIN_MS } from "./jobRepository.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { RunJournal } from "./runJournal.js";
@@ -10,14 +18,6 @@ import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError } from "./staleStart.js";
-import type {
-  EngineHooks,
-  EngineRun,
-  PreviousRun,
-  RunHandler,
-  RunResult,
-  TaskDefinitionOptions,
-} from "./types.js";
 import type { Watchdog } from "./watchdog.js";
 
 export interface TaskRunnerDeps {

@@ -1,5 +1,5 @@
-import type { Logger } from "../scheduler/logger.js";
-import { toError } from "../scheduler/logger.js";
+import type { Logger } from "../core/logger.js";
+import { toError } from "../core/logger.js";
 
 /** The one database operation the watchdog needs: a fenced lock renewal. */
 export interface LockRenewer {

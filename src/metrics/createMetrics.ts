@@ -1,7 +1,7 @@
 import { collectDefaultMetrics, Registry } from "prom-client";
-import type { AlertDeliveryObserver } from "../alerts/types.js";
-import { type SchedulerEventSource, Subscriptions } from "../observability/subscriptions.js";
-import type { Logger } from "../scheduler/logger.js";
+import type { AlertDeliveryObserver } from "../alerts/alert.js";
+import type { Logger } from "../core/logger.js";
+import { type SchedulerEventSource, Subscriptions } from "../scheduler/eventSubscriptions.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
 import { packageVersion } from "../version.js";
 import { defineMetrics } from "./definitions.js";

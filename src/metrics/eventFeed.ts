@@ -1,4 +1,4 @@
-import type { Subscriptions } from "../observability/subscriptions.js";
+import type { Subscriptions } from "../scheduler/eventSubscriptions.js";
 import type { MetricSet } from "./definitions.js";
 
 /**

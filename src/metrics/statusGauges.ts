@@ -1,5 +1,5 @@
-import { nextRunTimes } from "../scheduler/cronValidator.js";
-import type { TaskStatus } from "../scheduler/status.js";
+import { nextRunTimes } from "../config/cronValidator.js";
+import type { TaskStatus } from "../status/statusModel.js";
 import type { MetricSet } from "./definitions.js";
 
 /**

@@ -1,4 +1,4 @@
-import type { ReconcileResult, ReconcileTrigger } from "./configReconciler.js";
+import type { ReconcileResult, ReconcileTrigger } from "../reconcile/configReconciler.js";
 
 /** The scheduler's typed events: the hook for logs, metrics, alerts and tests. */
 

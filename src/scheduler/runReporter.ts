@@ -1,11 +1,11 @@
 import type { EventEmitter } from "node:events";
-import type { EngineHooks, EngineRun } from "../engine/types.js";
+import { capturingLogger } from "../core/capturingLogger.js";
+import type { Logger } from "../core/logger.js";
+import type { EngineHooks, EngineRun } from "../engine/engineApi.js";
 import { redactSecrets } from "../observability/redact.js";
-import { capturingLogger } from "./capturingLogger.js";
 import type { RunStartedEvent, SchedulerEvents } from "./events.js";
-import type { Logger } from "./logger.js";
+import type { TaskContext } from "./taskDefinition.js";
 import type { RegisteredTask } from "./taskRegistry.js";
-import type { TaskContext } from "./types.js";
 
 /**
  * Between the engine and task code: builds each handler's TaskContext, and turns what the engine

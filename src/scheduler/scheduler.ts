@@ -1,30 +1,35 @@
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { Pool } from "pg";
+import { ConfigWatcher } from "../config/configWatcher.js";
+import { parseDesiredState } from "../config/desiredState.js";
+import { checkFleetGuard } from "../config/fleetGuard.js";
 import { AgendaEngine, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
 import { type HistoryPage, type RunDetail, readHistory, readRunDetail } from "../engine/runHistory.js";
 import { readTimeline, type TimelinePage, type TimelineQuery } from "../engine/timeline.js";
 import type { HistoryQuery } from "../engine/timelineSql.js";
+import {
+  ConfigReconciler,
+  type ReconcileResult,
+  type ReconcileTrigger,
+} from "../reconcile/configReconciler.js";
 import type { ConfigSource } from "../sources/configSource.js";
 import { AuditLog, type AuditRecord } from "../store/auditLog.js";
 import { DesiredStateStore } from "../store/desiredStateStore.js";
-import { ConfigReconciler, type ReconcileResult, type ReconcileTrigger } from "./configReconciler.js";
-import { ConfigWatcher } from "./configWatcher.js";
-import { parseDesiredState } from "./desiredState.js";
 import type { SchedulerEvents } from "./events.js";
-import { checkFleetGuard } from "./fleetGuard.js";
 
 export type * from "./events.js";
 
+import type { DesiredState } from "../config/desiredState.js";
+import { CronwardenError } from "../core/errors.js";
+import { createLogger, type Logger, redactingChild } from "../core/logger.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
-import { CronwardenError } from "./errors.js";
-import { createLogger, type Logger, redactingChild } from "./logger.js";
+import type { Readiness, RunNowResult, TaskStatus } from "../status/statusModel.js";
+import { buildTaskStatuses } from "../status/taskStatuses.js";
 import { RunReporter } from "./runReporter.js";
 import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
-import type { Readiness, RunNowResult, TaskStatus } from "./status.js";
+import type { TaskRegistration } from "./taskDefinition.js";
 import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
-import { buildTaskStatuses } from "./taskStatus.js";
-import type { DesiredState, TaskRegistration } from "./types.js";
 
 export interface SchedulerOptions extends SchedulerSettingsInput {
   /** The PostgreSQL pool the scheduler uses. It is not closed by stop(): end it after. */

@@ -1,7 +1,7 @@
 import { z } from "zod";
-import { DEFAULT_MIN_INTERVAL_MS, formatMs, isValidTimezone } from "./cronValidator.js";
-import { CronwardenError } from "./errors.js";
-import { DEFAULT_MAX_DISABLE_SHARE } from "./fleetGuard.js";
+import { DEFAULT_MIN_INTERVAL_MS, formatMs, isValidTimezone } from "../config/cronValidator.js";
+import { DEFAULT_MAX_DISABLE_SHARE } from "../config/fleetGuard.js";
+import { CronwardenError } from "../core/errors.js";
 
 /**
  * Agenda's own default poll interval; lowered to half the minimum interval when that is shorter.
@@ -52,7 +52,7 @@ export const schedulerSettingsSchema = z
     drainTimeoutMs: z.number().int().min(0).default(30_000),
     /**
      * A config snapshot that leaves out more than this share of the enabled tasks (or all of them)
-     * is refused unless it says confirmDisableAll: true (src/scheduler/fleetGuard.ts); 1 keeps only
+     * is refused unless it says confirmDisableAll: true (src/config/fleetGuard.ts); 1 keeps only
      * the all-tasks rule.
      */
     maxDisableShare: z.number().min(0).max(1).default(DEFAULT_MAX_DISABLE_SHARE),

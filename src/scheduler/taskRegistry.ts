@@ -1,7 +1,6 @@
-import { CronwardenError } from "./errors.js";
-import type { TaskHandler, TaskRegistration } from "./types.js";
-
-export const TASK_NAME_PATTERN = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,199}$/;
+import { CronwardenError } from "../core/errors.js";
+import { TASK_NAME_PATTERN } from "../core/taskName.js";
+import type { TaskHandler, TaskRegistration } from "./taskDefinition.js";
 
 export interface RegisteredTask {
   readonly name: string;

@@ -3,13 +3,13 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { createAdminServer } from "../admin/index.js";
 import { Alerter, WebhookAlertChannel } from "../alerts/index.js";
+import { CronwardenError } from "../core/errors.js";
+import { createLogger, type Logger, toError } from "../core/logger.js";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres/index.js";
 import { createMetrics } from "../metrics/index.js";
-import { CronwardenError } from "../scheduler/errors.js";
-import { createLogger, type Logger, toError } from "../scheduler/logger.js";
 import { createScheduler } from "../scheduler/scheduler.js";
 import { handleShutdownSignals } from "../scheduler/shutdown.js";
-import type { TaskRegistration } from "../scheduler/types.js";
+import type { TaskRegistration } from "../scheduler/taskDefinition.js";
 import { FileConfigSource } from "../sources/fileSource.js";
 import { LOG_LEVELS, loadServiceSettings, unknownVariables } from "./settings.js";
 

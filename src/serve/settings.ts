@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { type AdminToken, loadTokenFile, parseTokenList } from "../admin/tokens.js";
-import { CronwardenError } from "../scheduler/errors.js";
+import { CronwardenError } from "../core/errors.js";
 
 const optionalInt = (min: number) =>
   z

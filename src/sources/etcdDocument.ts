@@ -1,6 +1,6 @@
 import type { IEvent, IRangeResponse } from "etcd3";
-import { CronwardenError } from "../scheduler/errors.js";
-import { toError } from "../scheduler/logger.js";
+import { CronwardenError } from "../core/errors.js";
+import { toError } from "../core/logger.js";
 import type { ConfigDocument } from "./configSource.js";
 import { ANY_FORMAT, parseDocument } from "./parseDocument.js";
 

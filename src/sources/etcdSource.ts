@@ -1,9 +1,9 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { Etcd3, IWatchResponse, Watcher } from "etcd3";
+import { formatDelay, retryDelay, sleep } from "../core/backoff.js";
+import { CronwardenError, type CronwardenErrorCode } from "../core/errors.js";
+import { toError } from "../core/logger.js";
 import { maskSecrets } from "../observability/redact.js";
-import { CronwardenError, type CronwardenErrorCode } from "../scheduler/errors.js";
-import { toError } from "../scheduler/logger.js";
-import { formatDelay, retryDelay, sleep } from "./backoff.js";
 import type { ConfigDocument, ConfigListener, ConfigSource } from "./configSource.js";
 import {
   applyEvents,

@@ -2,8 +2,8 @@ import { createHash } from "node:crypto";
 import { type FSWatcher, watch } from "node:fs";
 import { readFile, stat } from "node:fs/promises";
 import path from "node:path";
-import { CronwardenError } from "../scheduler/errors.js";
-import { toError } from "../scheduler/logger.js";
+import { CronwardenError } from "../core/errors.js";
+import { toError } from "../core/logger.js";
 import type { ConfigDocument, ConfigListener, ConfigSource } from "./configSource.js";
 import { ANY_FORMAT, type DocumentFormat, parseDocument } from "./parseDocument.js";
 

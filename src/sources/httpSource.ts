@@ -1,8 +1,8 @@
 import { createHash } from "node:crypto";
+import { formatDelay, retryDelay, sleep } from "../core/backoff.js";
+import { CronwardenError, type CronwardenErrorCode } from "../core/errors.js";
+import { toError } from "../core/logger.js";
 import { maskSecrets, redactUrl, SENSITIVE_NAME } from "../observability/redact.js";
-import { CronwardenError, type CronwardenErrorCode } from "../scheduler/errors.js";
-import { toError } from "../scheduler/logger.js";
-import { formatDelay, retryDelay, sleep } from "./backoff.js";
 import type { ConfigDocument, ConfigListener, ConfigSource } from "./configSource.js";
 import { applyNamespace } from "./namespace.js";
 import { notifyError, notifyNext } from "./notify.js";

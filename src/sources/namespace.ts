@@ -1,4 +1,4 @@
-import { CronwardenError } from "../scheduler/errors.js";
+import { CronwardenError } from "../core/errors.js";
 
 /** Where an environment's name goes in a source's URL, key or prefix. */
 export const NAMESPACE_PLACEHOLDER = "{namespace}";

@@ -1,4 +1,4 @@
-import { toError } from "../scheduler/logger.js";
+import { toError } from "../core/logger.js";
 import type { ConfigDocument, ConfigListener } from "./configSource.js";
 
 /*

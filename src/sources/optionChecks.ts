@@ -1,4 +1,4 @@
-import { CronwardenError } from "../scheduler/errors.js";
+import { CronwardenError } from "../core/errors.js";
 
 /** A source option that must be a positive number of ms or bytes. */
 export function positive(name: string, value: number): number {

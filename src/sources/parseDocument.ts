@@ -1,5 +1,5 @@
 import YAML from "yaml";
-import { toError } from "../scheduler/logger.js";
+import { toError } from "../core/logger.js";
 import { checkDocumentStructure, DEFAULT_DOCUMENT_LIMITS, type DocumentLimits } from "./documentLimits.js";
 
 export type DocumentFormat = "json" | "yaml";

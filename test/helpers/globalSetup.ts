@@ -10,8 +10,8 @@ import { mkdtemp, rm } from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import type { TestProject } from "vitest/node";
+import { createLogger } from "../../src/core/logger.js";
 import { startEmbeddedPostgres } from "../../src/infra/embeddedPostgres/index.js";
-import { createLogger } from "../../src/scheduler/logger.js";
 
 declare module "vitest" {
   export interface ProvidedContext {

@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { DesiredState, DesiredTask } from "../../src/config/desiredState.js";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
-import { ConfigReconciler, type ReconcileTarget } from "../../src/scheduler/configReconciler.js";
+import { ConfigReconciler, type ReconcileTarget } from "../../src/reconcile/configReconciler.js";
 import { TaskRegistry } from "../../src/scheduler/taskRegistry.js";
-import type { DesiredState, DesiredTask } from "../../src/scheduler/types.js";
 import type { AuditEntry } from "../../src/store/auditLog.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";

@@ -1,7 +1,7 @@
 import { createRequire } from "node:module";
 import { CronExpressionParser } from "cron-parser";
 import { describe, expect, it } from "vitest";
-import { checkSchedule, nextRunTimes } from "../../src/scheduler/cronValidator.js";
+import { checkSchedule, nextRunTimes } from "../../src/config/cronValidator.js";
 
 const now = new Date("2026-03-01T00:00:00Z");
 const minute = { minIntervalMs: 60_000 };

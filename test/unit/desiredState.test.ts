@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { describeRejection, parseDesiredState } from "../../src/scheduler/desiredState.js";
+import { describeRejection, parseDesiredState } from "../../src/config/desiredState.js";
 
 const options = {
   defaultTimezone: "Europe/Berlin",

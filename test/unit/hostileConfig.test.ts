@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { checkFleetGuard, closestName } from "../../src/scheduler/fleetGuard.js";
-import type { DesiredState, DesiredTask } from "../../src/scheduler/types.js";
+import type { DesiredState, DesiredTask } from "../../src/config/desiredState.js";
+import { checkFleetGuard, closestName } from "../../src/config/fleetGuard.js";
 import { checkDocumentStructure } from "../../src/sources/documentLimits.js";
 import { parseDocument } from "../../src/sources/parseDocument.js";
 

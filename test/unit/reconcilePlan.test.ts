@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { type LiveJob, planReconcile } from "../../src/scheduler/reconcilePlan.js";
-import type { DesiredState, DesiredTask, RejectedEntry } from "../../src/scheduler/types.js";
+import type { DesiredState, DesiredTask, RejectedEntry } from "../../src/config/desiredState.js";
+import { type LiveJob, planReconcile } from "../../src/reconcile/reconcilePlan.js";
 
 const registered = new Set(["report", "cleanup", "digest"]);
 

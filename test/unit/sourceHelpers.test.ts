@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
+import { retryDelay } from "../../src/core/backoff.js";
 import { maskSecrets, redactUrl } from "../../src/observability/redact.js";
-import { retryDelay } from "../../src/sources/backoff.js";
 import { applyEvents, assembleDocument, type EtcdSnapshot } from "../../src/sources/etcdDocument.js";
 import { applyNamespace } from "../../src/sources/namespace.js";
 import { formatOfContentType, parseDocument } from "../../src/sources/parseDocument.js";

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { type Logger, toError } from "../../scheduler/logger.js";
+import { type Logger, toError } from "../../core/logger.js";
 import { childEnv, runQuietly } from "./commands.js";
 import { embeddedPostgresError } from "./errors.js";
 import { exists } from "./files.js";

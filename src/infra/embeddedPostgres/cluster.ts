@@ -7,7 +7,7 @@ import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { toError } from "../../scheduler/logger.js";
+import { toError } from "../../core/logger.js";
 import { dataDirArg, describeExit, run, type ServerContext, serverCommand } from "./commands.js";
 import { embeddedPostgresError, failure, hintFor, unreachable } from "./errors.js";
 import { appendToLog, type ClusterFiles, exists } from "./files.js";

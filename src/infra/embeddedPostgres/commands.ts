@@ -4,7 +4,7 @@
  */
 import { type SpawnOptions, spawn } from "node:child_process";
 import path from "node:path";
-import { type Logger, toError } from "../../scheduler/logger.js";
+import { type Logger, toError } from "../../core/logger.js";
 import type { Binaries } from "./binaries.js";
 import type { ClusterFiles } from "./files.js";
 import type { Launch } from "./serverUser.js";

@@ -1,5 +1,5 @@
 /** The module's errors: code `EMBEDDED_POSTGRES_FAILED`, a summary, the command, the output's tail and a fix. */
-import { CronwardenError } from "../../scheduler/errors.js";
+import { CronwardenError } from "../../core/errors.js";
 import type { ClusterFiles } from "./files.js";
 
 const LOG_TAIL_LINES = 25;

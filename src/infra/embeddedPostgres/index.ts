@@ -19,7 +19,7 @@
 
 import fs from "node:fs/promises";
 import path from "node:path";
-import { type Logger, toError } from "../../scheduler/logger.js";
+import { type Logger, toError } from "../../core/logger.js";
 import { ensureBinariesReachable, resolveBinaries } from "./binaries.js";
 import {
   ensureDatabase,

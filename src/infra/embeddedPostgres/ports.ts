@@ -3,8 +3,8 @@
  * one the OS picks; never 5432), and the error for a busy one.
  */
 import net from "node:net";
-import type { CronwardenError } from "../../scheduler/errors.js";
-import { toError } from "../../scheduler/logger.js";
+import type { CronwardenError } from "../../core/errors.js";
+import { toError } from "../../core/logger.js";
 import { embeddedPostgresError, failure } from "./errors.js";
 import type { ClusterFiles } from "./files.js";
 

@@ -10,7 +10,7 @@
  */
 import fs from "node:fs/promises";
 import path from "node:path";
-import { toError } from "../../scheduler/logger.js";
+import { toError } from "../../core/logger.js";
 import { run, type ServerContext, stopCommand } from "./commands.js";
 import { embeddedPostgresError, lastLines } from "./errors.js";
 import { exists } from "./files.js";

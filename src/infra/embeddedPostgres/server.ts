@@ -6,7 +6,7 @@ import { createHash } from "node:crypto";
 import fs from "node:fs/promises";
 import os from "node:os";
 import path from "node:path";
-import { toError } from "../../scheduler/logger.js";
+import { toError } from "../../core/logger.js";
 import {
   describeExit,
   type RunResult,

@@ -5,7 +5,7 @@
  */
 import fs from "node:fs/promises";
 import path from "node:path";
-import { type Logger, toError } from "../../scheduler/logger.js";
+import { type Logger, toError } from "../../core/logger.js";
 import { childEnv, type RunResult, run, runQuietly } from "./commands.js";
 import { embeddedPostgresError, failure } from "./errors.js";
 

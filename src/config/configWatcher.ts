@@ -1,9 +1,9 @@
+import { CronwardenError } from "../core/errors.js";
+import type { Logger } from "../core/logger.js";
 import type { ConfigDocument, ConfigSource } from "../sources/configSource.js";
 import type { CronRules } from "./cronValidator.js";
+import type { DesiredState } from "./desiredState.js";
 import { parseDesiredState } from "./desiredState.js";
-import { CronwardenError } from "./errors.js";
-import type { Logger } from "./logger.js";
-import type { DesiredState } from "./types.js";
 
 /** A snapshot whose apply failed (database unreachable) is applied again after this delay. */
 const APPLY_RETRY_MS = 5_000;

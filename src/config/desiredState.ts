@@ -1,8 +1,48 @@
 import { z } from "zod";
+import { CronwardenError } from "../core/errors.js";
+import { TASK_NAME_PATTERN } from "../core/taskName.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
-import { CronwardenError } from "./errors.js";
-import { TASK_NAME_PATTERN } from "./taskRegistry.js";
-import type { DesiredState, DesiredTask, EntryProblem, RejectedEntry } from "./types.js";
+
+/** One task's entry in the desired state, after validation. */
+export interface DesiredTask {
+  name: string;
+  enabled: boolean;
+  cron: string;
+  /** Always set: the entry's own timezone or the service default. */
+  timezone: string;
+}
+
+/** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
+export interface RejectedEntry {
+  /** Position in the snapshot's `tasks` list. */
+  index: number;
+  /** The entry's name when it had a readable one. */
+  name: string | undefined;
+  field: string;
+  value: unknown;
+  reason: string;
+  /** Every problem of the entry when it has several (the first is also in field/value/reason). */
+  problems?: EntryProblem[];
+}
+
+export interface EntryProblem {
+  field: string;
+  value: unknown;
+  reason: string;
+}
+
+/** A validated snapshot of the desired state. Only `parseDesiredState` creates one. */
+export interface DesiredState {
+  tasks: DesiredTask[];
+  rejected: RejectedEntry[];
+  /** Where it came from (file path, URL) and its revision (content hash, etag). */
+  source: string;
+  revision: string;
+  /** The document as read, kept as the durable last-known desired state once applied. */
+  document: unknown;
+  /** The document says `confirmDisableAll: true`: it may disable every task (src/config/fleetGuard.ts). */
+  confirmDisableAll: boolean;
+}
 
 /**
  * The boundary where raw config becomes a DesiredState the rest of the code trusts.

@@ -1,6 +1,7 @@
 import type { Pool } from "pg";
-import type { Logger } from "../scheduler/logger.js";
-import type { LiveJob } from "../scheduler/reconcilePlan.js";
+import type { Logger } from "../core/logger.js";
+import type { PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
+import type { LiveJob } from "../reconcile/reconcilePlan.js";
 import type { RunJournal } from "./runJournal.js";
 
 export interface EngineOptions {
@@ -49,12 +50,6 @@ export interface EngineRun {
   journal?: RunJournal;
 }
 
-export interface PreviousRun {
-  scheduledAt: Date | null;
-  startedAt: Date;
-  instanceId: string | null;
-}
-
 export interface RunResult {
   outcome: "succeeded" | "failed";
   durationMs: number;
@@ -84,16 +79,6 @@ export interface EngineHooks {
 
 export type RunHandler = (run: EngineRun) => Promise<void>;
 
-/** A task's retry policy: exponential backoff with a cap, within the same slot. */
-export interface RetryPolicy {
-  /** Attempts after the first failure. */
-  maxRetries: number;
-  /** Delay before the first retry (ms); doubles each time. Default 1000. */
-  delayMs?: number;
-  /** Cap on the delay (ms). Default 60 000. */
-  maxDelayMs?: number;
-}
-
 export interface TaskDefinitionOptions {
   /** The attempt is stopped (its signal fires) and recorded as failed after this long. */
   timeoutMs?: number | undefined;
@@ -113,7 +98,7 @@ export interface TaskJob extends LiveJob {
 export interface RunRecord {
   taskName: string;
   /** `interrupted`: cut off at shutdown and handed to another instance, which re-ran the slot. */
-  outcome: "succeeded" | "failed" | "skipped" | "interrupted";
+  outcome: RunOutcome;
   scheduledAt: Date;
   startedAt: Date | null;
   finishedAt: Date;
@@ -135,3 +120,6 @@ export interface DrainOutcome {
   /** Tasks whose handler did not stop within the hand-off wait: their lock expires and is taken over. */
   abandoned: string[];
 }
+
+/** The engine's modules name these through this file; they are declared in src/core/runTypes.ts. */
+export type { PreviousRun, RetryPolicy };

@@ -1,9 +1,9 @@
+import type { DesiredState } from "../config/desiredState.js";
+import type { Logger } from "../core/logger.js";
+import type { TaskRegistry } from "../scheduler/taskRegistry.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { forEachConcurrently } from "./concurrently.js";
-import type { Logger } from "./logger.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
-import type { TaskRegistry } from "./taskRegistry.js";
-import type { DesiredState } from "./types.js";
 
 /** Actions applied at once; leaves most of a default pool of 10 to the runs. */
 const APPLY_CONCURRENCY = 4;

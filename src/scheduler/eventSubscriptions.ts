@@ -1,5 +1,5 @@
 import type { EventEmitter } from "node:events";
-import type { SchedulerEvents } from "../scheduler/events.js";
+import type { SchedulerEvents } from "./events.js";
 
 /**
  * The part of a Scheduler that event consumers (metrics, alerts, the admin server) need: any

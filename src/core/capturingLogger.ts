@@ -1,6 +1,10 @@
 import { format } from "node:util";
-import type { RunJournal } from "../engine/runJournal.js";
 import type { Logger } from "./logger.js";
+
+/** Where the captured lines go: the run's journal (src/engine/runJournal.ts) in the scheduler. */
+export interface LineSink {
+  record(level: string, msg: string, data?: Record<string, unknown>): void;
+}
 
 const LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace"]);
 
@@ -9,7 +13,7 @@ const LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace"]);
  * levels the logger writes) are also kept in the attempt's journal for the run record. Children
  * the handler makes capture too.
  */
-export function capturingLogger(logger: Logger, journal: RunJournal): Logger {
+export function capturingLogger(logger: Logger, journal: LineSink): Logger {
   return new Proxy(logger, {
     get(target, property) {
       if (typeof property === "string" && LEVELS.has(property)) {

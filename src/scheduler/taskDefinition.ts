@@ -1,4 +1,5 @@
-import type { Logger } from "./logger.js";
+import type { Logger } from "../core/logger.js";
+import type { PreviousRun, RetryPolicy } from "../core/runTypes.js";
 
 /** What a handler receives for one run. */
 export interface TaskContext {
@@ -15,7 +16,7 @@ export interface TaskContext {
   /** `taskName@scheduledAt` (ISO): the same for a re-run of the same slot; use it as an idempotency key. */
   readonly runKey: string;
   /** Set when this run repeats one that started and never finished (its instance died or lost the lock). */
-  readonly rerunOf: { scheduledAt: Date | null; startedAt: Date; instanceId: string | null } | undefined;
+  readonly rerunOf: PreviousRun | undefined;
   /** A child logger bound to this task and run. */
   readonly logger: Logger;
   /** The instance that runs this slot. */
@@ -34,46 +35,5 @@ export interface TaskRegistration {
   /** After this many ms the run's signal fires and the run is recorded as failed ("timed out"). */
   timeoutMs?: number;
   /** Retries of a failed run within the same slot, with exponential backoff (Agenda's strategy). */
-  retry?: { maxRetries: number; delayMs?: number; maxDelayMs?: number };
-}
-
-/** One task's entry in the desired state, after validation. */
-export interface DesiredTask {
-  name: string;
-  enabled: boolean;
-  cron: string;
-  /** Always set: the entry's own timezone or the service default. */
-  timezone: string;
-}
-
-/** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
-export interface RejectedEntry {
-  /** Position in the snapshot's `tasks` list. */
-  index: number;
-  /** The entry's name when it had a readable one. */
-  name: string | undefined;
-  field: string;
-  value: unknown;
-  reason: string;
-  /** Every problem of the entry when it has several (the first is also in field/value/reason). */
-  problems?: EntryProblem[];
-}
-
-export interface EntryProblem {
-  field: string;
-  value: unknown;
-  reason: string;
-}
-
-/** A validated snapshot of the desired state. Only `parseDesiredState` creates one. */
-export interface DesiredState {
-  tasks: DesiredTask[];
-  rejected: RejectedEntry[];
-  /** Where it came from (file path, URL) and its revision (content hash, etag). */
-  source: string;
-  revision: string;
-  /** The document as read, kept as the durable last-known desired state once applied. */
-  document: unknown;
-  /** The document says `confirmDisableAll: true`: it may disable every task (src/scheduler/fleetGuard.ts). */
-  confirmDisableAll: boolean;
+  retry?: RetryPolicy;
 }

@@ -1,4 +1,4 @@
-import type { DesiredState } from "./types.js";
+import type { DesiredState } from "./desiredState.js";
 
 /**
  * The fleet guard: a pure decision on a parsed snapshot, before it is accepted. A registered task

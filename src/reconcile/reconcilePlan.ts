@@ -1,6 +1,6 @@
-import { describeRejection } from "./desiredState.js";
-import { closestName } from "./fleetGuard.js";
-import type { DesiredState, DesiredTask } from "./types.js";
+import type { DesiredState, DesiredTask } from "../config/desiredState.js";
+import { describeRejection } from "../config/desiredState.js";
+import { closestName } from "../config/fleetGuard.js";
 
 /**
  * The reconcile decision (SPEC §4) as a pure function: desired state + the live job rows +

@@ -1,8 +1,9 @@
+import type { DesiredState } from "../config/desiredState.js";
+import type { RunOutcome } from "../core/runTypes.js";
+import type { TaskJob } from "../engine/engineApi.js";
 import type { RunSummaryRow } from "../engine/sql.js";
-import type { TaskJob } from "../engine/types.js";
-import type { RunOutcome, TaskStatus } from "./status.js";
-import type { RegisteredTask } from "./taskRegistry.js";
-import type { DesiredState } from "./types.js";
+import type { RegisteredTask } from "../scheduler/taskRegistry.js";
+import type { TaskStatus } from "./statusModel.js";
 
 /** Joins registry, desired state, job rows and run summaries into one view per task. */
 export function buildTaskStatuses(input: {

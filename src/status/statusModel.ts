@@ -1,7 +1,6 @@
 /** What the scheduler reports about its tasks: the reconciled view of desired and runtime state. */
 
-/** `interrupted`: a run cut off at shutdown and handed to another instance, which re-runs its slot. */
-export type RunOutcome = "succeeded" | "failed" | "skipped" | "interrupted";
+import type { RunOutcome } from "../core/runTypes.js";
 
 export interface TaskStatus {
   name: string;

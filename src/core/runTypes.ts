@@ -1,0 +1,26 @@
+/**
+ * The run vocabulary every layer shares (engine, scheduler, status, public API), declared once here.
+ */
+
+/**
+ * How a slot's run ended. `interrupted`: cut off at shutdown and handed to another instance, which
+ * re-runs its slot (not a failure).
+ */
+export type RunOutcome = "succeeded" | "failed" | "skipped" | "interrupted";
+
+/** The run a re-run repeats: it started and never finished (its instance died or lost the lock). */
+export interface PreviousRun {
+  scheduledAt: Date | null;
+  startedAt: Date;
+  instanceId: string | null;
+}
+
+/** A task's retry policy: exponential backoff with a cap, within the same slot. */
+export interface RetryPolicy {
+  /** Attempts after the first failure. */
+  maxRetries: number;
+  /** Delay before the first retry (ms); doubles each time. Default 1000. */
+  delayMs?: number;
+  /** Cap on the delay (ms). Default 60 000. */
+  maxDelayMs?: number;
+}
