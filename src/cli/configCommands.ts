@@ -1,7 +1,7 @@
 import { DEFAULT_MIN_INTERVAL_MS } from "../config/cronValidator.js";
 import type { DesiredState } from "../config/desiredState.js";
 import { describeProblems, parseDesiredState } from "../config/desiredState.js";
-import { selectTaskJobs } from "../engine/sql.js";
+import { readTaskJobs } from "../engine/jobReads.js";
 import { type LiveJob, planReconcile, type ReconcileAction } from "../reconcile/reconcilePlan.js";
 import { FileConfigSource } from "../sources/fileSource.js";
 import { AuditLog } from "../store/auditLog.js";
@@ -80,15 +80,7 @@ export async function planCommand(file: string, options: ConfigOptions, io: CliI
   const pool = await databasePool(options, io);
   let live: LiveJob[];
   try {
-    live = await selectTaskJobs(pool).then((rows) =>
-      rows.map((row) => ({
-        name: row.name,
-        disabled: row.disabled,
-        cron: row.repeat_interval,
-        timezone: row.repeat_timezone,
-        nextRunAt: row.next_run_at,
-      })),
-    );
+    live = await readTaskJobs(pool);
   } catch (error) {
     // a database the scheduler never ran on has no job table yet: everything would be created
     if ((error as { code?: string }).code !== "42P01") throw error;

@@ -10,9 +10,11 @@ import type {
   EngineOptions,
   RunHandler,
   RunRecord,
+  RunSummary,
   TaskDefinitionOptions,
   TaskJob,
 } from "./engineApi.js";
+import { readRunSummaries, readTaskJobs } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
@@ -269,21 +271,7 @@ export class AgendaEngine {
   }
 
   async listJobs(): Promise<TaskJob[]> {
-    const rows = await sql.selectTaskJobs(this.#options.pool);
-    return rows.map((row) => ({
-      id: row.id,
-      name: row.name,
-      disabled: row.disabled,
-      cron: row.repeat_interval,
-      timezone: row.repeat_timezone,
-      nextRunAt: row.next_run_at,
-      lockedAt: row.locked_at,
-      lastRunAt: row.last_run_at,
-      lastFinishedAt: row.last_finished_at,
-      failCount: row.fail_count ?? 0,
-      failReason: row.fail_reason,
-      lastModifiedBy: row.last_modified_by,
-    }));
+    return readTaskJobs(this.#options.pool);
   }
 
   /** Creates the repeating `single` job of a task; its first run is the next slot after now. */
@@ -404,8 +392,8 @@ export class AgendaEngine {
   }
 
   /** Latest outcome, error, start instance and recent outcomes of every task, for status listings. */
-  runSummaries(recent = RECENT_OUTCOMES): ReturnType<typeof sql.selectRunSummaries> {
-    return sql.selectRunSummaries(this.#options.pool, recent);
+  runSummaries(recent = RECENT_OUTCOMES): Promise<RunSummary[]> {
+    return readRunSummaries(this.#options.pool, recent);
   }
 
   /** Deletes run-log rows older than `before` (one instance at a time); null when another instance is at it. */

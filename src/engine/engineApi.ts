@@ -1,7 +1,6 @@
 import type { Pool } from "pg";
 import type { Logger } from "../core/logger.js";
 import type { PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
-import type { LiveJob } from "../reconcile/reconcilePlan.js";
 import type { RunJournal } from "./runJournal.js";
 
 export interface EngineOptions {
@@ -85,14 +84,32 @@ export interface TaskDefinitionOptions {
   retry?: RetryPolicy | undefined;
 }
 
-export interface TaskJob extends LiveJob {
+/** A task's job row as the engine reports it (src/engine/jobReads.ts maps it from the SQL row). */
+export interface TaskJob {
   id: string;
+  name: string;
+  disabled: boolean;
+  cron: string | null;
+  timezone: string | null;
+  nextRunAt: Date | null;
   lockedAt: Date | null;
   lastRunAt: Date | null;
   lastFinishedAt: Date | null;
   failCount: number;
   failReason: string | null;
   lastModifiedBy: string | null;
+}
+
+/**
+ * A task's run figures from the run log, counted in slots: the latest slot's outcome and error,
+ * the latest slots' outcomes (newest first), the failed slots since the last succeeded one.
+ */
+export interface RunSummary {
+  taskName: string;
+  lastOutcome: RunOutcome | null;
+  lastError: string | null;
+  recentOutcomes: RunOutcome[];
+  consecutiveFailures: number;
 }
 
 export interface RunRecord {

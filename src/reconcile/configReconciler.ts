@@ -1,6 +1,5 @@
 import type { DesiredState } from "../config/desiredState.js";
 import type { Logger } from "../core/logger.js";
-import type { TaskRegistry } from "../scheduler/taskRegistry.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { forEachConcurrently } from "./concurrently.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
@@ -41,6 +40,11 @@ export interface ReconcileResult {
   enabledTasks: Set<string>;
 }
 
+/** The names of the tasks this code registered (the scheduler's TaskRegistry). */
+export interface RegisteredNames {
+  names(): ReadonlySet<string>;
+}
+
 /**
  * Makes runtime follow desired: under a database-wide lock (so instances that see the same
  * change take turns and converge), reads the job rows, plans with `planReconcile` and applies
@@ -48,7 +52,7 @@ export interface ReconcileResult {
  */
 export class ConfigReconciler {
   readonly #target: ReconcileTarget;
-  readonly #registry: TaskRegistry;
+  readonly #registry: RegisteredNames;
   readonly #logger: Logger;
   readonly #recorder: ReconcileRecorder | undefined;
   readonly #now: () => Date;
@@ -56,7 +60,7 @@ export class ConfigReconciler {
 
   constructor(options: {
     target: ReconcileTarget;
-    registry: TaskRegistry;
+    registry: RegisteredNames;
     logger: Logger;
     recorder?: ReconcileRecorder;
     now?: () => Date;

@@ -1,20 +1,18 @@
 import type { DesiredState } from "../config/desiredState.js";
-import type { RunOutcome } from "../core/runTypes.js";
-import type { TaskJob } from "../engine/engineApi.js";
-import type { RunSummaryRow } from "../engine/sql.js";
-import type { RegisteredTask } from "../scheduler/taskRegistry.js";
+import type { RunSummary, TaskJob } from "../engine/engineApi.js";
 import type { TaskStatus } from "./statusModel.js";
 
 /** Joins registry, desired state, job rows and run summaries into one view per task. */
 export function buildTaskStatuses(input: {
-  registered: RegisteredTask[];
+  /** The tasks registered in this instance's code. */
+  registered: ReadonlyArray<{ name: string; description: string | undefined }>;
   desired: DesiredState | undefined;
   jobs: TaskJob[];
-  summaries: RunSummaryRow[];
+  summaries: RunSummary[];
 }): TaskStatus[] {
   const jobs = new Map(input.jobs.map((job) => [job.name, job]));
   const configured = new Map((input.desired?.tasks ?? []).map((task) => [task.name, task]));
-  const summaries = new Map(input.summaries.map((row) => [row.job_name, row]));
+  const summaries = new Map(input.summaries.map((summary) => [summary.taskName, summary]));
   const registered = new Map(input.registered.map((task) => [task.name, task]));
   const names = [...new Set([...registered.keys(), ...jobs.keys()])].sort();
 
@@ -28,7 +26,7 @@ export function buildTaskStatuses(input: {
         job.lastRunAt &&
         (!job.lastFinishedAt || job.lastRunAt.getTime() > job.lastFinishedAt.getTime()),
     );
-    const lastOutcome = asOutcome(summary?.last_outcome);
+    const lastOutcome = summary?.lastOutcome ?? null;
     return {
       name,
       registered: registered.has(name),
@@ -48,15 +46,9 @@ export function buildTaskStatuses(input: {
       // the instance that locked the job: Agenda writes it with the lock
       runningOn: running ? (job?.lastModifiedBy ?? null) : null,
       lastOutcome,
-      lastError: lastOutcome === "failed" ? (summary?.last_error ?? null) : null,
-      consecutiveFailures: summary?.consecutive_failures ?? 0,
-      recentOutcomes: (summary?.recent_outcomes ?? []).map(asOutcome).filter((outcome) => outcome !== null),
+      lastError: lastOutcome === "failed" ? (summary?.lastError ?? null) : null,
+      consecutiveFailures: summary?.consecutiveFailures ?? 0,
+      recentOutcomes: summary?.recentOutcomes ?? [],
     };
   });
-}
-
-function asOutcome(value: string | null | undefined): RunOutcome | null {
-  return value === "succeeded" || value === "failed" || value === "skipped" || value === "interrupted"
-    ? value
-    : null;
 }

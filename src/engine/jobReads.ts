@@ -1,0 +1,53 @@
+import type { Pool, PoolClient } from "pg";
+import type { RunOutcome } from "../core/runTypes.js";
+import type { RunSummary, TaskJob } from "./engineApi.js";
+import { type JobRow, selectRunSummaries, selectTaskJobs } from "./sql.js";
+
+/**
+ * Typed reads of the job table and the run log for code outside the engine (the scheduler's
+ * status, the `plan` command): they get these shapes, never the SQL rows of src/engine/sql.ts.
+ */
+
+type Queryable = Pool | PoolClient;
+
+/** The one mapping from a job row to the job as the rest of the code (and the planner) reads it. */
+export function taskJobOfRow(row: JobRow): TaskJob {
+  return {
+    id: row.id,
+    name: row.name,
+    disabled: row.disabled,
+    cron: row.repeat_interval,
+    timezone: row.repeat_timezone,
+    nextRunAt: row.next_run_at,
+    lockedAt: row.locked_at,
+    lastRunAt: row.last_run_at,
+    lastFinishedAt: row.last_finished_at,
+    failCount: row.fail_count ?? 0,
+    failReason: row.fail_reason,
+    lastModifiedBy: row.last_modified_by,
+  };
+}
+
+/** Every task's job row, by name. */
+export async function readTaskJobs(db: Queryable): Promise<TaskJob[]> {
+  return (await selectTaskJobs(db)).map(taskJobOfRow);
+}
+
+/** Per task job: the latest slots' outcomes and the failure streak (see selectRunSummaries). */
+export async function readRunSummaries(db: Queryable, recent: number): Promise<RunSummary[]> {
+  const rows = await selectRunSummaries(db, recent);
+  return rows.map((row) => ({
+    taskName: row.job_name,
+    lastOutcome: asOutcome(row.last_outcome),
+    lastError: row.last_error,
+    recentOutcomes: (row.recent_outcomes ?? []).map(asOutcome).filter((outcome) => outcome !== null),
+    consecutiveFailures: row.consecutive_failures,
+  }));
+}
+
+/** A run-log row's outcome, or null for one this code does not know. */
+function asOutcome(value: string | null | undefined): RunOutcome | null {
+  return value === "succeeded" || value === "failed" || value === "skipped" || value === "interrupted"
+    ? value
+    : null;
+}
