@@ -8,13 +8,23 @@ export interface BackoffOptions {
 }
 
 /**
- * The delay before the next attempt after `failures` consecutive failures (1, 2, ...):
- * `initialMs * 2^(failures-1)` capped at `maxMs`, then spread uniformly over ±25% so that
- * instances that lost their config source together do not retry in step.
+ * The one exponential backoff of the code base (config sources, the engine's retries while the
+ * database is unreachable, the wait for the database at start-up).
  */
-export function retryDelay(failures: number, { initialMs, maxMs }: BackoffOptions): number {
-  const base = Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
-  return Math.round(base * (0.75 + Math.random() / 2));
+
+/** The delay after `failures` consecutive failures (1, 2, ...): `initialMs * 2^(failures-1)`, capped at `maxMs`. */
+export function backoffDelay(failures: number, { initialMs, maxMs }: BackoffOptions): number {
+  return Math.min(maxMs, initialMs * 2 ** Math.min(Math.max(failures - 1, 0), 30));
+}
+
+/** `ms` spread uniformly over ±25%, so that instances that failed together do not retry in step. */
+export function jittered(ms: number): number {
+  return ms * (0.75 + Math.random() / 2);
+}
+
+/** backoffDelay() jittered and rounded to whole ms: the delay before the next attempt. */
+export function retryDelay(failures: number, options: BackoffOptions): number {
+  return Math.round(jittered(backoffDelay(failures, options)));
 }
 
 /** Waits `ms`, or less if `signal` aborts; never rejects and never keeps the process alive. */

@@ -2,7 +2,9 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import type { PoolClient } from "pg";
+import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
+import { withAdvisoryLock } from "./advisoryLock.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
 import type {
@@ -35,14 +37,13 @@ export type * from "./engineApi.js";
  * surface: define, start, drain, read the job rows, and change them in place.
  */
 
-const DEFAULT_TIMEOUT_GRACE_MS = 30_000;
-const DEFAULT_HEALTH_PROBE_MS = 2_000;
-const DEFAULT_MISSED_SLOT_GRACE_MS = 60_000;
+const DEFAULT_TIMEOUT_GRACE_MS = SCHEDULER_DEFAULTS.timeoutGraceMs;
+const DEFAULT_HEALTH_PROBE_MS = SCHEDULER_DEFAULTS.healthProbeMs;
+const DEFAULT_MISSED_SLOT_GRACE_MS = SCHEDULER_DEFAULTS.missedSlotGraceMs;
 /** How many recent outcomes a status listing carries (the dashboard's strip). */
 const RECENT_OUTCOMES = 10;
-const DEFAULT_MISSED_SLOT_CHECK_MS = 15_000;
-/** Agenda's own default. */
-const DEFAULT_MAX_CONCURRENCY = 20;
+const DEFAULT_MISSED_SLOT_CHECK_MS = SCHEDULER_DEFAULTS.missedSlotCheckMs;
+const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
 /** Locks held at once (running plus waiting for a worker), per worker: see JobRepositoryLimits. */
 const HELD_LOCKS_PER_WORKER = 2;
 
@@ -322,12 +323,7 @@ export class AgendaEngine {
   async withReconcileLock<T>(work: () => Promise<T>): Promise<T> {
     const client = await this.#options.pool.connect();
     try {
-      await client.query("SELECT pg_advisory_lock($1)", [sql.RECONCILE_LOCK_KEY]);
-      try {
-        return await work();
-      } finally {
-        await client.query("SELECT pg_advisory_unlock($1)", [sql.RECONCILE_LOCK_KEY]);
-      }
+      return await withAdvisoryLock(client, sql.RECONCILE_LOCK_KEY, work);
     } finally {
       client.release();
     }

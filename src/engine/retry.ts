@@ -1,4 +1,5 @@
 import { setTimeout as sleep } from "node:timers/promises";
+import { backoffDelay, jittered } from "../core/backoff.js";
 
 const CONNECTION_ERROR_CODES = new Set([
   "ECONNREFUSED",
@@ -41,15 +42,15 @@ export async function retryWhileDisconnected<T>(
   options: RetryOptions,
 ): Promise<T> {
   const startedAt = Date.now();
-  let delay = options.initialDelayMs ?? 250;
+  const backoff = { initialMs: options.initialDelayMs ?? 250, maxMs: options.maxDelayMs ?? 2_000 };
   for (let attempt = 1; ; attempt++) {
     try {
       return await operation();
     } catch (error) {
+      const delay = backoffDelay(attempt, backoff);
       if (!isConnectionError(error) || Date.now() - startedAt + delay > options.maxElapsedMs) throw error;
       options.onRetry?.(error as Error, attempt);
-      await sleep(delay * (0.75 + Math.random() / 2));
-      delay = Math.min(delay * 2, options.maxDelayMs ?? 2_000);
+      await sleep(jittered(delay));
     }
   }
 }

@@ -8,6 +8,7 @@ import {
 import type { Pool, PoolClient } from "pg";
 import { CronwardenError } from "../core/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
+import { withAdvisoryLock } from "./advisoryLock.js";
 import { JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
 import { createTimelineIndexes } from "./timelineSql.js";
 
@@ -51,8 +52,7 @@ export interface MigrationResult {
 export async function migrateSchema(pool: Pool): Promise<MigrationResult> {
   const client = await pool.connect();
   try {
-    await client.query("SELECT pg_advisory_lock($1)", [SCHEMA_LOCK_KEY]);
-    try {
+    return await withAdvisoryLock(client, SCHEMA_LOCK_KEY, async () => {
       // a current schema is left alone: no DDL (and no lock on the jobs table) at each start
       const before = await readState(client);
       if (before.current) return { from: before.version, to: before.version ?? SCHEMA_VERSION };
@@ -84,9 +84,7 @@ export async function migrateSchema(pool: Pool): Promise<MigrationResult> {
         }
       }
       return { from, to: Math.max(from ?? 0, SCHEMA_VERSION) };
-    } finally {
-      await client.query("SELECT pg_advisory_unlock($1)", [SCHEMA_LOCK_KEY]);
-    }
+    });
   } catch (error) {
     throw asSchemaError(error, "could not create or upgrade the schema");
   } finally {

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import { withAdvisoryTryLock } from "./advisoryLock.js";
 
 /**
  * The engine's own statements against Agenda's tables, one named, parameterised builder each.
@@ -381,11 +382,7 @@ export const RETENTION_LOCK_KEY = 0x6377_0003;
 export async function pruneRunLog(pool: Pool, before: Date): Promise<number | null> {
   const client = await pool.connect();
   try {
-    const { rows } = await client.query<{ locked: boolean }>("SELECT pg_try_advisory_lock($1) AS locked", [
-      RETENTION_LOCK_KEY,
-    ]);
-    if (!rows[0]?.locked) return null;
-    try {
+    const pruned = await withAdvisoryTryLock(client, RETENTION_LOCK_KEY, async () => {
       let total = 0;
       for (;;) {
         const result = await client.query(
@@ -395,9 +392,8 @@ export async function pruneRunLog(pool: Pool, before: Date): Promise<number | nu
         total += result.rowCount ?? 0;
         if ((result.rowCount ?? 0) < PRUNE_BATCH) return total;
       }
-    } finally {
-      await client.query("SELECT pg_advisory_unlock($1)", [RETENTION_LOCK_KEY]);
-    }
+    });
+    return pruned.acquired ? pruned.value : null;
   } finally {
     client.release();
   }

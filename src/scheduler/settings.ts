@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { DEFAULT_MIN_INTERVAL_MS, formatMs, isValidTimezone } from "../config/cronValidator.js";
 import { DEFAULT_MAX_DISABLE_SHARE } from "../config/fleetGuard.js";
+import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import { CronwardenError } from "../core/errors.js";
 
 /**
@@ -17,12 +18,15 @@ export const schedulerSettingsSchema = z
     namespace: z
       .string()
       .regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/, "use letters, digits, '.', '_' or '-'")
-      .default("default"),
+      .default(SCHEDULER_DEFAULTS.namespace),
     /** Run-log rows (agenda_logs) older than this many days are deleted, hourly; 0 keeps them forever. */
-    runLogRetentionDays: z.number().min(0).default(30),
+    runLogRetentionDays: z.number().min(0).default(SCHEDULER_DEFAULTS.runLogRetentionDays),
     /** A full reconcile this often repairs drift; 0 turns it off. */
-    antiEntropyMs: z.number().int().min(0).default(60_000),
-    defaultTimezone: z.string().refine(isValidTimezone, "is not an IANA timezone name").default("UTC"),
+    antiEntropyMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.antiEntropyMs),
+    defaultTimezone: z
+      .string()
+      .refine(isValidTimezone, "is not an IANA timezone name")
+      .default(SCHEDULER_DEFAULTS.defaultTimezone),
     /** Schedules firing more often than this are refused (seed: minute-level). */
     minIntervalMs: z.number().int().min(1000).default(DEFAULT_MIN_INTERVAL_MS),
     /** How often Agenda looks for due runs; must not exceed minIntervalMs or runs are skipped. */
@@ -31,25 +35,25 @@ export const schedulerSettingsSchema = z
      * A lock not renewed for this long is taken over by another instance. Running handlers renew
      * theirs every third of it, so this bounds failover after a crash, not the length of a run.
      */
-    lockLifetimeMs: z.number().int().min(1000).default(15_000),
+    lockLifetimeMs: z.number().int().min(1000).default(SCHEDULER_DEFAULTS.lockLifetimeMs),
     /** Runs in progress at once on this instance, all tasks together; due runs beyond it wait. */
-    maxConcurrency: z.number().int().min(1).max(10_000).default(20),
+    maxConcurrency: z.number().int().min(1).max(10_000).default(SCHEDULER_DEFAULTS.maxConcurrency),
     /** After a task's timeout, how long a handler that ignores its signal keeps the lock. */
-    timeoutGraceMs: z.number().int().min(0).default(30_000),
+    timeoutGraceMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.timeoutGraceMs),
     /** An enabled task whose slot is this far past without a run starting is reported missed (at least 2 polls). */
-    missedSlotGraceMs: z.number().int().min(0).default(60_000),
+    missedSlotGraceMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.missedSlotGraceMs),
     /** How often the missed-slot check runs; 0 turns it off. */
-    missedSlotCheckMs: z.number().int().min(0).default(15_000),
+    missedSlotCheckMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.missedSlotCheckMs),
     /** How often PostgreSQL is probed, for the outage and recovery log lines. */
-    healthProbeMs: z.number().int().min(100).default(2_000),
+    healthProbeMs: z.number().int().min(100).default(SCHEDULER_DEFAULTS.healthProbeMs),
     /**
      * true: create or upgrade the database schema at start-up when it is not current (needs DDL
      * rights). false: never change it; start() fails with SCHEMA_NOT_CURRENT, naming `cronwarden
      * migrate`, unless the schema is current.
      */
-    migrate: z.boolean().default(true),
+    migrate: z.boolean().default(SCHEDULER_DEFAULTS.migrate),
     /** How long stop() waits for running handlers. */
-    drainTimeoutMs: z.number().int().min(0).default(30_000),
+    drainTimeoutMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.drainTimeoutMs),
     /**
      * A config snapshot that leaves out more than this share of the enabled tasks (or all of them)
      * is refused unless it says confirmDisableAll: true (src/config/fleetGuard.ts); 1 keeps only

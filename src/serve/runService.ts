@@ -3,6 +3,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { createAdminServer } from "../admin/index.js";
 import { Alerter, WebhookAlertChannel } from "../alerts/index.js";
+import { backoffDelay } from "../core/backoff.js";
 import { CronwardenError } from "../core/errors.js";
 import { createLogger, type Logger, toError } from "../core/logger.js";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres/index.js";
@@ -169,6 +170,9 @@ export async function runService(options: ServiceOptions): Promise<void> {
   }
 }
 
+/** The start-up wait for the database: 0.5 s doubling to 15 s, not jittered (one instance, one wait). */
+const DATABASE_WAIT_BACKOFF = { initialMs: 500, maxMs: 15_000 };
+
 /**
  * Retries `SELECT 1` with exponential backoff (0.5 s doubling to 15 s) until it answers or
  * `timeoutMs` has passed (then throws DATABASE_UNAVAILABLE). Logs the first failure and then every
@@ -181,7 +185,6 @@ export async function waitForDatabase(
   signal?: AbortSignal,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  let delay = 500;
   let attempt = 0;
   let lastMessage: string | undefined;
   for (;;) {
@@ -192,6 +195,7 @@ export async function waitForDatabase(
       return;
     } catch (thrown) {
       const message = toError(thrown).message;
+      const delay = backoffDelay(attempt, DATABASE_WAIT_BACKOFF);
       const remaining = deadline - Date.now();
       if (remaining <= 0 || signal?.aborted) {
         throw new CronwardenError(
@@ -208,7 +212,6 @@ export async function waitForDatabase(
         lastMessage = message;
       }
       await sleep(Math.min(delay, remaining), undefined, { signal }).catch(() => {});
-      delay = Math.min(delay * 2, 15_000);
     }
   }
 }
