@@ -1,7 +1,8 @@
 import type { Logger } from "../core/logger.js";
 import { type SchedulerEventSource, Subscriptions } from "../scheduler/eventSubscriptions.js";
 
-export interface MissedSlot {
+/** What the admin API shows of a task's last missed slot, with when it was detected (the engine reports a MissedSlot: src/engine/engineApi.ts). */
+export interface MissedSlotReport {
   scheduledAt: Date | null;
   detectedAt: Date;
   reason: string;
@@ -15,7 +16,7 @@ export interface MissedSlot {
  * visible for milliseconds, and a catch-up run that then fails or dies would hide the miss.
  */
 export class MissedSlotTracker {
-  readonly #missed = new Map<string, MissedSlot>();
+  readonly #missed = new Map<string, MissedSlotReport>();
   readonly #subscriptions: Subscriptions;
 
   constructor(scheduler: SchedulerEventSource, logger: Logger) {
@@ -38,7 +39,7 @@ export class MissedSlotTracker {
       });
   }
 
-  get(taskName: string): MissedSlot | null {
+  get(taskName: string): MissedSlotReport | null {
     return this.#missed.get(taskName) ?? null;
   }
 

@@ -26,7 +26,7 @@ import type { LockRenewer } from "./watchdog.js";
  *   time, so a run that lost its lock cannot unlock or re-time the new owner's run;
  * - `saveJobState` does not overwrite `next_run_at` when the row's cron or timezone changed since
  *   the job was loaded (a run that finishes after an in-place schedule change would otherwise
- *   write a next run computed from the old cron, AGENDA-NOTES);
+ *   write a next run computed from the old cron: docs/design.md, "The in-place schedule change");
  * - `unlockJob`, which Agenda calls without awaiting, never rejects (an unhandled rejection
  *   would end the process while the database is down).
  */

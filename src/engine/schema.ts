@@ -46,7 +46,7 @@ export interface MigrationResult {
  * Creates or upgrades Agenda's tables and cronwarden's own, once, under a PostgreSQL advisory
  * lock, and records the version. Left to Agenda (`ensureSchema: true`), two instances starting
  * together on an empty database race on CREATE TABLE and one dies with an unhandled rejection
- * (AGENDA-NOTES). Needs a role that may create and alter tables (docs/operations.md). A database
+ * (docs/behaviour.md, "Agenda traps"). Needs a role that may create and alter tables (docs/operations.md). A database
  * already at a newer version than this code is left as it is.
  */
 export async function migrateSchema(pool: Pool): Promise<MigrationResult> {

@@ -18,7 +18,7 @@ export class EventFeed {
 
   attach(events: Subscriptions): void {
     events.on("run:started", (event) => {
-      this.#track(event.taskName, runKey(event), true);
+      this.#track(event.taskName, attemptKey(event), true);
       if (event.attempt === 1) {
         const lateness = Math.max(0, event.startedAt.getTime() - event.scheduledAt.getTime()) / 1000;
         this.#metrics.startLateness.observe({ task: event.taskName }, lateness);
@@ -26,7 +26,7 @@ export class EventFeed {
     });
     events.on("run:finished", (event) => {
       const task = event.taskName;
-      this.#track(task, runKey(event), false);
+      this.#track(task, attemptKey(event), false);
       this.#metrics.runs.inc({ task, outcome: event.outcome });
       this.#metrics.runDuration.observe({ task, outcome: event.outcome }, event.durationMs / 1000);
       if (event.outcome === "succeeded") {
@@ -71,6 +71,10 @@ export class EventFeed {
   }
 }
 
-function runKey(event: { scheduledAt: Date; startedAt: Date; attempt: number }): string {
+/**
+ * One attempt of one run (slot, start, attempt): not the handler's `ctx.runKey`, which names the
+ * slot alone and is the same for every attempt and re-run of it.
+ */
+function attemptKey(event: { scheduledAt: Date; startedAt: Date; attempt: number }): string {
   return `${event.scheduledAt.getTime()}|${event.startedAt.getTime()}|${event.attempt}`;
 }

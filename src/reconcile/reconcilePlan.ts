@@ -3,7 +3,7 @@ import { describeRejection } from "../config/desiredState.js";
 import { closestName } from "../config/fleetGuard.js";
 
 /**
- * The reconcile decision (SPEC §4) as a pure function: desired state + the live job rows +
+ * The reconcile decision (docs/design.md, "Reconcile choices") as a pure function: desired state + the live job rows +
  * the registered names -> the actions that make runtime follow desired, each with its reason.
  * It touches nothing; `ConfigReconciler` applies the plan.
  */

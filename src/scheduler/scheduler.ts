@@ -67,7 +67,7 @@ const RETENTION_EVERY_MS = 3_600_000;
 type State = "new" | "starting" | "running" | "stopping" | "stopped";
 
 /**
- * The public face of the framework. Start-up follows SPEC §5: every task is registered before
+ * The public face of the framework. Start-up follows docs/design.md ("Start-up and shutdown"): every task is registered before
  * start(); start() defines the handlers in Agenda, reads the full desired state, reconciles it,
  * starts the workers and then watches the config for changes.
  */

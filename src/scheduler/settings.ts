@@ -27,7 +27,7 @@ export const schedulerSettingsSchema = z
       .string()
       .refine(isValidTimezone, "is not an IANA timezone name")
       .default(SCHEDULER_DEFAULTS.defaultTimezone),
-    /** Schedules firing more often than this are refused (seed: minute-level). */
+    /** Schedules firing more often than this are refused (default: one minute). */
     minIntervalMs: z.number().int().min(1000).default(DEFAULT_MIN_INTERVAL_MS),
     /** How often Agenda looks for due runs; must not exceed minIntervalMs or runs are skipped. */
     processEveryMs: z.number().int().min(100).optional(),

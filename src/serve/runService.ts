@@ -30,7 +30,7 @@ export interface ServiceOptions {
 /**
  * Runs the full service until SIGTERM/SIGINT: PostgreSQL (DATABASE_URL or the embedded one), the
  * scheduler on a watched config file, metrics, alerts, the admin API and the dashboard. Start-up
- * follows SPEC §5; shutdown goes in the reverse order: drain the scheduler, end the pool, stop the
+ * follows docs/design.md ("Start-up and shutdown"); shutdown goes in the reverse order: drain the scheduler, end the pool, stop the
  * embedded PostgreSQL, exit. A start-up failure logs one fatal line and exits 1.
  */
 export async function runService(options: ServiceOptions): Promise<void> {

@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import { AUDIT_TABLE } from "./schema.js";
+import { insertAuditRows, LIST_AUDIT } from "./statements.js";
 
 export type AuditKind = "change" | "drift" | "run-now";
 
@@ -26,9 +26,7 @@ export interface AuditRecord extends AuditEntry {
   namespace: string;
 }
 
-const COLUMNS = 10;
-
-/** Rows per INSERT: 10 parameters each, well under PostgreSQL's limit of 65,535 per statement. */
+/** Rows per INSERT: AUDIT_COLUMNS (10) parameters each, well under PostgreSQL's limit of 65,535 per statement. */
 const AUDIT_INSERT_BATCH = 1_000;
 
 /** Every applied change to a task's schedule, durably: who, what, from which config version. */
@@ -70,8 +68,7 @@ export class AuditLog {
 
   async #insert(entries: AuditEntry[], db: Pool | PoolClient): Promise<void> {
     const values: unknown[] = [];
-    const rows = entries.map((entry, index) => {
-      const base = index * COLUMNS;
+    for (const entry of entries) {
       values.push(
         this.#namespace,
         entry.task,
@@ -84,13 +81,8 @@ export class AuditLog {
         entry.instance,
         entry.actor ?? null,
       );
-      return `(${Array.from({ length: COLUMNS }, (_, offset) => `$${base + offset + 1}`).join(", ")})`;
-    });
-    await db.query(
-      `INSERT INTO "${AUDIT_TABLE}" (namespace, task, kind, field, old_value, new_value, source, revision, instance, actor)
-       VALUES ${rows.join(", ")}`,
-      values,
-    );
+    }
+    await db.query(insertAuditRows(entries.length), values);
   }
 
   async list(query: { task?: string; limit?: number } = {}): Promise<AuditRecord[]> {
@@ -107,11 +99,7 @@ export class AuditLog {
       revision: string;
       instance: string;
       actor?: string | null;
-    }>(
-      `SELECT * FROM "${AUDIT_TABLE}" WHERE namespace = $1 AND ($2::text IS NULL OR task = $2)
-        ORDER BY at DESC, id DESC LIMIT $3`,
-      [this.#namespace, query.task ?? null, query.limit ?? 50],
-    );
+    }>(LIST_AUDIT, [this.#namespace, query.task ?? null, query.limit ?? 50]);
     return result.rows.map((row) => ({
       id: row.id,
       at: row.at,

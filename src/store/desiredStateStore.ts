@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { DESIRED_STATE_TABLE } from "./schema.js";
+import { LOAD_DESIRED_STATE, SAVE_DESIRED_STATE } from "./statements.js";
 
 /** The last applied valid config document, kept in PostgreSQL per namespace. */
 export interface StoredDesiredState {
@@ -29,14 +29,13 @@ export class DesiredStateStore {
     revision: string;
     appliedBy: string;
   }): Promise<void> {
-    await this.#pool.query(
-      `INSERT INTO "${DESIRED_STATE_TABLE}" (namespace, document, source, revision, applied_at, applied_by)
-       VALUES ($1, $2, $3, $4, now(), $5)
-       ON CONFLICT (namespace) DO UPDATE
-         SET document = EXCLUDED.document, source = EXCLUDED.source, revision = EXCLUDED.revision,
-             applied_at = EXCLUDED.applied_at, applied_by = EXCLUDED.applied_by`,
-      [this.#namespace, JSON.stringify(state.document), state.source, state.revision, state.appliedBy],
-    );
+    await this.#pool.query(SAVE_DESIRED_STATE, [
+      this.#namespace,
+      JSON.stringify(state.document),
+      state.source,
+      state.revision,
+      state.appliedBy,
+    ]);
   }
 
   async load(): Promise<StoredDesiredState | undefined> {
@@ -46,10 +45,7 @@ export class DesiredStateStore {
       revision: string;
       applied_at: Date;
       applied_by: string;
-    }>(
-      `SELECT document, source, revision, applied_at, applied_by FROM "${DESIRED_STATE_TABLE}" WHERE namespace = $1`,
-      [this.#namespace],
-    );
+    }>(LOAD_DESIRED_STATE, [this.#namespace]);
     const row = result.rows[0];
     return row
       ? {

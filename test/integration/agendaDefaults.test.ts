@@ -3,8 +3,8 @@ import type { RunFinishedEvent } from "../../src/index.js";
 import { harnessSuite, SchedulerHarness } from "../helpers/harness.js";
 
 /**
- * SPEC §6: overlap, catch-up after downtime and the next run after a re-enable follow Agenda's
- * defaults. These tests pin what those defaults are (docs/behaviour.md describes them).
+ * Overlap, catch-up after downtime and the next run after a re-enable follow Agenda's defaults.
+ * These tests pin what those defaults are (docs/behaviour.md describes them).
  */
 
 const suite = harnessSuite();

@@ -1,43 +1,25 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { describe, expect, it } from "vitest";
 import { type ConfigEntry, yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
 import { ServiceProcess } from "../helpers/processes.js";
+import { processSuite } from "../helpers/processSuite.js";
 
 /** Several service processes against one PostgreSQL: exactly once per slot, and takeover after a crash. */
 
-let db: TestDatabase;
-let dir: string;
-const processes: ServiceProcess[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  dir = await mkdtemp(path.join(tmpdir(), "cronwarden-failover-"));
-});
-
-afterEach(async () => {
-  await Promise.all(processes.splice(0).map((child) => child.kill()));
-  await db.pool.query("DROP TABLE IF EXISTS agenda_jobs, agenda_logs CASCADE");
-});
-
-afterAll(async () => {
-  await db?.drop();
-  await rm(dir, { recursive: true, force: true });
-});
+const suite = processSuite("failover");
 
 const LOCK_LIFETIME_MS = 2000;
 const PROCESS_EVERY_MS = 500;
 
 async function cluster(names: string[], config: ConfigEntry[], environment: NodeJS.ProcessEnv = {}) {
-  const configFile = path.join(dir, `${names.join("-")}.yaml`);
+  const configFile = path.join(suite.dir, `${names.join("-")}.yaml`);
   await writeFile(configFile, yamlOf(config));
   const peers = names.map(
     (name) =>
       new ServiceProcess("test/fixtures/instance.ts", {
-        DATABASE_URL: db.url,
+        DATABASE_URL: suite.db.url,
         CRONWARDEN_CONFIG_FILE: configFile,
         CRONWARDEN_INSTANCE_ID: name,
         CRONWARDEN_MIN_INTERVAL_MS: "1000",
@@ -46,7 +28,7 @@ async function cluster(names: string[], config: ConfigEntry[], environment: Node
         ...environment,
       }),
   );
-  processes.push(...peers);
+  suite.processes.push(...peers);
   await Promise.all(
     peers.map((peer) => peer.waitFor("the start", (line) => /^scheduler started/.test(String(line.msg)))),
   );
@@ -63,7 +45,7 @@ interface RunRow {
 }
 
 async function finishedRuns(task: string): Promise<RunRow[]> {
-  const { rows } = await db.pool.query<RunRow>(
+  const { rows } = await suite.db.pool.query<RunRow>(
     `SELECT event, agenda_name AS instance, meta->>'scheduledAt' AS slot, (meta->>'startedAt')::timestamptz AS started,
             (meta->>'finishedAt')::timestamptz AS finished, coalesce((meta->>'rerun')::boolean, false) AS rerun
        FROM agenda_logs WHERE job_name = $1 AND event IN ('success', 'fail') ORDER BY started`,
@@ -121,7 +103,7 @@ describe("several instances", () => {
     let sampling = true;
     const sampler = (async () => {
       while (sampling) {
-        const { rows } = await db.pool.query<{ held: number }>(
+        const { rows } = await suite.db.pool.query<{ held: number }>(
           `SELECT count(*)::int AS held FROM agenda_jobs
             WHERE name LIKE 'herd-%' AND locked_at IS NOT NULL GROUP BY last_modified_by`,
         );
@@ -132,7 +114,7 @@ describe("several instances", () => {
     const slot = await pollUntil(
       "a slot that all 40 tasks ran for",
       async () => {
-        const { rows } = await db.pool.query<{ slot: string; runs: number }>(
+        const { rows } = await suite.db.pool.query<{ slot: string; runs: number }>(
           `SELECT meta->>'scheduledAt' AS slot, count(*)::int AS runs FROM agenda_logs
             WHERE event = 'success' AND job_name LIKE 'herd-%' GROUP BY 1 ORDER BY 1`,
         );
@@ -145,7 +127,7 @@ describe("several instances", () => {
     await sampler;
     expect(maxHeld).toBeGreaterThan(0);
     expect(maxHeld).toBeLessThanOrEqual(8);
-    const { rows } = await db.pool.query<{ task: string; instance: string }>(
+    const { rows } = await suite.db.pool.query<{ task: string; instance: string }>(
       `SELECT job_name AS task, meta->>'instanceId' AS instance FROM agenda_logs
         WHERE event IN ('start', 'success', 'fail') AND job_name LIKE 'herd-%' AND meta->>'scheduledAt' = $1`,
       [slot],
@@ -169,7 +151,7 @@ describe("several instances", () => {
         SLOW_TASK_MS: String(LOCK_LIFETIME_MS * 4),
       },
     );
-    await db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'slow'");
+    await suite.db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'slow'");
     const runs = await pollUntil(
       "the slow run",
       async () => {
@@ -184,7 +166,7 @@ describe("several instances", () => {
       LOCK_LIFETIME_MS * 4,
     );
     // nobody else started the job while it ran
-    const { rows: starts } = await db.pool.query(
+    const { rows: starts } = await suite.db.pool.query(
       "SELECT agenda_name FROM agenda_logs WHERE job_name = 'slow' AND event = 'start'",
     );
     expect(starts).toEqual([{ agenda_name: run?.instance }]);
@@ -202,7 +184,7 @@ describe("several instances", () => {
       },
     );
     // make the hourly job due now, so one of the three picks it up
-    await db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'slow'");
+    await suite.db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'slow'");
     const owner = await pollUntil("an instance to start the run", () =>
       peers.find((peer) => peer.find((line) => line.task === "slow" && line.msg === "run started")),
     );
@@ -228,7 +210,7 @@ describe("several instances", () => {
     // the run record says the same from the start: both start rows name the killed slot, and the
     // re-run's carries the re-run mark (so a second crash is labelled right too)
     const starts = await pollUntil("the re-run's start row", async () => {
-      const { rows } = await db.pool.query(
+      const { rows } = await suite.db.pool.query(
         `SELECT meta->>'scheduledAt' AS slot, coalesce((meta->>'rerun')::boolean, false) AS rerun, agenda_name
            FROM agenda_logs WHERE job_name = 'slow' AND event = 'start' ORDER BY timestamp`,
       );
@@ -254,7 +236,7 @@ describe("several instances", () => {
         CRONWARDEN_LOCK_LIFETIME_MS: String(LONG_LOCK_MS),
       },
     );
-    await db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'slow'");
+    await suite.db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'slow'");
     const owner = await pollUntil("an instance to start the run", () =>
       peers.find((peer) => peer.find((line) => line.task === "slow" && line.msg === "run started")),
     );
@@ -272,7 +254,7 @@ describe("several instances", () => {
     // handed off, not taken over after the lock expired
     expect(Date.now() - stoppedAt).toBeLessThan(LONG_LOCK_MS / 2);
     const outcomes = await pollUntil("the interrupted run's record", async () => {
-      const { rows } = await db.pool.query(
+      const { rows } = await suite.db.pool.query(
         `SELECT meta->>'outcome' AS outcome, meta->>'scheduledAt' AS slot FROM agenda_logs
           WHERE job_name = 'slow' AND event IN ('success', 'fail') ORDER BY timestamp`,
       );

@@ -1,44 +1,26 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { writeFile } from "node:fs/promises";
 import path from "node:path";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { describe, expect, it } from "vitest";
 import { yamlOf } from "../helpers/harness.js";
 import { ServiceProcess } from "../helpers/processes.js";
+import { processSuite } from "../helpers/processSuite.js";
 
 /** The service as real OS processes against one PostgreSQL. */
 
-let db: TestDatabase;
-let dir: string;
-const processes: ServiceProcess[] = [];
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-  dir = await mkdtemp(path.join(tmpdir(), "cronwarden-processes-"));
-});
-
-afterEach(async () => {
-  await Promise.all(processes.splice(0).map((child) => child.kill()));
-  await db.pool.query("DROP TABLE IF EXISTS agenda_jobs, agenda_logs CASCADE");
-});
-
-afterAll(async () => {
-  await db?.drop();
-  await rm(dir, { recursive: true, force: true });
-});
+const suite = processSuite("processes");
 
 async function instance(name: string, config: Parameters<typeof yamlOf>[0], extra: NodeJS.ProcessEnv = {}) {
-  const configFile = path.join(dir, `${name}.yaml`);
+  const configFile = path.join(suite.dir, `${name}.yaml`);
   await writeFile(configFile, yamlOf(config));
   const child = new ServiceProcess("test/fixtures/instance.ts", {
-    DATABASE_URL: db.url,
+    DATABASE_URL: suite.db.url,
     CRONWARDEN_CONFIG_FILE: configFile,
     CRONWARDEN_INSTANCE_ID: name,
     CRONWARDEN_MIN_INTERVAL_MS: "1000",
     CRONWARDEN_PROCESS_EVERY_MS: "500",
     ...extra,
   });
-  processes.push(child);
+  suite.processes.push(child);
   return child;
 }
 
@@ -49,7 +31,7 @@ describe("service processes", () => {
     const config = [{ name: "quick" }, { name: "slow", enabled: false }];
     const peers = await Promise.all(["a", "b", "c"].map((name) => instance(name, config)));
     await Promise.all(peers.map((peer) => peer.waitFor(`${peer.child.pid} to start`, started)));
-    const rows = await db.pool.query(
+    const rows = await suite.db.pool.query(
       "SELECT name, count(*)::int AS n FROM agenda_jobs GROUP BY name ORDER BY name",
     );
     expect(rows.rows).toEqual([
@@ -77,12 +59,12 @@ describe("service processes", () => {
     expect(messages.at(-1)).toBe("stopped: every run finished");
     expect(messages.slice(signalAt).filter((msg) => msg === "run started")).toEqual([]);
 
-    const recorded = await db.pool.query(
+    const recorded = await suite.db.pool.query(
       "SELECT event, meta->>'outcome' AS outcome FROM agenda_logs WHERE job_name = 'slow' AND meta->>'scheduledAt' = $1 AND event IN ('success', 'fail')",
       [runStart.slot],
     );
     expect(recorded.rows).toEqual([{ event: "success", outcome: "succeeded" }]);
-    const job = await db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = 'slow'");
+    const job = await suite.db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = 'slow'");
     expect(job.rows).toEqual([{ locked_at: null }]);
   });
 

@@ -28,7 +28,7 @@ function job(name: string, overrides: Partial<LiveJob> = {}): LiveJob {
   };
 }
 
-describe("planReconcile (SPEC §4)", () => {
+describe("planReconcile (docs/design.md, Reconcile choices)", () => {
   it("rule 1: an entry whose name is not registered is rejected, the other entries proceed", () => {
     const plan = planReconcile(desired([task("nope"), task("report")]), [], registered);
     expect(plan.actions).toContainEqual({
