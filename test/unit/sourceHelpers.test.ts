@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { retryDelay } from "../../src/core/backoff.js";
+import { backoffDelay, retryDelay } from "../../src/core/backoff.js";
 import { maskSecrets, redactUrl } from "../../src/observability/redact.js";
 import { applyEvents, assembleDocument, type EtcdSnapshot } from "../../src/sources/etcdDocument.js";
 import { applyNamespace } from "../../src/sources/namespace.js";
@@ -28,6 +28,13 @@ describe("source helpers", () => {
         expect(delay).toBeLessThanOrEqual((bases[index] ?? 0) * 1.25);
       });
     }
+  });
+
+  it("backoffDelay is the same doubling without jitter: the start-up wait for the database uses it as is", () => {
+    const waits = [1, 2, 3, 4, 5, 6, 7, 40].map((attempt) =>
+      backoffDelay(attempt, { initialMs: 500, maxMs: 15_000 }),
+    );
+    expect(waits).toEqual([500, 1_000, 2_000, 4_000, 8_000, 15_000, 15_000, 15_000]);
   });
 
   it("applyNamespace fills the placeholder and refuses a namespace without one, or the reverse", () => {
