@@ -36,7 +36,7 @@ function unitOf(file: string): string {
 }
 
 /** Every module specifier of a TypeScript file: static imports and re-exports, `import("...")`. */
-export function specifiersOf(source: string): string[] {
+function specifiersOf(source: string): string[] {
   const found: string[] = [];
   const patterns = [
     /^\s*(?:import|export)\s[^;]*?\sfrom\s*["']([^"']+)["']/gms,
@@ -50,7 +50,7 @@ export function specifiersOf(source: string): string[] {
 }
 
 /** The imports of `file` (inside src/) that run against the direction, as "from -> to" lines. */
-export function wrongImports(file: string, source: string): string[] {
+function wrongImports(file: string, source: string): string[] {
   const fromUnit = unitOf(file);
   const fromRow = rowOf(fromUnit);
   if (fromRow === undefined) return [`${path.relative(srcDir, file)}: src/${fromUnit} has no row in ROWS`];
