@@ -6,6 +6,7 @@ import type { Logger } from "../scheduler/logger.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
+import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
@@ -39,6 +40,7 @@ const DEFAULT_MISSED_SLOT_GRACE_MS = 60_000;
 /** How many recent outcomes a status listing carries (the dashboard's strip). */
 const RECENT_OUTCOMES = 10;
 const DEFAULT_MISSED_SLOT_CHECK_MS = 15_000;
+const DEFAULT_LIVENESS_CHECK_MS = 1_000;
 /** Agenda's own default. */
 const DEFAULT_MAX_CONCURRENCY = 20;
 /** Locks held at once (running plus waiting for a worker), per worker: see JobRepositoryLimits. */
@@ -78,6 +80,7 @@ export class AgendaEngine {
   });
   #runner: TaskRunner | undefined;
   #missedSlots: MissedSlotDetector | undefined;
+  #liveness: InstanceLiveness | undefined;
   #repository: CronwardenJobRepository | undefined;
   #agenda: Agenda | undefined;
   #recorder: RunRecorder | undefined;
@@ -148,6 +151,26 @@ export class AgendaEngine {
     });
     this.#repository = repository;
     this.#channel = notificationChannel;
+    const livenessCheckMs = this.#options.livenessCheckMs ?? DEFAULT_LIVENESS_CHECK_MS;
+    if (livenessCheckMs > 0)
+      this.#liveness = new InstanceLiveness({
+        pool,
+        instanceId,
+        checkEveryMs: livenessCheckMs,
+        logger: this.#logger,
+        onReleased: (rows) => {
+          repository.invalidateLockable();
+          const soon = Date.now() + processEveryMs;
+          for (const row of rows)
+            if (row.next_run_at && row.next_run_at.getTime() <= soon)
+              void this.#wake({
+                id: row.id,
+                name: row.name,
+                nextRunAt: row.next_run_at,
+                priority: row.priority,
+              }).catch(() => {});
+        },
+      });
     // subscribed before Agenda's own handler, so Agenda's look at the job finds the cache dropped
     notificationChannel.subscribe((notification) => {
       if (notification.source !== LOCAL_WAKE_SOURCE) repository.invalidateLockable();
@@ -226,6 +249,8 @@ export class AgendaEngine {
     // A new instance cannot tell a lock whose owner died from one whose owner could not renew it
     // through a database outage this instance did not see: it takes nothing over for one lifetime.
     this.#repository?.holdTakeovers(this.#options.lockLifetimeMs);
+    // live before the first lock: a lock under this id must never look like a dead instance's
+    await this.#liveness?.start();
     await this.#requireAgenda().start();
     this.#health.start();
     this.#missedSlots?.start();
@@ -242,7 +267,10 @@ export class AgendaEngine {
    */
   async drain(timeoutMs: number): Promise<DrainOutcome> {
     const agenda = this.#agenda;
-    if (!agenda || !this.#started) return { completed: 0, handedOff: [], abandoned: [] };
+    if (!agenda || !this.#started) {
+      await this.#liveness?.stop();
+      return { completed: 0, handedOff: [], abandoned: [] };
+    }
     this.#started = false;
     this.#slotTimers.stop();
     await this.#health.stop();
@@ -265,6 +293,8 @@ export class AgendaEngine {
     const abandoned = [...this.#running.values()].map((run) => run.taskName);
     const handedOff = cutOff.map(([, run]) => run.taskName).filter((name) => !abandoned.includes(name));
     await this.#recorder?.flush();
+    // last: until here a crash is not a clean stop (runs still saving their end)
+    await this.#liveness?.stop();
     return { completed: result.completed, handedOff, abandoned };
   }
 
