@@ -474,6 +474,12 @@ export async function tryLivenessLock(db: Queryable, instanceId: string): Promis
  * the start time of the server its lock is held on.
  */
 export async function registerInstance(db: Queryable, instanceId: string): Promise<void> {
+  // instances registered on an earlier server run that have not registered again an hour into this
+  // one are gone (a live one registers again as soon as it reconnects): forgotten
+  await db.query(
+    `DELETE FROM "${INSTANCES_TABLE}"
+      WHERE server_started_at <> pg_postmaster_start_time() AND pg_postmaster_start_time() < now() - interval '1 hour'`,
+  );
   await db.query(
     `INSERT INTO "${INSTANCES_TABLE}" (instance_id, started_at, server_started_at)
        VALUES ($1, now(), pg_postmaster_start_time())
