@@ -14,7 +14,7 @@ import { type BenchContext, FULL, QUICK } from "./lib/common.js";
 import { codeVersion, describeMachine } from "./lib/machine.js";
 import { type BenchPostgres, startBenchPostgres } from "./lib/postgres.js";
 import { jsonLine, markdown, type Results } from "./lib/report.js";
-import { runFailover } from "./scenarios/failover.js";
+import { runFailover, runPartition } from "./scenarios/failover.js";
 import { runHerd } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
 import { runLateness } from "./scenarios/lateness.js";
@@ -148,6 +148,7 @@ async function main(): Promise<void> {
     if (wanted("failover")) {
       progress("failover");
       results.failover = await runFailover(context);
+      results.partition = await runPartition(context);
     }
   }
   if (wanted("rolling")) {

@@ -28,6 +28,8 @@ export interface Results {
   herd?: Record<Contender, HerdFigures>;
   idle?: IdleResult;
   failover?: Record<Contender, FailoverTrial[]>;
+  /** The failover trial with SIGSTOP (a lingering session), once per contender. */
+  partition?: Record<Contender, FailoverTrial>;
   /** cronwarden only. */
   rolling?: RollingFigures;
   reconcile?: ReconcileFigures;
@@ -119,6 +121,8 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
         late_slots_agenda: poll1000.agenda.late,
       }
     : null;
+  figures.partition_s = round(results.partition?.cronwarden.failoverS, 1);
+  figures.partition_s_agenda = round(results.partition?.agenda.failoverS, 1);
   const rolling = results.rolling;
   figures.rolling = rolling
     ? {
@@ -193,6 +197,15 @@ export function markdown(options: {
   if (results.herd) herdRows(row, results.herd);
   if (results.idle) idleRows(row, results.idle, sizes);
   if (results.failover) failoverRows(row, results.failover);
+  if (results.partition) {
+    const { cronwarden, agenda } = results.partition;
+    row(
+      `partition fallback (SIGSTOP, lock ${LOCK_LIFETIME_MS / 1000} s)`,
+      "stop -> next start in another process (s)",
+      show(cronwarden.failoverS, 1),
+      show(agenda.failoverS, 1),
+    );
+  }
   if (results.rolling) rollingRows(row, results.rolling);
   if (results.reconcile) reconcileRows(row, results.reconcile);
   const small = results.reconcileSmall;
