@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,idle,failover,rolling,reconcile] [-- --keep]`
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,idle,failover,partition,rolling,reconcile] [-- --keep]`
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
  * database per scenario and contender, each contender in its own OS process. Progress goes to
@@ -28,6 +28,7 @@ const SCENARIOS = [
   "herd",
   "idle",
   "failover",
+  "partition",
   "rolling",
   "reconcile",
 ] as const;
@@ -148,9 +149,9 @@ async function main(): Promise<void> {
     if (wanted("failover")) {
       progress("failover");
       results.failover = await runFailover(context);
-      results.partition = await runPartition(context);
     }
   }
+  if (wanted("partition")) results.partition = await runPartition(context);
   if (wanted("rolling")) {
     progress("rolling restart");
     results.rolling = await runRolling(context);
