@@ -3,7 +3,8 @@
  * `rollingTasks` tasks due every 10 s (the minimum interval lowered to 10 s) that each run 4 s,
  * lock lifetime 15 s, default 5 s poll. Each process in turn is stopped the way a deploy stops it
  * (a clean stop with a 2 s drain: runs still going are cut off, recorded interrupted and handed
- * off) and replaced by a new one; 10 s between restarts. Over the slots from the first stop to two
+ * off) and replaced by a new one, one process per slot, each stopped a second into the slot. Over
+ * the slots from the first stop to two
  * slots after the last replacement was ready: slots that never started (and were not covered by
  * a late start of an earlier slot), starts of a slot beyond one plus its interrupted runs, the
  * interrupted runs, and how long after its cut-off each one's slot was re-run.
@@ -21,7 +22,6 @@ import type { WorkerMessage } from "../lib/protocol.js";
 
 const SLOT_MS = 10_000;
 const TASK_MS = 4_000;
-const BETWEEN_RESTARTS_MS = 10_000;
 const PROCESSES = 3;
 
 export interface RollingFigures {
@@ -54,15 +54,15 @@ export async function runRolling(context: BenchContext): Promise<RollingFigures>
   };
   try {
     let fleet = await Promise.all(Array.from({ length: PROCESSES }, (_, index) => start(`rolling-${index}`)));
-    // a slot's runs under way everywhere before the first stop
-    await sleep(SLOT_MS + TASK_MS / 2);
+    await sleep(SLOT_MS);
     const from = Date.now();
     for (const [index, old] of [...fleet].entries()) {
+      // stopped a second into a slot, its runs under way: the 2 s drain cuts them off at 3 s of 4
+      await sleep(Math.ceil(Date.now() / SLOT_MS) * SLOT_MS + 1_000 - Date.now());
       context.progress(`rolling: restarting process ${index + 1}/${PROCESSES}`);
       await old.stop(30_000);
       const replacement = await start(`rolling-${index}-new`);
       fleet = fleet.map((member) => (member === old ? replacement : member));
-      if (index < PROCESSES - 1) await sleep(BETWEEN_RESTARTS_MS);
     }
     const until = Date.now() + 2 * SLOT_MS;
     await sleep(until - Date.now() + TASK_MS + 2 * DEFAULT_PROCESS_EVERY_MS);
