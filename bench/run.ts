@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,idle,failover,reconcile] [-- --keep]`
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,idle,failover,partition,rolling,reconcile] [-- --keep]`
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
  * database per scenario and contender, each contender in its own OS process. Progress goes to
@@ -14,14 +14,24 @@ import { type BenchContext, FULL, QUICK } from "./lib/common.js";
 import { codeVersion, describeMachine } from "./lib/machine.js";
 import { type BenchPostgres, startBenchPostgres } from "./lib/postgres.js";
 import { jsonLine, markdown, type Results } from "./lib/report.js";
-import { runFailover } from "./scenarios/failover.js";
+import { runFailover, runPartition } from "./scenarios/failover.js";
 import { runHerd } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
 import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
+import { runRolling } from "./scenarios/rolling.js";
 
-const SCENARIOS = ["lateness", "lateness-minute", "herd", "idle", "failover", "reconcile"] as const;
+const SCENARIOS = [
+  "lateness",
+  "lateness-minute",
+  "herd",
+  "idle",
+  "failover",
+  "partition",
+  "rolling",
+  "reconcile",
+] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
 const args = process.argv.slice(2);
@@ -140,6 +150,11 @@ async function main(): Promise<void> {
       progress("failover");
       results.failover = await runFailover(context);
     }
+  }
+  if (wanted("partition")) results.partition = await runPartition(context);
+  if (wanted("rolling")) {
+    progress("rolling restart");
+    results.rolling = await runRolling(context);
   }
   if (wanted("reconcile")) {
     progress(`reconcile with ${sizes.reconcileTasks} tasks`);

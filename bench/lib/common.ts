@@ -27,6 +27,8 @@ export interface Sizes {
   /** How long to keep watching after the slot that follows the killed one started. */
   failoverObserveMs: number;
   failoverProcesses: number;
+  /** Tasks of the rolling-restart scenario (due every 10 s). */
+  rollingTasks: number;
   reconcileTasks: number;
   reconcileEdits: number;
   /** Which idle size's process the memory figure is read from (10000 in full mode). */
@@ -45,6 +47,7 @@ export const FULL: Sizes = {
   failoverTaskMs: 40_000,
   failoverObserveMs: 45_000,
   failoverProcesses: 3,
+  rollingTasks: 50,
   reconcileTasks: 10_000,
   reconcileEdits: 3,
   memoryTasks: 10_000,
@@ -62,6 +65,7 @@ export const QUICK: Sizes = {
   failoverTaskMs: 30_000,
   failoverObserveMs: 10_000,
   failoverProcesses: 2,
+  rollingTasks: 20,
   reconcileTasks: 1000,
   reconcileEdits: 3,
   memoryTasks: 1000,

@@ -8,6 +8,7 @@ import {
   type MinuteLatenessFigures,
   type MinuteLatenessResult,
 } from "../scenarios/latenessMinute.js";
+import type { RollingFigures } from "../scenarios/rolling.js";
 import {
   type Contender,
   DEFAULT_PROCESS_EVERY_MS,
@@ -27,6 +28,10 @@ export interface Results {
   herd?: Record<Contender, HerdFigures>;
   idle?: IdleResult;
   failover?: Record<Contender, FailoverTrial[]>;
+  /** The failover trial with SIGSTOP (a lingering session), once per contender. */
+  partition?: Record<Contender, FailoverTrial>;
+  /** cronwarden only. */
+  rolling?: RollingFigures;
   reconcile?: ReconcileFigures;
   /** config write -> stored with a small (10-task) config, for contrast. */
   reconcileSmall?: ReconcileFigures;
@@ -116,6 +121,20 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
         late_slots_agenda: poll1000.agenda.late,
       }
     : null;
+  figures.partition_s = round(results.partition?.cronwarden.failoverS, 1);
+  figures.partition_s_agenda = round(results.partition?.agenda.failoverS, 1);
+  const rolling = results.rolling;
+  figures.rolling = rolling
+    ? {
+        slots: rolling.slots,
+        lost: rolling.lost,
+        doubled: rolling.doubled,
+        interrupted: rolling.interrupted,
+        not_rerun: rolling.notRerun,
+        rerun_delay_median_s: rolling.rerunDelayMedianS,
+        rerun_delay_max_s: rolling.rerunDelayMaxS,
+      }
+    : null;
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -129,6 +148,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     failover_trials: sizes.failoverTrials,
     failover_processes: sizes.failoverProcesses,
     failover_task_s: sizes.failoverTaskMs / 1000,
+    rolling_tasks: sizes.rollingTasks,
     reconcile_tasks: sizes.reconcileTasks,
     rss_tasks: sizes.memoryTasks,
   };
@@ -177,6 +197,16 @@ export function markdown(options: {
   if (results.herd) herdRows(row, results.herd);
   if (results.idle) idleRows(row, results.idle, sizes);
   if (results.failover) failoverRows(row, results.failover);
+  if (results.partition) {
+    const { cronwarden, agenda } = results.partition;
+    row(
+      `partition fallback (SIGSTOP, lock ${LOCK_LIFETIME_MS / 1000} s)`,
+      "stop -> next start in another process (s)",
+      show(cronwarden.failoverS, 1),
+      show(agenda.failoverS, 1),
+    );
+  }
+  if (results.rolling) rollingRows(row, results.rolling);
   if (results.reconcile) reconcileRows(row, results.reconcile);
   const small = results.reconcileSmall;
   if (small) {
@@ -338,6 +368,23 @@ function failoverRows(row: Row, failover: Record<Contender, FailoverTrial[]>): v
   const failures = (contender: Contender) =>
     failover[contender].map((trial) => trial.failures.join(", ") || "none").join("; ");
   row("", "errors after the kill (s after it: message)", failures("cronwarden"), failures("agenda"));
+}
+
+function rollingRows(row: Row, rolling: RollingFigures): void {
+  const title = `rolling restart (3 processes, ${rolling.tasks} tasks every 10 s running 4 s, 2 s drain)`;
+  row(title, `slots lost / run twice (of ${rolling.slots})`, `${rolling.lost} / ${rolling.doubled}`, "n/a");
+  row(
+    "",
+    "runs interrupted at a drain deadline / not re-run",
+    `${rolling.interrupted} / ${rolling.notRerun}`,
+    "n/a",
+  );
+  row(
+    "",
+    "interrupted -> its slot re-run (s, median / max)",
+    `${show(rolling.rerunDelayMedianS, 2)} / ${show(rolling.rerunDelayMaxS, 2)}`,
+    "n/a",
+  );
 }
 
 function reconcileRows(row: Row, reconcile: ReconcileFigures): void {

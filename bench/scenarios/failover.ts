@@ -52,10 +52,25 @@ export async function runFailover(context: BenchContext): Promise<Record<Contend
   return result;
 }
 
+/**
+ * The partition fallback: the same trial with SIGSTOP instead of SIGKILL, once per contender. A
+ * stopped process keeps its connections open (as one cut off by the network does until the
+ * server's TCP keepalive ends them), so cronwarden's liveness lock stays held and only the lock
+ * lifetime can free the job: lifetime plus a poll.
+ */
+export async function runPartition(context: BenchContext): Promise<Record<Contender, FailoverTrial>> {
+  context.progress("failover: the partition fallback (SIGSTOP)");
+  const [cronwarden, agenda] = await Promise.all(
+    CONTENDERS.map((contender) => failoverOnce(context, contender, "stop", "SIGSTOP")),
+  );
+  return { cronwarden: cronwarden as FailoverTrial, agenda: agenda as FailoverTrial };
+}
+
 async function failoverOnce(
   context: BenchContext,
   contender: Contender,
-  trial: number,
+  trial: number | string,
+  signal: "SIGKILL" | "SIGSTOP" = "SIGKILL",
 ): Promise<FailoverTrial> {
   const { failoverProcesses, failoverTaskMs, failoverObserveMs } = context.sizes;
   const database = `bench_failover_${contender}_${trial}`;
@@ -85,9 +100,9 @@ async function failoverOnce(
     if (!first || !victim) throw new Error(`failover ${contender}: no process started the task`);
     const killedSlot = first.slot ?? boundary.getTime();
     await sleep(KILL_AFTER_MS - (Date.now() - first.at));
-    victim.kill("SIGKILL");
+    victim.kill(signal);
     const killedAt = Date.now();
-    await victim.exited;
+    if (signal === "SIGKILL") await victim.exited;
     const survivors = workers.filter((worker) => worker !== victim);
     const startsAfterKill = () =>
       survivors.flatMap((worker) => worker.starts()).filter((start) => start.at >= killedAt);

@@ -18,6 +18,7 @@ import type {
 } from "./engineApi.js";
 import { readRunSummaries, readTaskJobs } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
+import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
@@ -43,6 +44,7 @@ const DEFAULT_MISSED_SLOT_GRACE_MS = SCHEDULER_DEFAULTS.missedSlotGraceMs;
 /** How many recent outcomes a status listing carries (the dashboard's strip). */
 const RECENT_OUTCOMES = 10;
 const DEFAULT_MISSED_SLOT_CHECK_MS = SCHEDULER_DEFAULTS.missedSlotCheckMs;
+const DEFAULT_LIVENESS_CHECK_MS = SCHEDULER_DEFAULTS.livenessCheckMs;
 const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
 /** Locks held at once (running plus waiting for a worker), per worker: see JobRepositoryLimits. */
 const HELD_LOCKS_PER_WORKER = 2;
@@ -81,6 +83,7 @@ export class AgendaEngine {
   });
   #runner: TaskRunner | undefined;
   #missedSlots: MissedSlotDetector | undefined;
+  #liveness: InstanceLiveness | undefined;
   #repository: CronwardenJobRepository | undefined;
   #agenda: Agenda | undefined;
   #recorder: RunRecorder | undefined;
@@ -151,6 +154,26 @@ export class AgendaEngine {
     });
     this.#repository = repository;
     this.#channel = notificationChannel;
+    const livenessCheckMs = this.#options.livenessCheckMs ?? DEFAULT_LIVENESS_CHECK_MS;
+    if (livenessCheckMs > 0)
+      this.#liveness = new InstanceLiveness({
+        pool,
+        instanceId,
+        checkEveryMs: livenessCheckMs,
+        logger: this.#logger,
+        onReleased: (rows) => {
+          repository.invalidateLockable();
+          const soon = Date.now() + processEveryMs;
+          for (const row of rows)
+            if (row.next_run_at && row.next_run_at.getTime() <= soon)
+              void this.#wake({
+                id: row.id,
+                name: row.name,
+                nextRunAt: row.next_run_at,
+                priority: row.priority,
+              }).catch(() => {});
+        },
+      });
     // subscribed before Agenda's own handler, so Agenda's look at the job finds the cache dropped
     notificationChannel.subscribe((notification) => {
       if (notification.source !== LOCAL_WAKE_SOURCE) repository.invalidateLockable();
@@ -229,6 +252,8 @@ export class AgendaEngine {
     // A new instance cannot tell a lock whose owner died from one whose owner could not renew it
     // through a database outage this instance did not see: it takes nothing over for one lifetime.
     this.#repository?.holdTakeovers(this.#options.lockLifetimeMs);
+    // live before the first lock: a lock under this id must never look like a dead instance's
+    await this.#liveness?.start();
     await this.#requireAgenda().start();
     this.#health.start();
     this.#missedSlots?.start();
@@ -245,7 +270,10 @@ export class AgendaEngine {
    */
   async drain(timeoutMs: number): Promise<DrainOutcome> {
     const agenda = this.#agenda;
-    if (!agenda || !this.#started) return { completed: 0, handedOff: [], abandoned: [] };
+    if (!agenda || !this.#started) {
+      await this.#liveness?.stop();
+      return { completed: 0, handedOff: [], abandoned: [] };
+    }
     this.#started = false;
     this.#slotTimers.stop();
     await this.#health.stop();
@@ -268,6 +296,8 @@ export class AgendaEngine {
     const abandoned = [...this.#running.values()].map((run) => run.taskName);
     const handedOff = cutOff.map(([, run]) => run.taskName).filter((name) => !abandoned.includes(name));
     await this.#recorder?.flush();
+    // last: until here a crash is not a clean stop (runs still saving their end)
+    await this.#liveness?.stop();
     return { completed: result.completed, handedOff, abandoned };
   }
 

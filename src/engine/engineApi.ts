@@ -18,6 +18,8 @@ export interface EngineOptions {
   missedSlotGraceMs?: number;
   /** How often the missed-slot check runs; 0 turns it off. */
   missedSlotCheckMs?: number;
+  /** How often the other instances' liveness is checked (src/engine/liveness.ts); 0 turns liveness off. */
+  livenessCheckMs?: number;
   /**
    * true (default): create or upgrade the schema at start-up when it is not current. false: never
    * change it; start-up fails (SCHEMA_NOT_CURRENT) unless `cronwarden migrate` brought it current.

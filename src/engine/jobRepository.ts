@@ -8,6 +8,7 @@ import {
   closeFinishedSlot,
   handOffRun,
   JOBS_TABLE,
+  lockNextJob,
   releaseLock,
   releaseUnstartedRun,
   renewLock,
@@ -104,14 +105,15 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     lockable.delete(jobName);
     this.#locksInFlight += 1;
     try {
-      const job = await super.getNextJobToRun(
-        jobName,
+      const row = await lockNextJob(this.#db, {
+        name: jobName,
         nextScanAt,
-        this.#takeoverDeadline(lockDeadline),
-        now,
-        options,
-      );
-      return job ? this.#locked(job) : undefined;
+        lockDeadline: this.#takeoverDeadline(lockDeadline),
+        lockedAt: now ?? new Date(),
+        owner: options?.lastModifiedBy ?? null,
+        lockLifetimeMs: this.#limits.lockLifetimeMs,
+      });
+      return row ? this.#locked(this.#rowToJob(row)) : undefined;
     } finally {
       this.#locksInFlight -= 1;
     }
@@ -187,7 +189,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     if (cached && Date.now() - cached.at < LOCKABLE_NAMES_TTL_MS && nextScanAt <= cached.until)
       return cached.names;
     const until = new Date(nextScanAt.getTime() + LOCKABLE_NAMES_LOOKAHEAD_MS);
-    const names = selectLockableJobNames(this.#db, until, lockDeadline);
+    const names = selectLockableJobNames(this.#db, until, lockDeadline, this.#limits.lockLifetimeMs);
     const entry = { at: Date.now(), until, names };
     this.#lockable = entry;
     names.catch(() => {
@@ -433,6 +435,11 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     // after the final save the lock is released: later writes (the next run) are not fenced on it
     if (!job.lockedAt) this.#ledger.renewed(String(job._id), undefined);
     return result.rows[0];
+  }
+
+  /** Agenda's own mapping of a job row (private in @agendajs/postgres-backend 3.0.6, pinned). */
+  #rowToJob(row: Record<string, unknown>): JobParameters {
+    return (this as unknown as { rowToJob(row: Record<string, unknown>): JobParameters }).rowToJob(row);
   }
 
   #locked(job: JobParameters): JobParameters {

@@ -9,18 +9,27 @@ import type { Pool, PoolClient } from "pg";
 import { CronwardenError } from "../core/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
-import { JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
+import { INSTANCES_TABLE, JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
 import { createTimelineIndexes } from "./timelineSql.js";
 
 /** One row: the schema version `migrateSchema` last brought the database to. */
 export const SCHEMA_TABLE = "cronwarden_schema";
 /**
  * The steps from one schema version to the next: cronwarden's tables (src/store/schema.ts), then
- * 3: the run history's index by task and slot, for the timeline (src/engine/timelineSql.ts).
+ * 3: the run history's index by task and slot, for the timeline (src/engine/timelineSql.ts);
+ * 4: the registry of instances whose liveness lock tells whether they are alive (src/engine/liveness.ts).
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
   (client) => createTimelineIndexes(client),
+  async (client) => {
+    await client.query(`
+      CREATE TABLE IF NOT EXISTS "${INSTANCES_TABLE}" (
+        instance_id       TEXT PRIMARY KEY,
+        started_at        TIMESTAMPTZ NOT NULL DEFAULT now(),
+        server_started_at TIMESTAMPTZ NOT NULL DEFAULT pg_postmaster_start_time()
+      )`);
+  },
 ];
 /** The version this code needs (the number of MIGRATIONS). */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -31,6 +40,7 @@ export const SERVICE_TABLES = [
   DESIRED_STATE_TABLE,
   AUDIT_TABLE,
   SCHEMA_TABLE,
+  INSTANCES_TABLE,
 ] as const;
 
 /** The command that creates or upgrades the schema, named by every refusal. */

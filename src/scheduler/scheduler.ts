@@ -119,6 +119,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       healthProbeMs: settings.healthProbeMs,
       missedSlotGraceMs: settings.missedSlotGraceMs,
       missedSlotCheckMs: settings.missedSlotCheckMs,
+      livenessCheckMs: settings.livenessCheckMs,
       migrate: settings.migrate,
       logger: this.#logger,
       repairLostNextRun: async () => {

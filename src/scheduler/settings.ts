@@ -47,6 +47,12 @@ export const schedulerSettingsSchema = z
     /** How often PostgreSQL is probed, for the outage and recovery log lines. */
     healthProbeMs: z.number().int().min(100).default(SCHEDULER_DEFAULTS.healthProbeMs),
     /**
+     * How often each instance checks the others' liveness locks; a crashed instance's runs are
+     * re-run after about two checks. 0 turns liveness off (crashes are then recovered after the
+     * lock lifetime).
+     */
+    livenessCheckMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.livenessCheckMs),
+    /**
      * true: create or upgrade the database schema at start-up when it is not current (needs DDL
      * rights). false: never change it; start() fails with SCHEMA_NOT_CURRENT, naming `cronwarden
      * migrate`, unless the schema is current.

@@ -104,6 +104,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
       drainTimeoutMs: settings.CRONWARDEN_DRAIN_TIMEOUT_MS,
       timeoutGraceMs: settings.CRONWARDEN_TIMEOUT_GRACE_MS,
       healthProbeMs: settings.CRONWARDEN_HEALTH_PROBE_MS,
+      livenessCheckMs: settings.CRONWARDEN_LIVENESS_CHECK_MS,
       namespace: settings.CRONWARDEN_NAMESPACE,
       antiEntropyMs: settings.CRONWARDEN_ANTI_ENTROPY_MS,
       maxDisableShare: settings.CRONWARDEN_MAX_DISABLE_SHARE,

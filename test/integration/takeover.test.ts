@@ -70,7 +70,7 @@ it("a taken-over run whose slot was already finished is not re-run, and the slot
   expect(started.map((run) => run.scheduledAt.toISOString())).toEqual([owed.toISOString()]);
   expect(started[0]?.rerun).toBe(false);
   const { rows: outcomes } = await db.pool.query(
-    `SELECT meta->>'scheduledAt' AS slot FROM agenda_logs WHERE job_name = 'owed' AND event IN ('success', 'fail') ORDER BY id`,
+    `SELECT meta->>'scheduledAt' AS slot FROM agenda_logs WHERE job_name = 'owed' AND event IN ('success', 'fail') ORDER BY meta->>'scheduledAt'`,
   );
   expect(outcomes.map((row) => row.slot)).toEqual([finished.toISOString(), owed.toISOString()]);
 }, 40_000);

@@ -1,0 +1,173 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { afterAll, beforeAll, expect, it } from "vitest";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { yamlOf } from "../helpers/harness.js";
+import { pollUntil } from "../helpers/poll.js";
+import { ServiceProcess } from "../helpers/processes.js";
+
+/**
+ * A rolling deploy: three instances, restarted one after another with SIGTERM while runs are in
+ * flight and slots keep coming due. Judged by the run record: every slot ran to success exactly
+ * once, the runs cut off at a drain deadline were recorded interrupted and re-run for their slot,
+ * and no slot was lost (beyond the documented catch-up rule) or run twice.
+ */
+
+const TASKS = 12;
+const CRON = "*/3 * * * * *";
+const SLOT_MS = 3000;
+const RUN_MS = 2000;
+/** A takeover by lock expiry would take this long: hand-off and liveness must not wait for it. */
+const LOCK_LIFETIME_MS = 30_000;
+
+let db: TestDatabase;
+let dir: string;
+const processes: ServiceProcess[] = [];
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  dir = await mkdtemp(path.join(tmpdir(), "cronwarden-rolling-"));
+});
+
+afterAll(async () => {
+  await Promise.all(processes.map((child) => child.kill()));
+  await db?.drop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const names = Array.from({ length: TASKS }, (_, index) => `herd-${String(index).padStart(3, "0")}`);
+
+async function instance(configFile: string, id: string): Promise<ServiceProcess> {
+  const child = new ServiceProcess("test/fixtures/instance.ts", {
+    DATABASE_URL: db.url,
+    CRONWARDEN_CONFIG_FILE: configFile,
+    CRONWARDEN_INSTANCE_ID: id,
+    CRONWARDEN_MIN_INTERVAL_MS: "1000",
+    CRONWARDEN_PROCESS_EVERY_MS: "500",
+    CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
+    CRONWARDEN_DRAIN_TIMEOUT_MS: "500",
+    HERD_TASKS: String(TASKS),
+    HERD_TASK_MS: String(RUN_MS),
+  });
+  processes.push(child);
+  await child.waitFor("the start", (line) => /^scheduler started/.test(String(line.msg)));
+  return child;
+}
+
+interface OutcomeRow {
+  task: string;
+  slot: string;
+  outcome: string;
+  rerun: boolean;
+  instance: string;
+  finished: Date;
+}
+
+interface StartRow {
+  task: string;
+  slot: string;
+  started: Date;
+}
+
+it("three instances restarted one after another with SIGTERM: every slot succeeds exactly once, interrupted runs are re-run for their slot", async () => {
+  const configFile = path.join(dir, "tasks.yaml");
+  await writeFile(
+    configFile,
+    yamlOf([
+      ...names.map((name) => ({ name, cron: CRON })),
+      { name: "quick", enabled: false },
+      { name: "slow", enabled: false },
+    ]),
+  );
+  let fleet = await Promise.all(["r1", "r2", "r3"].map((id) => instance(configFile, id)));
+  const { rows: began } = await db.pool.query<{ now: Date }>("SELECT now()");
+  const windowFrom = (began[0] as { now: Date }).now.getTime() + SLOT_MS;
+
+  for (const [index, old] of [...fleet].entries()) {
+    // SIGTERM while this instance is in the middle of a run: the drain deadline (500 ms) cuts it off
+    const from = Date.now();
+    await old.waitFor(
+      "a run in progress",
+      (line) => Number(line.time) >= from && /^run started/.test(String(line.msg)),
+      20_000,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    old.child.kill("SIGTERM");
+    expect(await old.exited).toEqual({ code: 0, signal: null });
+    const replacement = await instance(configFile, `r${index + 1}b`);
+    fleet = fleet.map((member) => (member === old ? replacement : member));
+  }
+
+  // slots keep coming for a while after the last restart; the window ends before the final stop
+  const { rows: ended } = await db.pool.query<{ now: Date }>("SELECT now()");
+  const windowUntil = (ended[0] as { now: Date }).now.getTime() + 2 * SLOT_MS;
+  await pollUntil(
+    "every task's run of a slot after the window",
+    async () => {
+      const { rows } = await db.pool.query<{ runs: number }>(
+        `SELECT count(DISTINCT job_name)::int AS runs FROM agenda_logs
+          WHERE event = 'success' AND job_name LIKE 'herd-%' AND (meta->>'scheduledAt')::timestamptz > $1`,
+        [new Date(windowUntil)],
+      );
+      return (rows[0]?.runs ?? 0) >= TASKS;
+    },
+    { timeoutMs: 30_000, intervalMs: 250 },
+  );
+  for (const member of fleet) member.child.kill("SIGTERM");
+  for (const member of fleet) expect(await member.exited).toEqual({ code: 0, signal: null });
+
+  const { rows: outcomes } = await db.pool.query<OutcomeRow>(
+    `SELECT job_name AS task, meta->>'scheduledAt' AS slot, meta->>'outcome' AS outcome,
+            coalesce((meta->>'rerun')::boolean, false) AS rerun, agenda_name AS instance,
+            timestamp AS finished
+       FROM agenda_logs WHERE job_name LIKE 'herd-%' AND event IN ('success', 'fail')`,
+  );
+  const { rows: starts } = await db.pool.query<StartRow>(
+    `SELECT job_name AS task, meta->>'scheduledAt' AS slot, timestamp AS started
+       FROM agenda_logs WHERE job_name LIKE 'herd-%' AND event = 'start'`,
+  );
+  const succeeded = new Map<string, OutcomeRow[]>();
+  for (const row of outcomes.filter((row) => row.outcome === "succeeded")) {
+    const key = `${row.task}@${row.slot}`;
+    succeeded.set(key, [...(succeeded.get(key) ?? []), row]);
+  }
+
+  // no slot succeeded twice
+  expect([...succeeded.entries()].filter(([, rows]) => rows.length > 1).map(([key]) => key)).toEqual([]);
+  // nothing failed: a cut-off run is interrupted, not failed
+  expect(outcomes.filter((row) => row.outcome === "failed")).toEqual([]);
+  // every interrupted run's slot was re-run to success, as a re-run
+  const interrupted = outcomes.filter((row) => row.outcome === "interrupted");
+  expect(interrupted.length).toBeGreaterThanOrEqual(3); // one per restart at least
+  const rerunDelays: number[] = [];
+  for (const row of interrupted) {
+    const rerun = succeeded.get(`${row.task}@${row.slot}`)?.[0];
+    expect(rerun, `${row.task}@${row.slot} interrupted on ${row.instance}`).toMatchObject({ rerun: true });
+    const restart = starts
+      .filter((start) => start.task === row.task && start.slot === row.slot)
+      .map((start) => start.started.getTime())
+      .sort((a, b) => a - b)
+      .at(-1) as number;
+    rerunDelays.push(restart - row.finished.getTime());
+  }
+  // handed off, not taken over once the lock expired
+  expect(Math.max(...rerunDelays)).toBeLessThan(LOCK_LIFETIME_MS / 2);
+  process.stdout.write(
+    `rolling deploy: ${interrupted.length} interrupted, re-run after ${rerunDelays.map((ms) => `${ms} ms`).join(", ")}\n`,
+  );
+  // every slot in the window ran, or was covered by a later start of an earlier slot (the
+  // documented catch-up: a late run's next slot is computed from its start)
+  const lost: string[] = [];
+  for (const task of names) {
+    for (let slot = Math.ceil(windowFrom / SLOT_MS) * SLOT_MS; slot <= windowUntil; slot += SLOT_MS) {
+      const iso = new Date(slot).toISOString();
+      if (succeeded.has(`${task}@${iso}`)) continue;
+      const covered = starts.some(
+        (start) => start.task === task && Date.parse(start.slot) < slot && start.started.getTime() >= slot,
+      );
+      if (!covered) lost.push(`${task}@${iso}`);
+    }
+  }
+  expect(lost).toEqual([]);
+}, 180_000);
