@@ -52,7 +52,8 @@ export interface EngineRun {
 }
 
 export interface RunResult {
-  outcome: "succeeded" | "failed";
+  /** `interrupted`: cut off at shutdown and handed to another instance (not a failure). */
+  outcome: "succeeded" | "failed" | "interrupted";
   durationMs: number;
   error?: Error;
   /** False when the retry policy schedules another attempt of the same slot. */

@@ -119,6 +119,13 @@ export class TaskRunner {
             const detail = `cut off at shutdown after the drain timeout (${result.error.message}); handed to another instance, which re-runs the slot`;
             ledger.settle(jobId, "interrupted", detail);
             logger.warn({ task: taskName, slot: entry.scheduledAt }, `run interrupted: ${detail}`);
+            // not final: another instance runs the slot again
+            this.#deps.hooks.runFinished?.(run, {
+              ...result,
+              outcome: "interrupted",
+              error: new Error(detail),
+              final: false,
+            });
             throw new Error(detail);
           }
         }

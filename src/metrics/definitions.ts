@@ -11,7 +11,7 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
   return {
     runs: new Counter({
       name: "cronwarden_runs_total",
-      help: "Finished runs (attempts) of a task on this instance, by outcome (succeeded, failed).",
+      help: "Finished runs (attempts) of a task on this instance, by outcome (succeeded, failed, interrupted: cut off at shutdown and handed off).",
       labelNames: ["task", "outcome"] as const,
       registers,
     }),

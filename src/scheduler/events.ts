@@ -18,7 +18,11 @@ export interface RunStartedEvent {
 }
 
 export interface RunFinishedEvent extends RunStartedEvent {
-  outcome: "succeeded" | "failed";
+  /**
+   * `interrupted`: cut off at shutdown after the drain timeout and handed to another instance,
+   * which runs the slot again (`final` is false); not a failure, no alert.
+   */
+  outcome: "succeeded" | "failed" | "interrupted";
   durationMs: number;
   error?: Error;
   /** False when the task's retry policy follows this failed attempt with another. */

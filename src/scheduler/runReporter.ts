@@ -58,7 +58,9 @@ export class RunReporter {
       runFinished: (run, result) => {
         const { durationMs, outcome, error } = result;
         const logger = this.#runLogger(run);
-        if (error)
+        // an interrupted run was logged by the engine as it was handed off
+        if (outcome === "interrupted") logger.debug({ durationMs, outcome }, "run interrupted");
+        else if (error)
           logger.error(
             { err: error, durationMs, outcome },
             `run failed after ${durationMs} ms: ${redactSecrets(error.message)}`,

@@ -64,3 +64,33 @@ it("stop() called during start() waits for the start, then stops the workers it 
   expect(await harness.scheduler.stop()).toBe(await stopping);
   await harness.stop();
 });
+
+it("a run cut off at the drain deadline finishes as interrupted, not failed and not final, and its row is handed off due now", async () => {
+  const finished: Array<{ outcome: string; final: boolean }> = [];
+  const harness = await SchedulerHarness.start(
+    db.pool,
+    [
+      {
+        name: "lc-cut",
+        handler: (context) =>
+          new Promise<void>((_, reject) =>
+            context.signal.addEventListener("abort", () => reject(context.signal.reason), { once: true }),
+          ),
+      },
+    ],
+    [{ name: "lc-cut", cron: "0 0 1 1 *" }],
+  );
+  harness.scheduler.on("run:finished", (event) =>
+    finished.push({ outcome: event.outcome, final: event.final }),
+  );
+  await db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'lc-cut'");
+  await pollUntil("the run", async () => (await harness.scheduler.taskStatus("lc-cut"))?.running === true);
+  const result = await harness.scheduler.stop({ drainTimeoutMs: 100 });
+  expect(result.handedOff).toEqual(["lc-cut"]);
+  expect(finished).toEqual([{ outcome: "interrupted", final: false }]);
+  const { rows } = await db.pool.query(
+    "SELECT locked_at, next_run_at <= now() AS due FROM agenda_jobs WHERE name = 'lc-cut'",
+  );
+  expect(rows[0]).toEqual({ locked_at: null, due: true });
+  await harness.stop();
+});
