@@ -3,11 +3,11 @@
  * `rollingTasks` tasks due every 10 s (the minimum interval lowered to 10 s) that each run 4 s,
  * lock lifetime 15 s, default 5 s poll. Each process in turn is stopped the way a deploy stops it
  * (a clean stop with a 2 s drain: runs still going are cut off, recorded interrupted and handed
- * off) and replaced by a new one, one process per slot, each stopped a second into the slot. Over
- * the slots from the first stop to two
- * slots after the last replacement was ready: slots that never started (and were not covered by
- * a late start of an earlier slot), starts of a slot beyond one plus its interrupted runs, the
- * interrupted runs, and how long after its cut-off each one's slot was re-run.
+ * off) and replaced by a new one, one process per slot, each stopped a second into the slot.
+ * Over the slots from the first stop to two slots after the last replacement was ready: slots that
+ * never started (and were not covered by a late start of an earlier slot), starts of a slot beyond
+ * one plus its interrupted runs, the interrupted runs, and how long after its cut-off each one's
+ * slot was re-run.
  */
 import type { Worker } from "../lib/children.js";
 import {
