@@ -155,6 +155,8 @@ async function main(): Promise<void> {
   if (wanted("rolling")) {
     progress("rolling restart");
     results.rolling = await runRolling(context);
+    progress("rolling restart, tuned: 50 runs at once per process");
+    results.rollingTuned = await runRolling(context, 50);
   }
   if (wanted("reconcile")) {
     progress(`reconcile with ${sizes.reconcileTasks} tasks`);

@@ -19,6 +19,8 @@ export interface ContenderSpec {
   minIntervalMs?: number;
   /** How long each handler runs (0: returns at once). */
   taskMs: number;
+  /** cronwarden only: runs at once per process; absent: its default (20). */
+  maxConcurrency?: number;
   poolMax: number;
   /** cronwarden only: the desired-state file (written by the orchestrator). */
   configFile?: string;

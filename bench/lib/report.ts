@@ -30,8 +30,9 @@ export interface Results {
   failover?: Record<Contender, FailoverTrial[]>;
   /** The failover trial with SIGSTOP (a lingering session), once per contender. */
   partition?: Record<Contender, FailoverTrial>;
-  /** cronwarden only. */
+  /** cronwarden only: at the default concurrency, and tuned. */
   rolling?: RollingFigures;
+  rollingTuned?: RollingFigures;
   reconcile?: ReconcileFigures;
   /** config write -> stored with a small (10-task) config, for contrast. */
   reconcileSmall?: ReconcileFigures;
@@ -123,18 +124,21 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     : null;
   figures.partition_s = round(results.partition?.cronwarden.failoverS, 1);
   figures.partition_s_agenda = round(results.partition?.agenda.failoverS, 1);
-  const rolling = results.rolling;
-  figures.rolling = rolling
-    ? {
-        slots: rolling.slots,
-        lost: rolling.lost,
-        doubled: rolling.doubled,
-        interrupted: rolling.interrupted,
-        not_rerun: rolling.notRerun,
-        rerun_delay_median_s: rolling.rerunDelayMedianS,
-        rerun_delay_max_s: rolling.rerunDelayMaxS,
-      }
-    : null;
+  const rollingJson = (rolling: RollingFigures | undefined) =>
+    rolling
+      ? {
+          max_concurrency: rolling.maxConcurrency,
+          slots: rolling.slots,
+          lost: rolling.lost,
+          doubled: rolling.doubled,
+          interrupted: rolling.interrupted,
+          not_rerun: rolling.notRerun,
+          rerun_delay_median_s: rolling.rerunDelayMedianS,
+          rerun_delay_max_s: rolling.rerunDelayMaxS,
+        }
+      : null;
+  figures.rolling = rollingJson(results.rolling);
+  figures.rolling_tuned = rollingJson(results.rollingTuned);
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -207,6 +211,7 @@ export function markdown(options: {
     );
   }
   if (results.rolling) rollingRows(row, results.rolling);
+  if (results.rollingTuned) rollingRows(row, results.rollingTuned);
   if (results.reconcile) reconcileRows(row, results.reconcile);
   const small = results.reconcileSmall;
   if (small) {
@@ -371,7 +376,7 @@ function failoverRows(row: Row, failover: Record<Contender, FailoverTrial[]>): v
 }
 
 function rollingRows(row: Row, rolling: RollingFigures): void {
-  const title = `rolling restart (3 processes, ${rolling.tasks} tasks every 10 s running 4 s, 2 s drain)`;
+  const title = `rolling restart (3 processes, ${rolling.tasks} tasks every 10 s running 4 s, 2 s drain, ${rolling.maxConcurrency ?? "default"} runs at once)`;
   row(title, `slots lost / run twice (of ${rolling.slots})`, `${rolling.lost} / ${rolling.doubled}`, "n/a");
   row(
     "",

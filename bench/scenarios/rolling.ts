@@ -26,6 +26,8 @@ const PROCESSES = 3;
 
 export interface RollingFigures {
   tasks: number;
+  /** Runs at once per process; null: the default (20). */
+  maxConcurrency: number | null;
   restarts: number;
   slots: number;
   lost: number;
@@ -41,10 +43,17 @@ export interface RollingFigures {
 type Start = Extract<WorkerMessage, { type: "start" }>;
 type Finish = Extract<WorkerMessage, { type: "finish" }>;
 
-export async function runRolling(context: BenchContext): Promise<RollingFigures> {
+/** `maxConcurrency`: absent, the default (what users get); else the tuned run. */
+export async function runRolling(context: BenchContext, maxConcurrency?: number): Promise<RollingFigures> {
   const tasks = { prefix: "roll", count: context.sizes.rollingTasks, cron: "*/10 * * * * *" };
-  const launch = await prepareContender(context, "cronwarden", "bench_rolling", tasks);
-  const spec = { processEveryMs: DEFAULT_PROCESS_EVERY_MS, minIntervalMs: SLOT_MS, taskMs: TASK_MS };
+  const database = `bench_rolling_${maxConcurrency ?? "default"}`;
+  const launch = await prepareContender(context, "cronwarden", database, tasks);
+  const spec = {
+    processEveryMs: DEFAULT_PROCESS_EVERY_MS,
+    minIntervalMs: SLOT_MS,
+    taskMs: TASK_MS,
+    ...(maxConcurrency === undefined ? {} : { maxConcurrency }),
+  };
   const all: Worker[] = [];
   const start = async (label: string) => {
     const worker = launch(label, spec);
@@ -59,7 +68,9 @@ export async function runRolling(context: BenchContext): Promise<RollingFigures>
     for (const [index, old] of [...fleet].entries()) {
       // stopped a second into a slot, its runs under way: the 2 s drain cuts them off at 3 s of 4
       await sleep(Math.ceil(Date.now() / SLOT_MS) * SLOT_MS + 1_000 - Date.now());
-      context.progress(`rolling: restarting process ${index + 1}/${PROCESSES}`);
+      context.progress(
+        `rolling (max concurrency ${maxConcurrency ?? "default"}): restarting process ${index + 1}/${PROCESSES}`,
+      );
       await old.stop(30_000);
       const replacement = await start(`rolling-${index}-new`);
       fleet = fleet.map((member) => (member === old ? replacement : member));
@@ -116,6 +127,7 @@ export async function runRolling(context: BenchContext): Promise<RollingFigures>
     }
     return {
       tasks: tasks.count,
+      maxConcurrency: maxConcurrency ?? null,
       restarts: PROCESSES,
       slots,
       lost,
@@ -128,6 +140,6 @@ export async function runRolling(context: BenchContext): Promise<RollingFigures>
   } finally {
     for (const worker of all) worker.kill();
     await Promise.all(all.map((worker) => worker.exited));
-    await context.pg.dropDatabase("bench_rolling").catch(() => {});
+    await context.pg.dropDatabase(database).catch(() => {});
   }
 }

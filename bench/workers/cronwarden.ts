@@ -26,6 +26,7 @@ const scheduler = createScheduler({
   minIntervalMs: spec.minIntervalMs,
   processEveryMs: spec.processEveryMs,
   lockLifetimeMs: spec.lockLifetimeMs,
+  ...(spec.maxConcurrency === undefined ? {} : { maxConcurrency: spec.maxConcurrency }),
 });
 
 for (let index = 0; index < spec.tasks.count; index++) {
