@@ -3,7 +3,7 @@ import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../core/logger.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
-import { type RowAtStart, RUN_DATA_KEY, type RunLedger } from "./runLedger.js";
+import type { RowAtStart, RunLedger } from "./runLedger.js";
 import {
   closeFinishedSlot,
   handOffRun,
@@ -12,6 +12,7 @@ import {
   releaseLock,
   releaseUnstartedRun,
   renewLock,
+  saveJobRow,
   selectLockableJobNames,
 } from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, StaleStartError } from "./staleStart.js";
@@ -135,7 +136,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   override async unlockJob(job: JobParameters): Promise<void> {
     if (!job._id) return;
     const jobId = String(job._id);
-    const fence = job.lockedAt ?? this.#ledger.get(jobId)?.lockToken;
+    const fence = job.lockedAt ?? this.#ledger.get(jobId)?.heldLockAt;
     this.#ledger.renewed(jobId, undefined);
     if (!fence) return; // not known which lock is ours: it expires
     try {
@@ -213,7 +214,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     if (job.lockedAt) return this.#saveRunStart(job, job.lockedAt, options);
     // the fence of this run, taken now: a later lock of the same job must not lend it its own
     const entry = job._id ? this.#ledger.get(String(job._id)) : undefined;
-    const fence = entry?.lockToken ?? null;
+    const fence = entry?.heldLockAt ?? null;
     if (entry?.notStarted) return this.#releaseUnstarted(job, fence ? [fence] : []);
     if (entry?.slotAlreadyFinished && fence) return this.#closeFinishedSlot(job, fence);
     if (entry?.handedOff && fence) return this.#handOff(job, fence);
@@ -378,7 +379,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#ledger.renewed(jobId, undefined);
   }
 
-  /** Same statement as PostgresJobRepository 3.0.6, plus the fence and the next-run guard. */
+  /** Agenda's save, fenced (src/engine/sql/save.ts); a save that matches no row throws. */
   async #saveJobState(
     job: JobParameters,
     options: JobRepositoryOptions | undefined,
@@ -388,43 +389,13 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   ): Promise<RowAtStart | undefined> {
     const starting = startingSlot !== undefined;
     if (!job._id) throw new Error("Cannot save job state without job ID");
-    const result = await this.#db.query<RowAtStart>(
-      `UPDATE "${JOBS_TABLE}"
-          SET locked_at = $2,
-              next_run_at = CASE
-                WHEN repeat_interval IS NOT DISTINCT FROM $12 AND repeat_timezone IS NOT DISTINCT FROM $13
-                THEN $3 ELSE next_run_at END,
-              last_run_at = $4,
-              progress = $5,
-              fail_reason = $6,
-              fail_count = $7,
-              failed_at = $8,
-              last_finished_at = $9,
-              last_modified_by = $11::text,
-              data = CASE WHEN $15::text IS NULL THEN data ELSE coalesce(data, '{}'::jsonb) || jsonb_build_object(
-                '${RUN_DATA_KEY}', jsonb_build_object('slot', $15::text, 'startedAt', $4::timestamptz, 'instanceId', $11::text)) END
-        WHERE id = $1 AND name = $10
-          AND ($14::timestamptz[] IS NULL OR date_trunc('milliseconds', locked_at) = ANY($14::timestamptz[]))
-        RETURNING disabled, repeat_interval, repeat_timezone`,
-      [
-        String(job._id),
-        job.lockedAt ?? null,
-        job.nextRunAt ?? null,
-        job.lastRunAt ?? null,
-        job.progress ?? null,
-        job.failReason ?? null,
-        job.failCount ?? null,
-        job.failedAt ?? null,
-        job.lastFinishedAt ?? null,
-        job.name,
-        options?.lastModifiedBy ?? null,
-        job.repeatInterval === undefined ? null : String(job.repeatInterval),
-        job.repeatTimezone ?? null,
-        fence,
-        startingSlot?.toISOString() ?? null,
-      ],
-    );
-    if (result.rowCount !== 1) {
+    const row = await saveJobRow(this.#db, {
+      job,
+      lastModifiedBy: options?.lastModifiedBy ?? null,
+      fence,
+      startingSlot: startingSlot ?? null,
+    });
+    if (!row) {
       if (starting) throw new StaleStartError(job.name);
       throw new Error(
         fence
@@ -434,7 +405,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     }
     // after the final save the lock is released: later writes (the next run) are not fenced on it
     if (!job.lockedAt) this.#ledger.renewed(String(job._id), undefined);
-    return result.rows[0];
+    return row;
   }
 
   /** Agenda's own mapping of a job row (private in @agendajs/postgres-backend 3.0.6, pinned). */

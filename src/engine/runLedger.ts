@@ -1,7 +1,7 @@
 /**
  * What the engine knows about each job it has locked or is running, keyed by job id.
  * Agenda overwrites `nextRunAt` and `lastRunAt` before the handler starts, so what the lock
- * returned is kept here; the repository fences its writes on `lockToken`, and the run recorder
+ * returned is kept here; the repository fences its writes on `heldLockAt`, and the run recorder
  * reads the rest to enrich Agenda's log rows.
  */
 
@@ -45,7 +45,7 @@ export interface RunEntry {
   /** The `next_run_at` the job was locked for: the slot. */
   scheduledAt: Date;
   /** The lock time this instance wrote last: writes to the row are fenced on it. */
-  lockToken: Date | undefined;
+  heldLockAt: Date | undefined;
   /** The previous run started and never finished (its instance died or lost the lock). */
   previousRunUnfinished: boolean;
   startedAt?: Date;
@@ -94,7 +94,7 @@ export class RunLedger {
     const deadRun = previousRunUnfinished ? runOfRow(row.data) : undefined;
     const entry: RunEntry = {
       scheduledAt: deadRun?.scheduledAt ?? row.nextRunAt ?? new Date(),
-      lockToken: row.lockedAt,
+      heldLockAt: row.lockedAt,
       lastRunAtBefore: row.lastRunAt ?? null,
       nextRunAtBefore: row.nextRunAt,
       previousRunUnfinished,
@@ -112,7 +112,7 @@ export class RunLedger {
   starting(jobId: string, startedAt: Date, attempt: number): RunEntry {
     const entry = this.#entries.get(jobId) ?? {
       scheduledAt: startedAt,
-      lockToken: undefined,
+      heldLockAt: undefined,
       lastRunAtBefore: null,
       nextRunAtBefore: null,
       previousRunUnfinished: false,
@@ -131,15 +131,15 @@ export class RunLedger {
     return entry;
   }
 
-  renewed(jobId: string, lockToken: Date | undefined): void {
+  renewed(jobId: string, heldLockAt: Date | undefined): void {
     const entry = this.#entries.get(jobId);
-    if (entry) entry.lockToken = lockToken;
+    if (entry) entry.heldLockAt = heldLockAt;
   }
 
   /** Jobs this instance holds a lock on (queued or running) that was written after `since`. */
   heldLocks(since: Date): number {
     let held = 0;
-    for (const entry of this.#entries.values()) if (entry.lockToken && entry.lockToken > since) held += 1;
+    for (const entry of this.#entries.values()) if (entry.heldLockAt && entry.heldLockAt > since) held += 1;
     return held;
   }
 

@@ -78,7 +78,7 @@ export class TaskRunner {
     const stopWatchdog = this.#deps.watchdog.watch({
       jobId,
       taskName,
-      lockedAt: entry.lockToken ?? slotStartedAt,
+      lockedAt: entry.heldLockAt ?? slotStartedAt,
       onRenewed: (lockedAt) => {
         ledger.renewed(jobId, lockedAt);
         job.attrs.lockedAt = lockedAt; // Agenda's own expiry check reads this
@@ -185,7 +185,7 @@ export class TaskRunner {
   ): Promise<{ kind: "skipped" | "finished" } | { kind: "run"; rerunOf: PreviousRun | undefined }> {
     const { ledger, logger, pool } = this.#deps;
     const jobId = String(job.attrs._id);
-    const lockedAt = entry.lockToken?.getTime() ?? slotStartedAt.getTime();
+    const lockedAt = entry.heldLockAt?.getTime() ?? slotStartedAt.getTime();
     const deadline = lockedAt + this.#deps.lockLifetimeMs - START_MARGIN_MS;
     const beforeStart = <T>(query: () => Promise<T>) =>
       retryWhileDisconnected(query, {

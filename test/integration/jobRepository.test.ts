@@ -77,7 +77,7 @@ describe("CronwardenJobRepository", () => {
     await repo.saveJobState({ ...job, lastRunAt: new Date() }, undefined);
     const renewed = await lockedAt(name as string);
     expect(renewed?.getTime()).toBeGreaterThan(taken.getTime());
-    expect(ledger.get(String(job._id))?.lockToken?.getTime()).toBe(renewed?.getTime());
+    expect(ledger.get(String(job._id))?.heldLockAt?.getTime()).toBe(renewed?.getTime());
     expect(ledger.takeRowAtStart(String(job._id))).toEqual({
       disabled: false,
       repeat_interval: "0 0 * * *",

@@ -1,0 +1,119 @@
+import { JOBS_TABLE, type Queryable } from "./tables.js";
+
+/**
+ * Reads of the job rows (status, the check before a handler) and the in-place changes Agenda has
+ * no API for: a re-timing, enabling and disabling, a run-now request.
+ */
+
+export interface JobRow {
+  id: string;
+  name: string;
+  disabled: boolean;
+  repeat_interval: string | null;
+  repeat_timezone: string | null;
+  next_run_at: Date | null;
+  locked_at: Date | null;
+  last_run_at: Date | null;
+  last_finished_at: Date | null;
+  fail_count: number | null;
+  fail_reason: string | null;
+  last_modified_by: string | null;
+}
+
+export async function selectTaskJobs(db: Queryable): Promise<JobRow[]> {
+  const result = await db.query<JobRow>(
+    `SELECT id, name, disabled, repeat_interval, repeat_timezone, next_run_at, locked_at,
+            last_run_at, last_finished_at, fail_count, fail_reason, last_modified_by
+       FROM "${JOBS_TABLE}" WHERE type = 'single' ORDER BY name`,
+  );
+  return result.rows;
+}
+
+export async function selectJobFlags(
+  db: Queryable,
+  name: string,
+): Promise<{ disabled: boolean } | undefined> {
+  const result = await db.query<{ disabled: boolean }>(
+    `SELECT disabled FROM "${JOBS_TABLE}" WHERE name = $1 AND type = 'single'`,
+    [name],
+  );
+  return result.rows[0];
+}
+
+export interface RunGuardRow {
+  disabled: boolean;
+  repeat_interval: string | null;
+  repeat_timezone: string | null;
+}
+
+/** Read just before a handler starts: has the job been disabled or re-timed since Agenda locked it? */
+export async function selectRunGuard(db: Queryable, jobId: string): Promise<RunGuardRow | undefined> {
+  const result = await db.query<RunGuardRow>(
+    `SELECT disabled, repeat_interval, repeat_timezone FROM "${JOBS_TABLE}" WHERE id = $1`,
+    [jobId],
+  );
+  return result.rows[0];
+}
+
+/*
+ * The reconciler's two writes leave `last_modified_by` alone: Agenda sets it to the instance that
+ * locks and runs the job, which is how status tells where a run is going on. Who changed a
+ * schedule is in the audit trail.
+ */
+
+/**
+ * The in-place schedule change: same row (id, lock, history), new cron, timezone and next run.
+ * `nextRunAt` was computed from `reference`; it is written only if no run started after that
+ * (`last_run_at`), else a run of the very slot `nextRunAt` names may have started meanwhile and the
+ * slot would run twice. Then nothing is written and the caller computes again from the start
+ * returned.
+ */
+export async function updateSchedule(
+  db: Queryable,
+  change: { name: string; cron: string; timezone: string; nextRunAt: Date; reference: Date },
+): Promise<{ updated: true } | { updated: false; startedAt: Date | null; exists: boolean }> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET repeat_interval = $2, repeat_timezone = $3, next_run_at = $4
+      WHERE name = $1 AND type = 'single' AND (last_run_at IS NULL OR last_run_at <= $5)`,
+    [change.name, change.cron, change.timezone, change.nextRunAt, change.reference],
+  );
+  if ((result.rowCount ?? 0) > 0) return { updated: true };
+  const row = await db.query<{ last_run_at: Date | null }>(
+    `SELECT last_run_at FROM "${JOBS_TABLE}" WHERE name = $1 AND type = 'single'`,
+    [change.name],
+  );
+  return { updated: false, startedAt: row.rows[0]?.last_run_at ?? null, exists: row.rows.length > 0 };
+}
+
+export async function setDisabled(db: Queryable, name: string, disabled: boolean): Promise<number> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET disabled = $2 WHERE name = $1 AND type = 'single'`,
+    [name, disabled],
+  );
+  return result.rowCount ?? 0;
+}
+
+/**
+ * Run-now: due at once, unless a run holds the lock or the task is disabled (0 rows). `by` is who
+ * asked (a token's name), `instance` the instance that took the request.
+ */
+export async function requestManualRun(
+  db: Queryable,
+  name: string,
+  request: { by: string; instance: string },
+): Promise<{ id: string; next_run_at: Date } | undefined> {
+  const result = await db.query<{ id: string; next_run_at: Date }>(
+    `UPDATE "${JOBS_TABLE}"
+        SET next_run_at = now(),
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('manualRun',
+              jsonb_build_object('requestedAt', now(), 'by', $2::text, 'instance', $3::text))
+      WHERE name = $1 AND type = 'single' AND locked_at IS NULL AND disabled = FALSE
+      RETURNING id, next_run_at`,
+    [name, request.by, request.instance],
+  );
+  return result.rows[0];
+}
+
+export async function clearManualRun(db: Queryable, jobId: string): Promise<void> {
+  await db.query(`UPDATE "${JOBS_TABLE}" SET data = data - 'manualRun' WHERE id = $1`, [jobId]);
+}

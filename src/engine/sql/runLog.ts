@@ -1,0 +1,139 @@
+import type { Pool } from "pg";
+import { withAdvisoryTryLock } from "../advisoryLock.js";
+import { JOBS_TABLE, LOGS_TABLE, type Queryable, RETENTION_LOCK_KEY } from "./tables.js";
+
+/** The run log (Agenda's job log table): history, status figures, a slot's outcome, pruning. */
+
+export interface RunLogRow {
+  id: string;
+  timestamp: Date;
+  event: string;
+  job_name: string;
+  message: string;
+  duration: number | null;
+  error: string | null;
+  agenda_name: string | null;
+  meta: Record<string, unknown> | null;
+}
+
+/** Finished attempts (Agenda's success/fail rows and our failed-then-retried rows) of one task, newest first. */
+export async function selectRuns(db: Queryable, name: string, limit: number): Promise<RunLogRow[]> {
+  const result = await db.query<RunLogRow>(
+    `SELECT id, timestamp, event, job_name, message, duration, error, agenda_name, meta
+       FROM "${LOGS_TABLE}"
+      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND meta ? 'outcome'
+      ORDER BY timestamp DESC LIMIT $2`,
+    [name, limit],
+  );
+  return result.rows;
+}
+
+export interface RunSummaryRow {
+  job_name: string;
+  last_outcome: string | null;
+  last_error: string | null;
+  recent_outcomes: string[] | null;
+  consecutive_failures: number;
+}
+
+/** A failure streak is counted up to this many slots (one index range per task, however long it failed). */
+const STREAK_CAP = 10_000;
+
+/**
+ * Per task job, counted in slots (one final `success`/`fail` row per slot; failed attempts that were
+ * retried are `retry` rows and do not count): the latest slot's outcome and error, the outcomes of
+ * the last `recent` slots, newest first, and the failed slots since the last succeeded one (skips
+ * neither count nor break the streak). All from `agenda_logs` in one statement, so the figures
+ * agree with each other: the job row's `fail_count` is saved separately and can lag the log.
+ */
+export async function selectRunSummaries(db: Queryable, recent: number): Promise<RunSummaryRow[]> {
+  const result = await db.query<RunSummaryRow>(
+    `SELECT j.name AS job_name, outcomes.list[1] AS last_outcome, last_outcome.error AS last_error,
+            outcomes.list AS recent_outcomes, streak.failed AS consecutive_failures
+       FROM "${JOBS_TABLE}" j
+       LEFT JOIN LATERAL (
+         SELECT array_agg(o.outcome ORDER BY o.timestamp DESC) AS list FROM (
+           SELECT meta->>'outcome' AS outcome, timestamp FROM "${LOGS_TABLE}" l
+            WHERE l.job_name = j.name AND l.event IN ('success', 'fail') AND l.meta ? 'outcome'
+            ORDER BY l.timestamp DESC LIMIT $1) o) outcomes ON true
+       LEFT JOIN LATERAL (
+         SELECT error FROM "${LOGS_TABLE}" l
+          WHERE l.job_name = j.name AND l.event IN ('success', 'fail') AND l.meta ? 'outcome'
+          ORDER BY l.timestamp DESC LIMIT 1) last_outcome ON true
+       LEFT JOIN LATERAL (
+         SELECT count(*)::int AS failed FROM (
+           SELECT 1 FROM "${LOGS_TABLE}" l
+            WHERE l.job_name = j.name AND l.event = 'fail' AND l.meta->>'outcome' = 'failed'
+              AND l.timestamp > coalesce(
+                (SELECT s.timestamp FROM "${LOGS_TABLE}" s
+                  WHERE s.job_name = j.name AND s.event = 'success' AND s.meta->>'outcome' = 'succeeded'
+                  ORDER BY s.timestamp DESC LIMIT 1), '-infinity')
+            LIMIT ${STREAK_CAP}) f) streak ON true
+      WHERE j.type = 'single'`,
+    [recent],
+  );
+  return result.rows;
+}
+
+/**
+ * Whether a slot of a task already has its outcome row: a run that died after recording its end
+ * but before saving it in the job row finished its slot. Served by the timeline's index on
+ * (job_name, meta->>'scheduledAt').
+ */
+export async function slotHasOutcome(db: Queryable, taskName: string, slot: Date): Promise<boolean> {
+  const result = await db.query(
+    `SELECT 1 FROM "${LOGS_TABLE}"
+      WHERE job_name = $1 AND meta->>'scheduledAt' = $2 AND event IN ('success', 'fail')
+        AND meta->>'outcome' IN ('succeeded', 'failed', 'skipped')
+      LIMIT 1`,
+    [taskName, slot.toISOString()],
+  );
+  return (result.rowCount ?? 0) > 0;
+}
+
+export interface StartLogRow {
+  timestamp: Date;
+  agenda_name: string | null;
+  meta: Record<string, unknown> | null;
+}
+
+/** The last recorded start of a job: the run that a re-run after a crash repeats. */
+export async function selectLastStart(
+  db: Queryable,
+  jobId: string,
+  before: Date,
+): Promise<StartLogRow | undefined> {
+  const result = await db.query<StartLogRow>(
+    `SELECT timestamp, agenda_name, meta FROM "${LOGS_TABLE}"
+      WHERE job_id = $1 AND event = 'start' AND timestamp < $2 ORDER BY timestamp DESC LIMIT 1`,
+    [jobId, before],
+  );
+  return result.rows[0];
+}
+
+/** Batch size of the run-log pruning: short transactions on a big table. */
+const PRUNE_BATCH = 5_000;
+
+/**
+ * Deletes run-log rows older than `before`, in batches, if no other instance is doing it (a
+ * try-lock, not a wait). Returns the number of rows deleted, or null when another instance held it.
+ */
+export async function pruneRunLog(pool: Pool, before: Date): Promise<number | null> {
+  const client = await pool.connect();
+  try {
+    const pruned = await withAdvisoryTryLock(client, RETENTION_LOCK_KEY, async () => {
+      let total = 0;
+      for (;;) {
+        const result = await client.query(
+          `DELETE FROM "${LOGS_TABLE}" WHERE id IN (SELECT id FROM "${LOGS_TABLE}" WHERE timestamp < $1 LIMIT ${PRUNE_BATCH})`,
+          [before],
+        );
+        total += result.rowCount ?? 0;
+        if ((result.rowCount ?? 0) < PRUNE_BATCH) return total;
+      }
+    });
+    return pruned.acquired ? pruned.value : null;
+  } finally {
+    client.release();
+  }
+}

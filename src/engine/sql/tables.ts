@@ -1,0 +1,23 @@
+import type { ClientBase, Pool } from "pg";
+
+/** The tables the engine's statements touch, and the advisory-lock keys it takes. */
+
+export const JOBS_TABLE = "agenda_jobs";
+export const LOGS_TABLE = "agenda_logs";
+
+/** Every instance that has taken part in liveness since it last stopped (its lock is its life). */
+export const INSTANCES_TABLE = "cronwarden_instances";
+
+/** pg_advisory_lock keys: arbitrary constants, unique to cronwarden ("cw" + purpose). */
+export const SCHEMA_LOCK_KEY = 0x6377_0001;
+export const RECONCILE_LOCK_KEY = 0x6377_0002;
+export const RETENTION_LOCK_KEY = 0x6377_0003;
+
+/**
+ * The first key of an instance's liveness lock (the two-key form of pg_advisory_lock); the second
+ * is hashtext(instance id). The single-key locks above show in pg_locks with objsubid 1, these
+ * with objsubid 2, so they never meet.
+ */
+export const LIVENESS_LOCK_NAMESPACE = 0x6377_0004;
+
+export type Queryable = Pool | ClientBase;
