@@ -1,7 +1,7 @@
 import type { PoolClient } from "pg";
 
 /**
- * The one place that takes and frees PostgreSQL advisory locks (keys in src/engine/sql.ts).
+ * The one place that takes and frees PostgreSQL advisory locks (keys in src/engine/sql/tables.ts).
  * Session-level locks, not transaction-level: the work under them runs its own transactions
  * (the schema's migrations, the reconciler's writes, the retention's batches). So the lock belongs
  * to the connection, and the caller holds one connection for the whole work and releases it to

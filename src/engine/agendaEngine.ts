@@ -319,7 +319,7 @@ export class AgendaEngine {
    * from `now` in the new timezone, by Agenda's own algorithm, and written with the schedule in
    * one statement. Not `repeatEvery()` + `save()`: that computes from the last run (a time that
    * can be past, firing at once) and `save()` clears the failure fields. A run that started after
-   * `now` moves the reference to its start: its slot is not the next one (src/engine/sql.ts
+   * `now` moves the reference to its start: its slot is not the next one (src/engine/sql/jobs.ts
    * updateSchedule).
    */
   async updateSchedule(taskName: string, cron: string, timezone: string, now: Date): Promise<Date> {

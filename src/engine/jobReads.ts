@@ -5,7 +5,7 @@ import { type JobRow, selectRunSummaries, selectTaskJobs } from "./sql.js";
 
 /**
  * Typed reads of the job table and the run log for code outside the engine (the scheduler's
- * status, the `plan` command): they get these shapes, never the SQL rows of src/engine/sql.ts.
+ * status, the `plan` command): they get these shapes, never the SQL rows of src/engine/sql/.
  */
 
 type Queryable = Pool | PoolClient;

@@ -295,7 +295,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
 
   /**
    * A run whose handler never started (the database was unreachable before it) gives its slot back
-   * untouched (src/engine/sql.ts releaseUnstartedRun), retried like the final save. Until it lands
+   * untouched (src/engine/sql/runEnd.ts releaseUnstartedRun), retried like the final save. Until it lands
    * this instance does not lock the job again.
    */
   async #releaseUnstarted(job: JobParameters, fences: Date[]): Promise<void> {
@@ -358,7 +358,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#limits.onRunEnded?.();
   }
 
-  /** A run cut off at shutdown: its slot goes to the other instances at once (src/engine/sql.ts handOffRun). */
+  /** A run cut off at shutdown: its slot goes to the other instances at once (src/engine/sql/runEnd.ts handOffRun). */
   async #handOff(job: JobParameters, fence: Date): Promise<void> {
     const jobId = String(job._id);
     this.#finalSavesPending.add(job.name);

@@ -30,7 +30,7 @@ export interface InstanceLivenessOptions {
  * not pass for dead).
  *
  * On the same session, about once a second, one statement lists the registered instances whose lock
- * is gone. One seen dead by two checks in a row has its job locks released (src/engine/sql.ts
+ * is gone. One seen dead by two checks in a row has its job locks released (src/engine/sql/instances.ts
  * releaseDeadInstances): the runs it had started are due at once and re-run as re-runs by whichever
  * instance locks them first, instead of waiting out the lock lifetime.
  *
