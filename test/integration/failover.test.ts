@@ -253,9 +253,13 @@ describe("several instances", () => {
       (line) => line.task === "slow" && /^run started: a re-run/.test(String(line.msg)),
       LOCK_MS * 4,
     );
-    const { rows: starts } = await suite.db.pool.query<{ timestamp: Date; agenda_name: string }>(
-      "SELECT timestamp, agenda_name FROM agenda_logs WHERE job_name = 'slow' AND event = 'start' ORDER BY timestamp",
-    );
+    // the re-run's start row is written after its log line: wait for the record
+    const starts = await pollUntil("both start rows", async () => {
+      const { rows } = await suite.db.pool.query<{ timestamp: Date; agenda_name: string }>(
+        "SELECT timestamp, agenda_name FROM agenda_logs WHERE job_name = 'slow' AND event = 'start' ORDER BY timestamp",
+      );
+      return rows.length >= 2 ? rows : undefined;
+    });
     expect(starts.map((row) => row.agenda_name)).toEqual([ownerId, ownerId === "p1" ? "p2" : "p1"]);
     // by the record: the re-run started only once the stopped owner's last lock had expired
     expect(starts[1]?.timestamp.getTime()).toBeGreaterThanOrEqual(lastLock.getTime() + LOCK_MS);
