@@ -1,4 +1,5 @@
 import { CronExpressionParser } from "cron-parser";
+import { nextCronSlots } from "../engine/policies/schedule.js";
 
 /**
  * One place for cron rules. Agenda stores whatever it is given and computes next runs with
@@ -97,10 +98,13 @@ export function checkSchedule(cron: string, timezone: string, rules: CronRules, 
   return { ok: true, cron: expression, timezone, shortestGapMs };
 }
 
-/** The next `count` run times after `from`, as Agenda would compute them. */
+/**
+ * The next `count` run times after `from`, as the engine computes them: cron-parser's (Agenda's)
+ * with the DST rule of src/engine/policies/schedule.ts where cron-parser departs from it.
+ */
 export function nextRunTimes(cron: string, timezone: string, from: Date, count: number): Date[] {
-  const parsed = CronExpressionParser.parse(cron, { currentDate: from, tz: timezone });
-  return parsed.take(count).map((date) => date.toDate());
+  CronExpressionParser.parse(cron, { currentDate: from, tz: timezone }); // throws on a bad expression, as before
+  return nextCronSlots(cron, timezone, from.getTime(), count).map((time) => new Date(time));
 }
 
 function checkSyntax(expression: string): string | undefined {

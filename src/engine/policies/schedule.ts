@@ -1,0 +1,199 @@
+import { CronExpressionParser } from "cron-parser";
+
+/**
+ * When a cron slot falls, with one DST rule (docs/behaviour.md, "DST"). Pure: no clock, no
+ * database. Outside the hours around a UTC-offset change the answer is exactly cron-parser's with
+ * the timezone (what Agenda computes); near a change the slots are computed from the wall clock:
+ *
+ * - a cron whose hour field is a wildcard (`*`, `* /n`, `@hourly`) follows the wall clock: no run
+ *   for a wall time that a spring-forward skips, a run in both copies of an hour a fall-back repeats;
+ * - a fixed-hour cron runs a skipped wall time at the instant it would have had without the
+ *   change, i.e. shifted forward by the change's length (02:30 in New York -> 03:30 EDT; 02:15 at
+ *   Lord Howe -> 02:45), and a repeated wall time once, at its first occurrence;
+ * - two wall slots that land on the same instant run once.
+ *
+ * Measured with cron-parser 5.10.5 (test/unit/dstSchedule.test.ts): it follows this rule in
+ * New York, London and Sydney, but at Lord Howe (a 30-minute shift) it drops a fixed time in the
+ * skipped half hour, drops 02:30 (which exists) after the spring-forward, drops the second copy
+ * of a repeated half hour, and throws ("loop limit exceeded") for an hourly cron over the
+ * fall-back: this module is where those are fixed.
+ */
+
+const HOUR_MS = 3_600_000;
+/** Offset changes are at most a few hours: wall slots this far either side are looked at. */
+const TRANSITION_REACH_MS = 4 * HOUR_MS;
+/** Wall slots examined near a transition before giving up and answering as cron-parser does. */
+const SCAN_LIMIT = 50_000;
+
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+function formatter(timezone: string): Intl.DateTimeFormat {
+  let format = formatters.get(timezone);
+  if (!format) {
+    format = new Intl.DateTimeFormat("en-US", {
+      timeZone: timezone,
+      hourCycle: "h23",
+      year: "numeric",
+      month: "numeric",
+      day: "numeric",
+      hour: "numeric",
+      minute: "numeric",
+      second: "numeric",
+    });
+    if (formatters.size > 1_000) formatters.clear();
+    formatters.set(timezone, format);
+  }
+  return format;
+}
+
+/** The wall clock of `instant` in `timezone`, as milliseconds of the same wall time in UTC. */
+export function wallTime(instant: number, timezone: string): number {
+  const parts: Record<string, number> = {};
+  for (const part of formatter(timezone).formatToParts(new Date(instant)))
+    if (part.type !== "literal") parts[part.type] = Number(part.value);
+  const ms = ((instant % 1000) + 1000) % 1000;
+  return (
+    Date.UTC(
+      parts.year ?? 1970,
+      (parts.month ?? 1) - 1,
+      parts.day ?? 1,
+      parts.hour ?? 0,
+      parts.minute ?? 0,
+      parts.second ?? 0,
+    ) + ms
+  );
+}
+
+/** The UTC offset of `timezone` at `instant`, in ms (wall minus UTC). */
+export function offsetAt(instant: number, timezone: string): number {
+  return wallTime(instant, timezone) - instant;
+}
+
+/** Whether the cron's hour field is a wildcard (`*` or `* /n`): it then follows the wall clock in a repeated hour. */
+export function hourIsWildcard(cron: string): boolean {
+  const expression = cron.trim();
+  if (expression.startsWith("@")) return expression.toLowerCase() === "@hourly";
+  const parts = expression.split(/\s+/);
+  const hour = parts.length === 6 ? parts[2] : parts[1];
+  return hour !== undefined && hour.startsWith("*");
+}
+
+/**
+ * The instants a wall time `wall` names in `timezone` under the rule above: one normally; for a
+ * skipped wall time none (wildcard hour) or its shifted instant; for a repeated one both copies
+ * (wildcard hour) or the first.
+ */
+export function instantsOfWall(wall: number, timezone: string, bothCopies: boolean): number[] {
+  const offsets = [
+    ...new Set([
+      offsetAt(wall - 36 * HOUR_MS, timezone),
+      offsetAt(wall, timezone),
+      offsetAt(wall + 36 * HOUR_MS, timezone),
+    ]),
+  ];
+  const valid = offsets
+    .map((offset) => wall - offset)
+    .filter((instant) => wallTime(instant, timezone) === wall)
+    .sort((a, b) => a - b);
+  const unique = [...new Set(valid)];
+  if (unique.length === 0) {
+    // skipped by a spring-forward: a wildcard hour follows the wall clock (no run); a fixed time
+    // runs at the instant it would have had with the offset before the change
+    return bothCopies ? [] : [wall - Math.min(...offsets)];
+  }
+  return bothCopies ? unique : unique.slice(0, 1);
+}
+
+/** cron-parser's next slot after `after` with the timezone (Agenda's computation), or undefined when it throws. */
+function cronParserNext(cron: string, timezone: string, after: number): number | undefined {
+  try {
+    return CronExpressionParser.parse(cron, { currentDate: new Date(after), tz: timezone })
+      .next()
+      .getTime();
+  } catch {
+    return undefined;
+  }
+}
+
+function offsetChangesBetween(from: number, to: number, timezone: string): boolean {
+  const first = offsetAt(from, timezone);
+  // offset changes are months apart: a weekly sample cannot miss a change and its return
+  const step = 7 * 24 * HOUR_MS;
+  for (let at = from + step; at < to; at += step) if (offsetAt(at, timezone) !== first) return true;
+  return offsetAt(to, timezone) !== first;
+}
+
+/** The first slot of `cron` in `timezone` strictly after `after` (ms), under the DST rule; undefined if none. */
+export function nextCronSlot(cron: string, timezone: string, after: number): number | undefined {
+  // cron-parser can spend a second before throwing near a change (Lord Howe): not asked there
+  if (offsetChangesBetween(after - TRANSITION_REACH_MS, after + 2 * TRANSITION_REACH_MS, timezone))
+    return wallClockNext(cron, timezone, after) ?? cronParserNext(cron, timezone, after);
+  const fast = cronParserNext(cron, timezone, after);
+  if (
+    fast !== undefined &&
+    !offsetChangesBetween(after - TRANSITION_REACH_MS, fast + TRANSITION_REACH_MS, timezone)
+  )
+    return fast;
+  return wallClockNext(cron, timezone, after) ?? fast;
+}
+
+/** Near an offset change: wall slots from cron-parser in UTC, mapped to instants by the rule. */
+function wallClockNext(cron: string, timezone: string, after: number): number | undefined {
+  const both = hourIsWildcard(cron);
+  const start = wallTime(after, timezone) - TRANSITION_REACH_MS;
+  let iterator: ReturnType<typeof CronExpressionParser.parse>;
+  try {
+    iterator = CronExpressionParser.parse(cron, { currentDate: new Date(start), tz: "UTC" });
+  } catch {
+    return undefined;
+  }
+  let best: number | undefined;
+  for (let step = 0; step < SCAN_LIMIT; step++) {
+    let wall: number;
+    try {
+      wall = iterator.next().getTime();
+    } catch {
+      break;
+    }
+    for (const instant of instantsOfWall(wall, timezone, both)) {
+      if (instant > after && (best === undefined || instant < best)) best = instant;
+    }
+    if (best !== undefined && wall > wallTime(best, timezone) + TRANSITION_REACH_MS) break;
+  }
+  return best;
+}
+
+/** The next `count` slots after `from` under the DST rule. */
+export function nextCronSlots(cron: string, timezone: string, from: number, count: number): number[] {
+  const slots: number[] = [];
+  let after = from;
+  while (slots.length < count) {
+    const next = nextCronSlot(cron, timezone, after);
+    if (next === undefined) break;
+    slots.push(next);
+    after = next;
+  }
+  return slots;
+}
+
+/**
+ * The slots in [from, to] (both inclusive), oldest first, at most `limit` of them (the oldest
+ * ones); `complete` says whether every slot of the range is listed.
+ */
+export function cronSlotsBetween(
+  cron: string,
+  timezone: string,
+  from: number,
+  to: number,
+  limit: number,
+): { slots: number[]; complete: boolean } {
+  const slots: number[] = [];
+  let after = from - 1;
+  for (;;) {
+    const next = nextCronSlot(cron, timezone, after);
+    if (next === undefined || next > to) return { slots, complete: true };
+    if (slots.length >= limit) return { slots, complete: false };
+    slots.push(next);
+    after = next;
+  }
+}
