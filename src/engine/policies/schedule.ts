@@ -75,7 +75,7 @@ export function hourIsWildcard(cron: string): boolean {
   if (expression.startsWith("@")) return expression.toLowerCase() === "@hourly";
   const parts = expression.split(/\s+/);
   const hour = parts.length === 6 ? parts[2] : parts[1];
-  return hour !== undefined && hour.startsWith("*");
+  return hour?.startsWith("*") === true;
 }
 
 /**
