@@ -1,3 +1,4 @@
+import { POLICY_DATA_KEY, policyOfData } from "../engine/policies/catchUpAtStart.js";
 import { selectTaskJobs } from "../engine/sql.js";
 import { DEFAULT_MIN_INTERVAL_MS } from "../scheduler/cronValidator.js";
 import { describeProblems, parseDesiredState } from "../scheduler/desiredState.js";
@@ -87,6 +88,7 @@ export async function planCommand(file: string, options: ConfigOptions, io: CliI
         cron: row.repeat_interval,
         timezone: row.repeat_timezone,
         nextRunAt: row.next_run_at,
+        ...(row.policy ? { catchUp: policyOfData({ [POLICY_DATA_KEY]: row.policy }).catchUp } : {}),
       })),
     );
   } catch (error) {

@@ -9,6 +9,8 @@ import { CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
+import type { CatchUpPolicy } from "./policies/catchUp.js";
+import { POLICY_DATA_KEY, policyOfData } from "./policies/catchUpAtStart.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
@@ -144,6 +146,10 @@ export class AgendaEngine {
         // the other instances lock it now, not at their next poll
         void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(), priority: 0 }).catch(() => {});
       },
+      catchUpGraceMs: Math.max(
+        this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,
+        2 * processEveryMs,
+      ),
       onLocked: (jobId, taskName, slot) => {
         this.#options.hooks?.slotLocked?.(taskName, slot);
         if (slot.getTime() > Date.now()) this.#slotTimers.arm(jobId, taskName, slot);
@@ -313,6 +319,7 @@ export class AgendaEngine {
       failCount: row.fail_count ?? 0,
       failReason: row.fail_reason,
       lastModifiedBy: row.last_modified_by,
+      ...(row.policy ? { catchUp: policyOfData({ [POLICY_DATA_KEY]: row.policy }).catchUp } : {}),
     }));
   }
 
@@ -354,6 +361,10 @@ export class AgendaEngine {
         throw new Error(`the schedule of "${taskName}" could not be changed: runs kept starting meanwhile`);
       reference = new Date(Math.max(result.startedAt.getTime(), reference.getTime()));
     }
+  }
+
+  async setPolicy(taskName: string, catchUp: CatchUpPolicy): Promise<void> {
+    await sql.setPolicy(this.#options.pool, taskName, { catchUp });
   }
 
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {

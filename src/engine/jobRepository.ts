@@ -2,6 +2,7 @@ import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
+import { planRunStart } from "./policies/catchUpAtStart.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { type RowAtStart, RUN_DATA_KEY, type RunLedger } from "./runLedger.js";
 import {
@@ -67,6 +68,8 @@ export interface JobRepositoryLimits {
   onHandedOff?: (jobId: string, taskName: string) => void;
   /** A job was locked for a slot (`nextRunAt`, possibly ahead of now). */
   onLocked?: (jobId: string, taskName: string, slot: Date) => void;
+  /** A slot at most this late is on time; older ones are missed and follow the task's catchUp policy. */
+  catchUpGraceMs?: number;
 }
 
 export class CronwardenJobRepository extends PostgresJobRepository implements LockRenewer {
@@ -265,6 +268,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   ): Promise<void> {
     const renewed = new Date();
     const deadline = heldLock.getTime() + this.#limits.lockLifetimeMs - START_MARGIN_MS;
+    this.#planStart(job, renewed);
     const slot = this.#ledger.get(String(job._id))?.scheduledAt ?? job.nextRunAt ?? renewed;
     let row: RowAtStart | undefined;
     try {
@@ -290,6 +294,34 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     const jobId = String(job._id);
     this.#ledger.renewed(jobId, renewed);
     this.#ledger.startSaved(jobId, row);
+  }
+
+  /**
+   * Policies at a run's start (src/engine/policies/catchUpAtStart.ts): which slot runs when slots
+   * were missed (the ledger's slot, and the decision for the runner to record), and the next run
+   * under the DST rule, written by this start save and by the run's final save (the same object).
+   */
+  #planStart(job: JobParameters, now: Date): void {
+    const entry = this.#ledger.get(String(job._id));
+    if (!entry || this.#limits.catchUpGraceMs === undefined) return;
+    const data = job.data as Record<string, unknown> | undefined;
+    const plan = planRunStart({
+      cron: job.repeatInterval === undefined ? null : String(job.repeatInterval),
+      timezone: job.repeatTimezone ?? null,
+      data,
+      storedSlot: entry.scheduledAt,
+      now: job.lastRunAt ?? now,
+      graceMs: this.#limits.catchUpGraceMs,
+      rerunOrManual:
+        entry.previousRunUnfinished || (data !== undefined && data !== null && "manualRun" in data),
+    });
+    if (!plan) return;
+    entry.catchUp = plan.decision;
+    if (plan.decision.kind === "catch-up")
+      entry.scheduledAt = new Date(
+        plan.decision.run ?? plan.decision.skipped[0] ?? entry.scheduledAt.getTime(),
+      );
+    if (plan.nextRunAt) job.nextRunAt = plan.nextRunAt;
   }
 
   /**

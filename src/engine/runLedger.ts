@@ -5,6 +5,7 @@
  * reads the rest to enrich Agenda's log rows.
  */
 
+import type { CatchUpDecision } from "./policies/catchUp.js";
 import type { RunJournal } from "./runJournal.js";
 import type { PreviousRun } from "./types.js";
 
@@ -83,6 +84,8 @@ export interface RunEntry {
   slotAlreadyFinished?: boolean;
   /** Cut off at shutdown: recorded interrupted, and the final save hands the slot to another instance. */
   handedOff?: boolean;
+  /** The catch-up decision made at the start save (src/engine/policies/catchUp.ts); the runner applies it. */
+  catchUp?: CatchUpDecision;
 }
 
 export class RunLedger {

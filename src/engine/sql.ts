@@ -26,6 +26,8 @@ export interface JobRow {
   fail_count: number | null;
   fail_reason: string | null;
   last_modified_by: string | null;
+  /** `data.policy` (src/engine/policies/catchUpAtStart.ts). */
+  policy: unknown;
 }
 
 type Queryable = Pool | ClientBase;
@@ -33,7 +35,8 @@ type Queryable = Pool | ClientBase;
 export async function selectTaskJobs(db: Queryable): Promise<JobRow[]> {
   const result = await db.query<JobRow>(
     `SELECT id, name, disabled, repeat_interval, repeat_timezone, next_run_at, locked_at,
-            last_run_at, last_finished_at, fail_count, fail_reason, last_modified_by
+            last_run_at, last_finished_at, fail_count, fail_reason, last_modified_by,
+            data->'policy' AS policy
        FROM "${JOBS_TABLE}" WHERE type = 'single' ORDER BY name`,
   );
   return result.rows;
@@ -159,6 +162,16 @@ export async function setDisabled(db: Queryable, name: string, disabled: boolean
   const result = await db.query(
     `UPDATE "${JOBS_TABLE}" SET disabled = $2 WHERE name = $1 AND type = 'single'`,
     [name, disabled],
+  );
+  return result.rowCount ?? 0;
+}
+
+/** Stores a task's policies in its job row's data (`data.policy`); the schedule and next run stay. */
+export async function setPolicy(db: Queryable, name: string, policy: unknown): Promise<number> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET data = coalesce(data, '{}'::jsonb) || jsonb_build_object('policy', $2::jsonb)
+      WHERE name = $1 AND type = 'single'`,
+    [name, JSON.stringify(policy)],
   );
   return result.rowCount ?? 0;
 }

@@ -186,6 +186,7 @@ export class TaskRunner {
         maxElapsedMs: Math.max(0, deadline - Date.now()),
       });
     try {
+      if (!this.#applyCatchUp(taskName, jobId, entry)) return { kind: "skipped" };
       const skipReason = await this.#whySkip(jobId, job, beforeStart);
       if (skipReason) {
         ledger.settle(jobId, "skipped", skipReason);
@@ -219,6 +220,59 @@ export class TaskRunner {
       entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
       throw new DatabaseUnreachableBeforeStartError(taskName, error as Error);
     }
+  }
+
+  /**
+   * The catch-up decision of this run's start save (src/engine/policies/catchUp.ts): records the
+   * slots it skipped, one log line and one hook call per decision. False: nothing runs now (the
+   * run's own record is the first skipped slot).
+   */
+  #applyCatchUp(taskName: string, jobId: string, entry: RunEntry): boolean {
+    const decision = entry.catchUp;
+    if (decision?.kind !== "catch-up") return true;
+    const { run, skipped, skippedCount, atLeast, reason } = decision;
+    const first = skipped[0];
+    if (first !== undefined) {
+      // without a run, the run's own outcome row records the first skipped slot
+      const others = run === null ? skipped.slice(1) : skipped;
+      const unlisted = skippedCount - skipped.length;
+      const more =
+        unlisted > 0 || atLeast
+          ? `and ${atLeast ? "at least " : ""}${unlisted} older slot(s) not listed one by one`
+          : null;
+      this.#deps.recorder.recordSkippedSlots(
+        jobId,
+        taskName,
+        others.map((slot) => new Date(slot)),
+        reason,
+        more,
+      );
+      const last = new Date(skipped.at(-1) as number);
+      this.#deps.logger.info(
+        {
+          task: taskName,
+          skipped: skippedCount,
+          atLeast,
+          firstSkipped: new Date(first),
+          lastSkipped: last,
+          runs: run === null ? null : new Date(run),
+          reason,
+        },
+        `catch-up: ${atLeast ? "at least " : ""}${skippedCount} missed slot(s) skipped (${reason}); ${run === null ? "none runs now" : `the slot ${new Date(run).toISOString()} runs now`}`,
+      );
+      this.#deps.hooks.slotsSkipped?.({
+        taskName,
+        count: skippedCount,
+        atLeast,
+        first: new Date(first),
+        last,
+        runs: run === null ? null : new Date(run),
+        reason,
+      });
+    }
+    if (run !== null) return true;
+    this.#deps.ledger.settle(jobId, "skipped", reason);
+    return false;
   }
 
   async #attempt(

@@ -82,6 +82,21 @@ export interface EngineHooks {
   lockLost?(run: EngineRun, reason: string): void;
   abandoned?(run: EngineRun, reason: string): void;
   missedSlot?(missed: MissedSlot): void;
+  /** Missed slots were skipped by the task's catchUp policy (one call per decision). */
+  slotsSkipped?(skipped: SkippedSlots): void;
+}
+
+/** One catch-up decision's skipped slots (src/engine/policies/catchUp.ts). */
+export interface SkippedSlots {
+  taskName: string;
+  /** How many; `atLeast` when there were too many to count. */
+  count: number;
+  atLeast: boolean;
+  first: Date;
+  last: Date;
+  /** The missed slot that runs instead, if any. */
+  runs: Date | null;
+  reason: string;
 }
 
 export type RunHandler = (run: EngineRun) => Promise<void>;

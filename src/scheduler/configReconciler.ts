@@ -1,7 +1,14 @@
+import type { CatchUpPolicy } from "../engine/policies/catchUp.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { forEachConcurrently } from "./concurrently.js";
 import type { Logger } from "./logger.js";
-import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
+import {
+  describeCatchUp,
+  type LiveJob,
+  planReconcile,
+  type ReconcileAction,
+  type ReconcilePlan,
+} from "./reconcilePlan.js";
 import type { TaskRegistry } from "./taskRegistry.js";
 import type { DesiredState } from "./types.js";
 
@@ -16,6 +23,8 @@ export interface ReconcileTarget {
   createJob(taskName: string, cron: string, timezone: string, enabled: boolean): Promise<void>;
   updateSchedule(taskName: string, cron: string, timezone: string, now: Date): Promise<Date>;
   setEnabled(taskName: string, enabled: boolean): Promise<void>;
+  /** Stores a task's catchUp policy in its job row (read back at each run's start). */
+  setPolicy(taskName: string, catchUp: CatchUpPolicy): Promise<void>;
 }
 
 /** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
@@ -158,6 +167,13 @@ export class ConfigReconciler {
         say(`re-timed "${action.task}": ${action.reason}`, { changes: action.changes, nextRunAt });
         return true;
       }
+      case "policy":
+        await this.#target.setPolicy(action.task, action.catchUp);
+        say(`policy of "${action.task}": ${action.reason}`, {
+          before: { catchUp: action.from },
+          after: { catchUp: action.catchUp },
+        });
+        return true;
       case "enable":
       case "disable":
         await this.#target.setEnabled(action.task, action.kind === "enable");
@@ -220,6 +236,15 @@ function auditEntries(
         oldValue: change.from,
         newValue: change.to,
       }));
+    case "policy":
+      return [
+        {
+          ...base,
+          field: "catchUp",
+          oldValue: describeCatchUp(action.from),
+          newValue: describeCatchUp(action.catchUp),
+        },
+      ];
     case "enable":
     case "disable":
       return [

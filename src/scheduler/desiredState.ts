@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
 import { CronwardenError } from "./errors.js";
+import { checkPolicyFields } from "./policyConfig.js";
 import { TASK_NAME_PATTERN } from "./taskRegistry.js";
 import type { DesiredState, DesiredTask, EntryProblem, RejectedEntry } from "./types.js";
 
@@ -23,8 +24,14 @@ const entrySchema = z.strictObject({
       "must be 1-200 ASCII letters (A-Z, a-z), digits, '.', '_', '-' or ':', starting with a letter or digit",
     ),
   enabled: z.boolean({ error: "must be true or false" }),
-  cron: z.string({ error: "must be a string" }).min(1, "must not be empty"),
+  cron: z.string({ error: "must be a string" }).min(1, "must not be empty").optional(),
   timezone: z.string({ error: "must be a string" }).optional(),
+  // checked by checkPolicyFields (src/scheduler/policyConfig.ts)
+  every: z.unknown().optional(),
+  at: z.unknown().optional(),
+  catchUp: z.unknown().optional(),
+  overlap: z.unknown().optional(),
+  jitter: z.unknown().optional(),
 });
 
 export interface ParseOptions {
@@ -40,7 +47,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   if (!top.success) {
     throw new CronwardenError(
       "INVALID_CONFIG",
-      `config from ${options.source} is not a desired-state document: ${describeTopLevel(document)}; expected { "tasks": [ { "name", "enabled", "cron", "timezone"? } ] }`,
+      `config from ${options.source} is not a desired-state document: ${describeTopLevel(document)}; expected { "tasks": [ { "name", "enabled", "cron", "timezone"?, "catchUp"? } ] }`,
     );
   }
 
@@ -66,6 +73,10 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
         reason:
           issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
       }));
+      if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
+        for (const problem of checkPolicyFields(raw as Record<string, unknown>, options.now).problems)
+          if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
+      }
       const rawCron = valueAt(raw, ["cron"]);
       const rawTimezone = valueAt(raw, ["timezone"]);
       if (
@@ -88,10 +99,25 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       });
       return;
     }
+    const policy = checkPolicyFields(entry.data, options.now);
     const timezone = entry.data.timezone ?? options.defaultTimezone;
-    const check = checkSchedule(entry.data.cron, timezone, options.rules, options.now);
-    if (!check.ok) {
-      rejected.push({ index, name, field: check.field, value: check.value, reason: check.reason });
+    const check =
+      entry.data.cron === undefined
+        ? undefined
+        : checkSchedule(entry.data.cron, timezone, options.rules, options.now);
+    const problems = [...policy.problems];
+    if (check && !check.ok)
+      problems.unshift({ field: check.field, value: check.value, reason: check.reason });
+    if (problems.length > 0 || !check?.ok) {
+      const [first] = problems;
+      rejected.push({
+        index,
+        name,
+        field: first?.field ?? "cron",
+        value: first?.value,
+        reason: first?.reason ?? "invalid",
+        ...(problems.length > 1 ? { problems } : {}),
+      });
       return;
     }
     indexesByName.set(entry.data.name, [...(indexesByName.get(entry.data.name) ?? []), index]);
@@ -100,6 +126,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       enabled: entry.data.enabled,
       cron: check.cron,
       timezone: check.timezone,
+      ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
     });
   });
 

@@ -1,3 +1,4 @@
+import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../engine/policies/catchUp.js";
 import { describeRejection } from "./desiredState.js";
 import { closestName } from "./fleetGuard.js";
 import type { DesiredState, DesiredTask } from "./types.js";
@@ -15,11 +16,15 @@ export interface LiveJob {
   cron: string | null;
   timezone: string | null;
   nextRunAt: Date | null;
+  /** The catchUp policy stored in the row; absent: the default. */
+  catchUp?: CatchUpPolicy;
 }
 
 export type ReconcileAction =
   | { kind: "create"; task: string; cron: string; timezone: string; enabled: boolean; reason: string }
   | { kind: "update"; task: string; cron: string; timezone: string; changes: FieldChange[]; reason: string }
+  /** The task's policies changed (stored in its row; the schedule and next run stay). */
+  | { kind: "policy"; task: string; catchUp: CatchUpPolicy; from: CatchUpPolicy; reason: string }
   | { kind: "enable"; task: string; reason: string }
   | { kind: "disable"; task: string; reason: string }
   /** An entry refused (unknown name, invalid field); the task keeps its previous state. */
@@ -77,6 +82,8 @@ export function planReconcile(
         enabled: task.enabled,
         reason: `no job yet for "${task.name}"`,
       });
+      if (task.catchUp && !samePolicy(task.catchUp, DEFAULT_CATCH_UP))
+        actions.push(policyAction(task.name, task.catchUp, DEFAULT_CATCH_UP));
       continue;
     }
     const taskActions = planExistingJob(task, job);
@@ -130,10 +137,31 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
         .join(", "),
     });
   }
+  const catchUp = task.catchUp ?? DEFAULT_CATCH_UP;
+  const stored = job.catchUp ?? DEFAULT_CATCH_UP;
+  if (!samePolicy(catchUp, stored)) actions.push(policyAction(task.name, catchUp, stored));
   if (task.enabled && job.disabled) {
     actions.push({ kind: "enable", task: task.name, reason: "enabled in the config" });
   } else if (!task.enabled && !job.disabled) {
     actions.push({ kind: "disable", task: task.name, reason: "disabled in the config" });
   }
   return actions;
+}
+
+function samePolicy(a: CatchUpPolicy, b: CatchUpPolicy): boolean {
+  return a.runs === b.runs && a.windowMs === b.windowMs;
+}
+
+export function describeCatchUp(policy: CatchUpPolicy): string {
+  return `{ window: ${formatDuration(policy.windowMs)}, runs: ${policy.runs} }`;
+}
+
+function policyAction(task: string, catchUp: CatchUpPolicy, from: CatchUpPolicy): ReconcileAction {
+  return {
+    kind: "policy",
+    task,
+    catchUp,
+    from,
+    reason: `catchUp ${describeCatchUp(from)} -> ${describeCatchUp(catchUp)}`,
+  };
 }

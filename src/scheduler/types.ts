@@ -1,3 +1,4 @@
+import type { CatchUpPolicy } from "../engine/policies/catchUp.js";
 import type { Logger } from "./logger.js";
 
 /** What a handler receives for one run. */
@@ -44,6 +45,8 @@ export interface DesiredTask {
   cron: string;
   /** Always set: the entry's own timezone or the service default. */
   timezone: string;
+  /** What runs of the slots missed while nothing ran (docs/behaviour.md); absent: the default. */
+  catchUp?: CatchUpPolicy;
 }
 
 /** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */

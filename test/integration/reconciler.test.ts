@@ -193,6 +193,7 @@ describe("ConfigReconciler against Agenda's table", () => {
       listJobs: () => engine.listJobs(),
       updateSchedule: (...args) => engine.updateSchedule(...args),
       setEnabled: (...args) => engine.setEnabled(...args),
+      setPolicy: (...args) => engine.setPolicy(...args),
       createJob: async (taskName, ...rest) => {
         if (taskName === "digest") throw new Error("database went away");
         await engine.createJob(taskName, ...rest);

@@ -173,3 +173,38 @@ describe("planReconcile (SPEC §4)", () => {
     expect(plan.actions).toEqual([]);
   });
 });
+
+describe("planReconcile: catchUp policy", () => {
+  const all = { windowMs: 6 * 3_600_000, runs: "all" as const };
+
+  it("stores a stated policy that differs from the row's, without re-timing the job", () => {
+    const plan = planReconcile(desired([task("report", { catchUp: all })]), [job("report")], registered);
+    expect(plan.actions).toEqual([
+      {
+        kind: "policy",
+        task: "report",
+        catchUp: all,
+        from: { windowMs: 3_600_000, runs: "latest" },
+        reason: "catchUp { window: 1h, runs: latest } -> { window: 6h, runs: all }",
+      },
+    ]);
+  });
+
+  it("a row without a stored policy and an entry without one are both the default: unchanged", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report")], registered);
+    expect(plan.actions).toEqual([]);
+    expect(plan.unchanged).toEqual(["report"]);
+  });
+
+  it("an entry that drops its policy returns the row to the default", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report", { catchUp: all })], registered);
+    expect(plan.actions).toEqual([
+      expect.objectContaining({ kind: "policy", catchUp: { windowMs: 3_600_000, runs: "latest" } }),
+    ]);
+  });
+
+  it("a new job with a stated policy is created, then given it", () => {
+    const plan = planReconcile(desired([task("report", { catchUp: all })]), [], registered);
+    expect(plan.actions.map((action) => action.kind)).toEqual(["create", "policy"]);
+  });
+});

@@ -1,0 +1,95 @@
+import {
+  type CatchUpDecision,
+  type CatchUpPolicy,
+  type CatchUpRuns,
+  DEFAULT_CATCH_UP,
+  decideCatchUp,
+  type SlotSource,
+} from "./catchUp.js";
+import { cronSlotsBetween, nextCronSlot, offsetAt } from "./schedule.js";
+
+/**
+ * Where a task's policies live in its job row: `data.policy`, written by the reconciler from the
+ * config (src/engine/sql.ts setPolicy), read back with each lock. A row without one (created
+ * before policies existed) follows the defaults.
+ */
+export const POLICY_DATA_KEY = "policy";
+
+/** The policies as stored in the job row. */
+export interface StoredPolicy {
+  catchUp: CatchUpPolicy;
+}
+
+export const DEFAULT_POLICY: StoredPolicy = { catchUp: DEFAULT_CATCH_UP };
+
+const RUNS: readonly CatchUpRuns[] = ["none", "latest", "all"];
+
+/** The policies of a job row's data; the defaults for anything missing or unreadable. */
+export function policyOfData(data: unknown): StoredPolicy {
+  const stored =
+    typeof data === "object" && data !== null
+      ? (data as Record<string, unknown>)[POLICY_DATA_KEY]
+      : undefined;
+  const catchUp =
+    typeof stored === "object" && stored !== null ? (stored as Record<string, unknown>).catchUp : undefined;
+  if (typeof catchUp !== "object" || catchUp === null) return DEFAULT_POLICY;
+  const { windowMs, runs } = catchUp as Record<string, unknown>;
+  if (typeof windowMs !== "number" || !Number.isFinite(windowMs) || windowMs < 0) return DEFAULT_POLICY;
+  if (!RUNS.includes(runs as CatchUpRuns)) return DEFAULT_POLICY;
+  return { catchUp: { windowMs, runs: runs as CatchUpRuns } };
+}
+
+/** A cron schedule's slots under the DST rule, for decideCatchUp. */
+export function cronSlotSource(cron: string, timezone: string): SlotSource {
+  return {
+    between: (from, to, limit) => cronSlotsBetween(cron, timezone, from, to, limit),
+    newestAtOrBefore(time) {
+      // look back 1 min, 2 min, 4 min... (one slot a year at most is ~19 doublings)
+      for (let back = 60_000; back < 800 * 86_400_000; back *= 2) {
+        const { slots } = cronSlotsBetween(cron, timezone, time - back, time, 10_000);
+        if (slots.length > 0) return slots.at(-1);
+      }
+      return undefined;
+    },
+  };
+}
+
+export interface StartInput {
+  cron: string | null;
+  timezone: string | null;
+  data: unknown;
+  /** The slot the row held when locked. */
+  storedSlot: Date;
+  /** When the run starts (Agenda's `lastRunAt`). */
+  now: Date;
+  graceMs: number;
+  /** A takeover re-run or a run-now: its slot is not a scheduled one to decide about. */
+  rerunOrManual: boolean;
+}
+
+export interface StartPlan {
+  decision: CatchUpDecision;
+  /** The next run the row gets, or undefined: keep Agenda's. */
+  nextRunAt: Date | undefined;
+}
+
+/** The catch-up decision and the next run for a run that starts; undefined: Agenda's own handling. */
+export function planRunStart(input: StartInput): StartPlan | undefined {
+  if (!input.cron || input.rerunOrManual) return undefined;
+  const timezone = input.timezone ?? "UTC";
+  try {
+    offsetAt(0, timezone);
+  } catch {
+    return undefined; // a timezone this runtime does not know: Agenda's computation stands
+  }
+  const policy = policyOfData(input.data);
+  const decision = decideCatchUp({
+    policy: policy.catchUp,
+    storedSlot: input.storedSlot.getTime(),
+    now: input.now.getTime(),
+    graceMs: input.graceMs,
+    schedule: cronSlotSource(input.cron, timezone),
+  });
+  const next = nextCronSlot(input.cron, timezone, decision.nextAfter);
+  return { decision, nextRunAt: next === undefined ? undefined : new Date(next) };
+}

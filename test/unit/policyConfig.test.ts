@@ -1,0 +1,107 @@
+import { describe, expect, it } from "vitest";
+import { describeProblems, parseDesiredState } from "../../src/scheduler/desiredState.js";
+
+const options = {
+  defaultTimezone: "UTC",
+  rules: { minIntervalMs: 60_000 },
+  now: new Date("2026-12-01T00:00:00Z"),
+  source: "file tasks.yaml",
+  revision: "r1",
+};
+
+function parse(entry: Record<string, unknown>) {
+  return parseDesiredState(
+    {
+      tasks: [
+        { name: "good", enabled: true, cron: "0 2 * * *" },
+        { name: "t", enabled: true, ...entry },
+      ],
+    },
+    options,
+  );
+}
+
+describe("policy fields in the config", () => {
+  it("accepts catchUp and fills what it leaves out with the default", () => {
+    const state = parseDesiredState(
+      {
+        tasks: [
+          {
+            name: "a",
+            enabled: true,
+            cron: "0 2 * * *",
+            catchUp: { window: "6h", runs: "all" },
+            overlap: "skip",
+          },
+          { name: "b", enabled: true, cron: "0 2 * * *", catchUp: { runs: "none" } },
+          { name: "c", enabled: true, cron: "0 2 * * *" },
+        ],
+      },
+      options,
+    );
+    expect(state.rejected).toEqual([]);
+    expect(state.tasks.map((task) => task.catchUp)).toEqual([
+      { windowMs: 6 * 3_600_000, runs: "all" },
+      { windowMs: 3_600_000, runs: "none" },
+      undefined,
+    ]);
+  });
+
+  // the issue's bad-input list: each rejected alone, with field, value and reason
+  it.each([
+    [{ every: "0s" }, "every", "0s", /longer than 0/],
+    [{ every: "-5m" }, "every", "-5m", /negative/],
+    [{ every: "fast" }, "every", "fast", /not a duration/],
+    [{ at: "2026-11-30T03:00:00Z" }, "at", "2026-11-30T03:00:00Z", /in the past/],
+    [{ at: "next tuesday" }, "at", "next tuesday", /ISO 8601/],
+    [{ at: "2026-12-45T03:00:00Z" }, "at", "2026-12-45T03:00:00Z", /not a real date-time/],
+    [{ cron: "0 2 * * *", catchUp: { window: "400d" } }, "catchUp.window", "400d", /over a year/],
+    [{ cron: "0 2 * * *", catchUp: { runs: "some" } }, "catchUp.runs", "some", /none, latest, all/],
+    [
+      { cron: "0 2 * * *", catchUp: { window: "6h", later: true } },
+      "catchUp",
+      { window: "6h", later: true },
+      /unknown key/,
+    ],
+    [{ cron: "0 2 * * *", catchUp: "6h" }, "catchUp", "6h", /must be an object/],
+    [{ cron: "0 2 * * *", overlap: "parallel" }, "overlap", "parallel", /skip, queueOne, cancelRunning/],
+    [
+      { cron: "0 2 * * *", every: "15m" },
+      "cron+every",
+      { cron: "0 2 * * *", every: "15m" },
+      /keep exactly one/,
+    ],
+    [{}, "cron", undefined, /schedule is required/],
+  ])("%j is rejected alone", (entry, field, value, reason) => {
+    const state = parse(entry);
+    expect(state.tasks.map((task) => task.name)).toEqual(["good"]);
+    expect(state.rejected).toHaveLength(1);
+    const [rejection] = state.rejected;
+    expect(rejection).toMatchObject({ index: 1, name: "t", field, value });
+    expect(rejection?.reason).toMatch(reason);
+    expect(describeProblems(rejection as never)[0]).toContain(`"t": ${field}`);
+  });
+
+  it("reports every problem of an entry at once", () => {
+    const state = parse({ cron: "*/61 * * * *", catchUp: { window: "2y" }, overlap: 3 });
+    const [rejection] = state.rejected;
+    expect(rejection?.problems?.map((problem) => problem.field)).toEqual([
+      "cron",
+      "catchUp.window",
+      "overlap",
+    ]);
+  });
+
+  it("refuses the values of this issue that are not built yet, naming them", () => {
+    for (const [entry, field] of [
+      [{ every: "15m" }, "every"],
+      [{ at: "2027-01-01T00:00:00Z" }, "at"],
+      [{ cron: "0 2 * * *", overlap: "queueOne" }, "overlap"],
+      [{ cron: "0 2 * * *", jitter: "30s" }, "jitter"],
+    ] as const) {
+      const [rejection] = parse(entry).rejected;
+      expect(rejection).toMatchObject({ field });
+      expect(rejection?.reason).toMatch(/not available in this version yet/);
+    }
+  });
+});
