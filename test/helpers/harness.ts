@@ -22,6 +22,7 @@ export interface ConfigEntry {
   enabled?: boolean;
   cron?: string;
   timezone?: string;
+  catchUp?: { window?: string; runs?: string };
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */
