@@ -159,6 +159,19 @@ describe("decideCatchUp", () => {
   });
 });
 
+describe("decideCatchUp: a stored slot that is no slot of the schedule", () => {
+  it("is the newest missed slot when the schedule's own newest is older (a yearly cron back-dated by hand)", () => {
+    const decision = decideCatchUp({
+      policy: policy("latest"),
+      storedSlot: 50 * minute,
+      now: 60 * minute,
+      graceMs: 1_000,
+      schedule: every(24 * hour),
+    });
+    expect(decision).toMatchObject({ kind: "catch-up", run: 50 * minute, skippedCount: 0 });
+  });
+});
+
 describe("parseDuration", () => {
   it.each([
     ["90s", 90_000],

@@ -79,7 +79,8 @@ export function decideCatchUp(input: CatchUpInput): CatchUpDecision {
   if (now - storedSlot <= graceMs) {
     return { kind: "on-time", nextAfter: policy.runs === "all" ? storedSlot : now };
   }
-  const newest = schedule.newestAtOrBefore(now) ?? storedSlot;
+  // the stored slot may be no slot of the schedule (a run-now, a row edited by hand): never older than it
+  const newest = Math.max(schedule.newestAtOrBefore(now) ?? storedSlot, storedSlot);
   const windowMs = Math.max(policy.windowMs, graceMs);
   const window = formatDuration(policy.windowMs);
   let run: number | null = null;
