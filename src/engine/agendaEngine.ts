@@ -11,6 +11,7 @@ import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import type { CatchUpPolicy } from "./policies/catchUp.js";
 import { POLICY_DATA_KEY, policyOfData } from "./policies/catchUpAtStart.js";
+import { nextCronSlot } from "./policies/schedule.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
@@ -328,6 +329,7 @@ export class AgendaEngine {
     const job = this.#requireAgenda().create(taskName);
     job.attrs.type = "single";
     job.repeatEvery(cron, { timezone });
+    job.attrs.nextRunAt = nextSlotAfter(cron, timezone, new Date()) ?? job.attrs.nextRunAt;
     if (!enabled) job.disable();
     await job.save();
   }
@@ -346,7 +348,7 @@ export class AgendaEngine {
       const probe = this.#requireAgenda().create(taskName);
       probe.attrs.lastRunAt = reference; // the reference repeatEvery() computes the next run from
       probe.repeatEvery(cron, { timezone });
-      const nextRunAt = probe.attrs.nextRunAt;
+      const nextRunAt = nextSlotAfter(cron, timezone, reference) ?? probe.attrs.nextRunAt;
       if (!nextRunAt)
         throw new Error(`cron "${cron}" in ${timezone} has no next run after ${reference.toISOString()}`);
       const result = await sql.updateSchedule(this.#options.pool, {
@@ -553,5 +555,15 @@ export class AgendaEngine {
   #requireAgenda(): Agenda {
     if (!this.#agenda) throw new Error("AgendaEngine.prepare() must complete first");
     return this.#agenda;
+  }
+}
+
+/** The next slot under the DST rule (src/engine/policies/schedule.ts); undefined: Agenda's stands. */
+function nextSlotAfter(cron: string, timezone: string, after: Date): Date | undefined {
+  try {
+    const next = nextCronSlot(cron, timezone, after.getTime());
+    return next === undefined ? undefined : new Date(next);
+  } catch {
+    return undefined;
   }
 }

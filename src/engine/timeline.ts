@@ -1,5 +1,6 @@
 import { CronExpressionParser } from "cron-parser";
 import type { Pool } from "pg";
+import { nextCronSlots } from "./policies/schedule.js";
 import * as tsql from "./timelineSql.js";
 
 /**
@@ -511,11 +512,11 @@ export function expandSchedule(
   return undefined;
 }
 
+/** The upcoming slots, as the engine will run them (the DST rule of src/engine/policies/schedule.ts). */
 function nextSlots(cron: string, timezone: string, after: Date, count: number): Date[] {
   try {
-    return CronExpressionParser.parse(cron, { currentDate: after, tz: timezone })
-      .take(count)
-      .map((date) => date.toDate());
+    CronExpressionParser.parse(cron, { currentDate: after, tz: timezone });
+    return nextCronSlots(cron, timezone, after.getTime(), count).map((time) => new Date(time));
   } catch {
     return [];
   }

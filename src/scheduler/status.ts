@@ -9,12 +9,20 @@ export interface TaskStatus {
   registered: boolean;
   description: string | null;
   /** The desired state's entry in force for this task, if any. */
-  configured: { enabled: boolean; cron: string; timezone: string } | null;
+  configured: {
+    enabled: boolean;
+    cron: string;
+    timezone: string;
+    /** The entry's catchUp policy, or the default (docs/behaviour.md). */
+    catchUp?: { window: string; runs: string };
+  } | null;
   /** Runtime state from the job row; null when the task has no job yet. */
   job: {
     enabled: boolean;
     cron: string | null;
     timezone: string | null;
+    /** The catchUp policy stored in the job row, which the runs follow. */
+    catchUp?: { window: string; runs: string };
     nextRunAt: Date | null;
     lastRunAt: Date | null;
     lastFinishedAt: Date | null;

@@ -1,3 +1,4 @@
+import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../engine/policies/catchUp.js";
 import type { RunSummaryRow } from "../engine/sql.js";
 import type { TaskJob } from "../engine/types.js";
 import type { RunOutcome, TaskStatus } from "./status.js";
@@ -32,12 +33,20 @@ export function buildTaskStatuses(input: {
       name,
       registered: registered.has(name),
       description: registered.get(name)?.description ?? null,
-      configured: entry ? { enabled: entry.enabled, cron: entry.cron, timezone: entry.timezone } : null,
+      configured: entry
+        ? {
+            enabled: entry.enabled,
+            cron: entry.cron,
+            timezone: entry.timezone,
+            catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
+          }
+        : null,
       job: job
         ? {
             enabled: !job.disabled,
             cron: job.cron,
             timezone: job.timezone,
+            catchUp: catchUpView(job.catchUp ?? DEFAULT_CATCH_UP),
             nextRunAt: job.nextRunAt,
             lastRunAt: job.lastRunAt,
             lastFinishedAt: job.lastFinishedAt,
@@ -58,4 +67,9 @@ function asOutcome(value: string | null | undefined): RunOutcome | null {
   return value === "succeeded" || value === "failed" || value === "skipped" || value === "interrupted"
     ? value
     : null;
+}
+
+/** A catchUp policy as the config writes it: `{ window: "1h", runs: "latest" }`. */
+function catchUpView(policy: CatchUpPolicy): { window: string; runs: string } {
+  return { window: formatDuration(policy.windowMs), runs: policy.runs };
 }
