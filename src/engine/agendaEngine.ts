@@ -11,7 +11,7 @@ import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import type { CatchUpPolicy } from "./policies/catchUp.js";
 import { POLICY_DATA_KEY, policyOfData } from "./policies/catchUpAtStart.js";
-import { nextCronSlot } from "./policies/schedule.js";
+import { nextSlot } from "./policies/schedule.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
@@ -558,10 +558,10 @@ export class AgendaEngine {
   }
 }
 
-/** The next slot under the DST rule (src/engine/policies/schedule.ts); undefined: Agenda's stands. */
+/** The next slot (DST rule, or an epoch-anchored interval: src/engine/policies/schedule.ts); undefined: Agenda's stands. */
 function nextSlotAfter(cron: string, timezone: string, after: Date): Date | undefined {
   try {
-    const next = nextCronSlot(cron, timezone, after.getTime());
+    const next = nextSlot(cron, timezone, after.getTime());
     return next === undefined ? undefined : new Date(next);
   } catch {
     return undefined;

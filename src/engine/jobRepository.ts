@@ -312,6 +312,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       storedSlot: entry.scheduledAt,
       now: job.lastRunAt ?? now,
       graceMs: this.#limits.catchUpGraceMs,
+      previousRunEndedAt: job.lastFinishedAt ?? null,
       rerunOrManual:
         entry.previousRunUnfinished || (data !== undefined && data !== null && "manualRun" in data),
     });

@@ -1,6 +1,6 @@
 import { CronExpressionParser } from "cron-parser";
 import type { Pool } from "pg";
-import { nextCronSlots } from "./policies/schedule.js";
+import { nextSlots as nextScheduleSlots, scheduleOf, slotsBetween } from "./policies/schedule.js";
 import * as tsql from "./timelineSql.js";
 
 /**
@@ -476,6 +476,10 @@ export function expandSchedule(
   until: number,
   budget: { cronSteps: number },
 ): number[] | undefined {
+  if (scheduleOf(cron).kind === "every") {
+    // an `every:` interval: arithmetic like a regular cron below, no cron steps
+    return slotsBetween(cron, timezone, after + 1, until, Number.POSITIVE_INFINITY).slots;
+  }
   let iterator: ReturnType<typeof CronExpressionParser.parse>;
   try {
     iterator = CronExpressionParser.parse(cron, { currentDate: new Date(after), tz: timezone });
@@ -515,8 +519,9 @@ export function expandSchedule(
 /** The upcoming slots, as the engine will run them (the DST rule of src/engine/policies/schedule.ts). */
 function nextSlots(cron: string, timezone: string, after: Date, count: number): Date[] {
   try {
-    CronExpressionParser.parse(cron, { currentDate: after, tz: timezone });
-    return nextCronSlots(cron, timezone, after.getTime(), count).map((time) => new Date(time));
+    if (scheduleOf(cron).kind === "cron")
+      CronExpressionParser.parse(cron, { currentDate: after, tz: timezone });
+    return nextScheduleSlots(cron, timezone, after.getTime(), count).map((time) => new Date(time));
   } catch {
     return [];
   }

@@ -1,5 +1,5 @@
 import { CronExpressionParser } from "cron-parser";
-import { nextCronSlots } from "../engine/policies/schedule.js";
+import { nextSlots, scheduleOf } from "../engine/policies/schedule.js";
 
 /**
  * One place for cron rules. Agenda stores whatever it is given and computes next runs with
@@ -100,11 +100,13 @@ export function checkSchedule(cron: string, timezone: string, rules: CronRules, 
 
 /**
  * The next `count` run times after `from`, as the engine computes them: cron-parser's (Agenda's)
- * with the DST rule of src/engine/policies/schedule.ts where cron-parser departs from it.
+ * with the DST rule of src/engine/policies/schedule.ts where cron-parser departs from it; for an
+ * `every:` interval, its epoch-anchored slots.
  */
 export function nextRunTimes(cron: string, timezone: string, from: Date, count: number): Date[] {
-  CronExpressionParser.parse(cron, { currentDate: from, tz: timezone }); // throws on a bad expression, as before
-  return nextCronSlots(cron, timezone, from.getTime(), count).map((time) => new Date(time));
+  // an `every:` interval as stored in the job row ("15 minutes") is not a cron expression
+  if (scheduleOf(cron).kind === "cron") CronExpressionParser.parse(cron, { currentDate: from, tz: timezone }); // throws on a bad expression, as before
+  return nextSlots(cron, timezone, from.getTime(), count).map((time) => new Date(time));
 }
 
 function checkSyntax(expression: string): string | undefined {

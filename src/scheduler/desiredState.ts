@@ -1,4 +1,6 @@
 import { z } from "zod";
+import { formatDuration } from "../engine/policies/catchUp.js";
+import { storedEvery } from "../engine/policies/schedule.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
 import { CronwardenError } from "./errors.js";
 import { checkPolicyFields } from "./policyConfig.js";
@@ -74,7 +76,8 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
           issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
       }));
       if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
-        for (const problem of checkPolicyFields(raw as Record<string, unknown>, options.now).problems)
+        for (const problem of checkPolicyFields(raw as Record<string, unknown>, options.now, options.rules)
+          .problems)
           if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
       }
       const rawCron = valueAt(raw, ["cron"]);
@@ -99,7 +102,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       });
       return;
     }
-    const policy = checkPolicyFields(entry.data, options.now);
+    const policy = checkPolicyFields(entry.data, options.now, options.rules);
     const timezone = entry.data.timezone ?? options.defaultTimezone;
     const check =
       entry.data.cron === undefined
@@ -108,7 +111,12 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     const problems = [...policy.problems];
     if (check && !check.ok)
       problems.unshift({ field: check.field, value: check.value, reason: check.reason });
-    if (problems.length > 0 || !check?.ok) {
+    const schedule = check?.ok
+      ? { cron: check.cron, timezone: check.timezone }
+      : policy.fields.every !== undefined
+        ? { cron: storedEvery(policy.fields.every), timezone, every: formatDuration(policy.fields.every) }
+        : undefined;
+    if (problems.length > 0 || !schedule) {
       const [first] = problems;
       rejected.push({
         index,
@@ -124,8 +132,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     tasks.push({
       name: entry.data.name,
       enabled: entry.data.enabled,
-      cron: check.cron,
-      timezone: check.timezone,
+      ...schedule,
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
     });
   });

@@ -6,6 +6,7 @@ import {
   MAX_CATCH_UP_WINDOW_MS,
   parseDuration,
 } from "../engine/policies/catchUp.js";
+import { type CronRules, formatMs } from "./cronValidator.js";
 import type { EntryProblem } from "./types.js";
 
 /**
@@ -17,10 +18,13 @@ import type { EntryProblem } from "./types.js";
 export const OVERLAP_VALUES = ["skip", "queueOne", "cancelRunning"] as const;
 const CATCH_UP_RUNS: readonly CatchUpRuns[] = ["none", "latest", "all"];
 const CATCH_UP_KEYS = new Set(["window", "runs"]);
+const MAX_EVERY_MS = 365 * 86_400_000;
 
 export interface PolicyFields {
   /** Set when the entry states it; absent means the default (DEFAULT_CATCH_UP). */
   catchUp?: CatchUpPolicy;
+  /** An `every:` interval in ms (the entry's schedule instead of a cron). */
+  every?: number;
 }
 
 export interface PolicyCheck {
@@ -28,7 +32,7 @@ export interface PolicyCheck {
   problems: EntryProblem[];
 }
 
-export function checkPolicyFields(entry: Record<string, unknown>, now: Date): PolicyCheck {
+export function checkPolicyFields(entry: Record<string, unknown>, now: Date, rules: CronRules): PolicyCheck {
   const problems: EntryProblem[] = [];
   const fields: PolicyFields = {};
 
@@ -53,12 +57,17 @@ export function checkPolicyFields(entry: Record<string, unknown>, now: Date): Po
     if (!every.ok) problems.push({ field: "every", value: entry.every, reason: every.reason });
     else if (every.ms <= 0)
       problems.push({ field: "every", value: entry.every, reason: "must be longer than 0" });
-    else
+    else if (every.ms % 1_000 !== 0)
+      problems.push({ field: "every", value: entry.every, reason: "must be a whole number of seconds" });
+    else if (every.ms < rules.minIntervalMs)
       problems.push({
         field: "every",
         value: entry.every,
-        reason: `interval schedules are not available in this version yet; use a cron expression for now (every ${formatDuration(every.ms)})`,
+        reason: `is shorter than the minimum interval of ${formatMs(rules.minIntervalMs)}`,
       });
+    else if (every.ms > MAX_EVERY_MS)
+      problems.push({ field: "every", value: entry.every, reason: "is over a year (365d)" });
+    else fields.every = every.ms;
   }
 
   if (entry.at !== undefined) {

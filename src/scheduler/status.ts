@@ -13,6 +13,8 @@ export interface TaskStatus {
     enabled: boolean;
     cron: string;
     timezone: string;
+    /** An `every:` entry's interval as written ("15m"); `cron` is then how the job row stores it ("15 minutes"). */
+    every?: string;
     /** The entry's catchUp policy, or the default (docs/behaviour.md). */
     catchUp?: { window: string; runs: string };
   } | null;

@@ -38,6 +38,7 @@ export function buildTaskStatuses(input: {
             enabled: entry.enabled,
             cron: entry.cron,
             timezone: entry.timezone,
+            ...(entry.every ? { every: entry.every } : {}),
             catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
           }
         : null,

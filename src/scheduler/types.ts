@@ -45,6 +45,11 @@ export interface DesiredTask {
   cron: string;
   /** Always set: the entry's own timezone or the service default. */
   timezone: string;
+  /**
+   * For an `every:` entry, its interval as written ("15m"); `cron` then holds it as stored in the
+   * job row ("15 minutes", src/engine/policies/schedule.ts).
+   */
+  every?: string;
   /** What runs of the slots missed while nothing ran (docs/behaviour.md); absent: the default. */
   catchUp?: CatchUpPolicy;
 }

@@ -23,6 +23,7 @@ export interface ConfigEntry {
   cron?: string;
   timezone?: string;
   catchUp?: { window?: string; runs?: string };
+  every?: string;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */
@@ -120,7 +121,13 @@ export class SchedulerHarness {
 }
 
 export function yamlOf(config: ConfigEntry[]): string {
-  return YAML.stringify({ tasks: config.map((entry) => ({ enabled: true, cron: "* * * * * *", ...entry })) });
+  return YAML.stringify({
+    tasks: config.map((entry) => ({
+      enabled: true,
+      ...(entry.every ? {} : { cron: "* * * * * *" }),
+      ...entry,
+    })),
+  });
 }
 
 export { pollUntil };

@@ -172,6 +172,27 @@ describe("decideCatchUp: a stored slot that is no slot of the schedule", () => {
   });
 });
 
+describe("decideCatchUp: slots that fell during the previous run", () => {
+  it("are the overlap policy's, not missed: lateness counts from the end of that run", () => {
+    const input = {
+      policy: policy("none"),
+      storedSlot: 10 * minute,
+      graceMs: 1_000,
+      schedule: every(minute),
+    };
+    // the previous run ended 500 ms ago, long after the slot: an ordinary late run
+    expect(
+      decideCatchUp({ ...input, now: 13 * minute, previousRunEndedAt: 13 * minute - 500 }),
+    ).toMatchObject({
+      kind: "on-time",
+    });
+    // nothing ran for 2 min after it ended: missed
+    expect(decideCatchUp({ ...input, now: 15 * minute, previousRunEndedAt: 13 * minute })).toMatchObject({
+      kind: "catch-up",
+    });
+  });
+});
+
 describe("parseDuration", () => {
   it.each([
     ["90s", 90_000],

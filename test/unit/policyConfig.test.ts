@@ -82,6 +82,40 @@ describe("policy fields in the config", () => {
     expect(describeProblems(rejection as never)[0]).toContain(`"t": ${field}`);
   });
 
+  it("accepts every: as an interval schedule, stored as Agenda's human interval", () => {
+    const state = parseDesiredState(
+      {
+        tasks: [
+          { name: "poll", enabled: true, every: "15m" },
+          { name: "daily", enabled: true, every: "1d", catchUp: { runs: "all", window: "3d" } },
+        ],
+      },
+      options,
+    );
+    expect(state.rejected).toEqual([]);
+    expect(state.tasks).toEqual([
+      { name: "poll", enabled: true, cron: "15 minutes", timezone: "UTC", every: "15m" },
+      {
+        name: "daily",
+        enabled: true,
+        cron: "1 day",
+        timezone: "UTC",
+        every: "1d",
+        catchUp: { windowMs: 3 * 86_400_000, runs: "all" },
+      },
+    ]);
+  });
+
+  it.each([
+    ["30s", /shorter than the minimum interval of 1 min/],
+    ["1500ms", /whole number of seconds/],
+    ["400d", /over a year/],
+  ])("every: %s is refused", (every, reason) => {
+    const [rejection] = parse({ every }).rejected;
+    expect(rejection).toMatchObject({ field: "every", value: every });
+    expect(rejection?.reason).toMatch(reason);
+  });
+
   it("reports every problem of an entry at once", () => {
     const state = parse({ cron: "*/61 * * * *", catchUp: { window: "2y" }, overlap: 3 });
     const [rejection] = state.rejected;
@@ -94,7 +128,6 @@ describe("policy fields in the config", () => {
 
   it("refuses the values of this issue that are not built yet, naming them", () => {
     for (const [entry, field] of [
-      [{ every: "15m" }, "every"],
       [{ at: "2027-01-01T00:00:00Z" }, "at"],
       [{ cron: "0 2 * * *", overlap: "queueOne" }, "overlap"],
       [{ cron: "0 2 * * *", jitter: "30s" }, "jitter"],

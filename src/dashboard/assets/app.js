@@ -41,6 +41,8 @@ const html = (value) =>
 
 function cronWords(cron) {
   if (!cron) return "";
+  // an `every:` interval, stored as "15 minutes" (docs/behaviour.md)
+  if (/^\d+ (second|minute|hour|day)s?$/.test(cron)) return `every ${cron}, from the Unix epoch`;
   try {
     return globalThis.cronstrue.toString(cron, { use24HourTimeFormat: true, verbose: false });
   } catch {

@@ -51,6 +51,12 @@ export interface CatchUpInput {
   now: number;
   /** A slot at most this late is on time, whatever the policy (the missed-slot grace). */
   graceMs: number;
+  /**
+   * When the task's previous run ended (the row's `last_finished_at`). A slot that fell while that
+   * run was still going was not missed "while nothing ran": it is the overlap policy's (skip: one
+   * late run), so lateness counts from the end of that run.
+   */
+  previousRunEndedAt?: number | undefined;
   schedule: SlotSource;
 }
 
@@ -76,7 +82,7 @@ export type CatchUpDecision =
 
 export function decideCatchUp(input: CatchUpInput): CatchUpDecision {
   const { policy, storedSlot, now, graceMs, schedule } = input;
-  if (now - storedSlot <= graceMs) {
+  if (now - Math.max(storedSlot, input.previousRunEndedAt ?? storedSlot) <= graceMs) {
     return { kind: "on-time", nextAfter: policy.runs === "all" ? storedSlot : now };
   }
   // the stored slot may be no slot of the schedule (a run-now, a row edited by hand): never older than it

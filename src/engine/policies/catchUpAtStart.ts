@@ -6,7 +6,7 @@ import {
   decideCatchUp,
   type SlotSource,
 } from "./catchUp.js";
-import { cronSlotsBetween, nextCronSlot, offsetAt } from "./schedule.js";
+import { nextSlot, offsetAt, scheduleOf, slotsBetween } from "./schedule.js";
 
 /**
  * Where a task's policies live in its job row: `data.policy`, written by the reconciler from the
@@ -39,14 +39,16 @@ export function policyOfData(data: unknown): StoredPolicy {
   return { catchUp: { windowMs, runs: runs as CatchUpRuns } };
 }
 
-/** A cron schedule's slots under the DST rule, for decideCatchUp. */
-export function cronSlotSource(cron: string, timezone: string): SlotSource {
+/** A stored schedule's slots (cron under the DST rule, or an interval), for decideCatchUp. */
+export function slotSource(repeatInterval: string, timezone: string): SlotSource {
+  const schedule = scheduleOf(repeatInterval);
   return {
-    between: (from, to, limit) => cronSlotsBetween(cron, timezone, from, to, limit),
+    between: (from, to, limit) => slotsBetween(repeatInterval, timezone, from, to, limit),
     newestAtOrBefore(time) {
+      if (schedule.kind === "every") return Math.floor(time / schedule.everyMs) * schedule.everyMs;
       // look back 1 min, 2 min, 4 min... (one slot a year at most is ~19 doublings)
       for (let back = 60_000; back < 800 * 86_400_000; back *= 2) {
-        const { slots } = cronSlotsBetween(cron, timezone, time - back, time, 10_000);
+        const { slots } = slotsBetween(repeatInterval, timezone, time - back, time, 10_000);
         if (slots.length > 0) return slots.at(-1);
       }
       return undefined;
@@ -63,6 +65,8 @@ export interface StartInput {
   /** When the run starts (Agenda's `lastRunAt`). */
   now: Date;
   graceMs: number;
+  /** The row's `last_finished_at` when locked: the previous run's end. */
+  previousRunEndedAt: Date | null;
   /** A takeover re-run or a run-now: its slot is not a scheduled one to decide about. */
   rerunOrManual: boolean;
 }
@@ -75,7 +79,7 @@ export interface StartPlan {
 
 /** The catch-up decision and the next run for a run that starts; undefined: Agenda's own handling. */
 export function planRunStart(input: StartInput): StartPlan | undefined {
-  if (!input.cron || input.rerunOrManual) return undefined;
+  if (!input.cron) return undefined;
   const timezone = input.timezone ?? "UTC";
   try {
     offsetAt(0, timezone);
@@ -83,13 +87,17 @@ export function planRunStart(input: StartInput): StartPlan | undefined {
     return undefined; // a timezone this runtime does not know: Agenda's computation stands
   }
   const policy = policyOfData(input.data);
-  const decision = decideCatchUp({
-    policy: policy.catchUp,
-    storedSlot: input.storedSlot.getTime(),
-    now: input.now.getTime(),
-    graceMs: input.graceMs,
-    schedule: cronSlotSource(input.cron, timezone),
-  });
-  const next = nextCronSlot(input.cron, timezone, decision.nextAfter);
+  // a re-run or a run-now is not a scheduled slot to decide about; its next run is the next slot
+  const decision: CatchUpDecision = input.rerunOrManual
+    ? { kind: "on-time", nextAfter: input.now.getTime() }
+    : decideCatchUp({
+        policy: policy.catchUp,
+        storedSlot: input.storedSlot.getTime(),
+        now: input.now.getTime(),
+        graceMs: input.graceMs,
+        previousRunEndedAt: input.previousRunEndedAt?.getTime(),
+        schedule: slotSource(input.cron, timezone),
+      });
+  const next = nextSlot(input.cron, timezone, decision.nextAfter);
   return { decision, nextRunAt: next === undefined ? undefined : new Date(next) };
 }

@@ -197,3 +197,77 @@ export function cronSlotsBetween(
     after = next;
   }
 }
+
+/**
+ * A job row's `repeat_interval`: a cron expression, or an `every:` interval stored the way Agenda's
+ * own human intervals are written ("90 seconds", "15 minutes", "6 hours", "1 day"), which Agenda
+ * accepts and which no valid cron expression can be.
+ */
+export type Schedule = { kind: "cron"; cron: string } | { kind: "every"; everyMs: number };
+
+const EVERY_UNITS = [
+  ["day", 86_400_000],
+  ["hour", 3_600_000],
+  ["minute", 60_000],
+  ["second", 1_000],
+] as const;
+const STORED_EVERY = /^(\d+) (day|hour|minute|second)s?$/;
+
+/** How an `every:` interval of `everyMs` (a whole number of seconds) is stored in the job row. */
+export function storedEvery(everyMs: number): string {
+  for (const [unit, size] of EVERY_UNITS)
+    if (everyMs % size === 0) return `${everyMs / size} ${unit}${everyMs === size ? "" : "s"}`;
+  throw new Error(`an interval of ${everyMs} ms is not a whole number of seconds`);
+}
+
+export function scheduleOf(repeatInterval: string): Schedule {
+  const match = STORED_EVERY.exec(repeatInterval);
+  if (!match) return { kind: "cron", cron: repeatInterval };
+  const size = EVERY_UNITS.find(([unit]) => unit === match[2])?.[1] ?? 1_000;
+  return { kind: "every", everyMs: Number(match[1]) * size };
+}
+
+/**
+ * The next slot after `after` of a stored schedule. An interval is anchored to the Unix epoch
+ * (fixed rate, UTC): its slots are the multiples of the interval since 1970-01-01T00:00Z, the
+ * same on every instance and across restarts, whatever the timezone.
+ */
+export function nextSlot(repeatInterval: string, timezone: string, after: number): number | undefined {
+  const schedule = scheduleOf(repeatInterval);
+  if (schedule.kind === "cron") return nextCronSlot(schedule.cron, timezone, after);
+  return (Math.floor(after / schedule.everyMs) + 1) * schedule.everyMs;
+}
+
+export function nextSlots(repeatInterval: string, timezone: string, from: number, count: number): number[] {
+  const slots: number[] = [];
+  let after = from;
+  while (slots.length < count) {
+    const next = nextSlot(repeatInterval, timezone, after);
+    if (next === undefined) break;
+    slots.push(next);
+    after = next;
+  }
+  return slots;
+}
+
+/** Slots of a stored schedule in [from, to], oldest first, at most `limit`. */
+export function slotsBetween(
+  repeatInterval: string,
+  timezone: string,
+  from: number,
+  to: number,
+  limit: number,
+): { slots: number[]; complete: boolean } {
+  const schedule = scheduleOf(repeatInterval);
+  if (schedule.kind === "cron") return cronSlotsBetween(schedule.cron, timezone, from, to, limit);
+  const slots: number[] = [];
+  for (
+    let slot = Math.ceil(from / schedule.everyMs) * schedule.everyMs;
+    slot <= to;
+    slot += schedule.everyMs
+  ) {
+    if (slots.length >= limit) return { slots, complete: false };
+    slots.push(slot);
+  }
+  return { slots, complete: true };
+}
