@@ -1,4 +1,5 @@
 import { POLICY_DATA_KEY, policyOfData } from "../engine/policies/catchUpAtStart.js";
+import { rowSchedule } from "../engine/policies/schedule.js";
 import { selectTaskJobs } from "../engine/sql.js";
 import { DEFAULT_MIN_INTERVAL_MS } from "../scheduler/cronValidator.js";
 import { describeProblems, parseDesiredState } from "../scheduler/desiredState.js";
@@ -85,7 +86,7 @@ export async function planCommand(file: string, options: ConfigOptions, io: CliI
       rows.map((row) => ({
         name: row.name,
         disabled: row.disabled,
-        cron: row.repeat_interval,
+        cron: rowSchedule(row.repeat_interval, row.policy),
         timezone: row.repeat_timezone,
         nextRunAt: row.next_run_at,
         ...(row.policy ? { catchUp: policyOfData({ [POLICY_DATA_KEY]: row.policy }).catchUp } : {}),

@@ -11,7 +11,7 @@ import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import type { CatchUpPolicy } from "./policies/catchUp.js";
 import { POLICY_DATA_KEY, policyOfData } from "./policies/catchUpAtStart.js";
-import { nextSlot } from "./policies/schedule.js";
+import { nextSlot, rowSchedule, scheduleOf } from "./policies/schedule.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
@@ -311,7 +311,7 @@ export class AgendaEngine {
       id: row.id,
       name: row.name,
       disabled: row.disabled,
-      cron: row.repeat_interval,
+      cron: rowSchedule(row.repeat_interval, row.policy),
       timezone: row.repeat_timezone,
       nextRunAt: row.next_run_at,
       lockedAt: row.locked_at,
@@ -328,6 +328,18 @@ export class AgendaEngine {
   async createJob(taskName: string, cron: string, timezone: string, enabled: boolean): Promise<void> {
     const job = this.#requireAgenda().create(taskName);
     job.attrs.type = "single";
+    const schedule = scheduleOf(cron);
+    if (schedule.kind === "at") {
+      // a one-shot: no repeat interval, so Agenda runs it once and leaves no next run
+      job.attrs.nextRunAt = new Date(schedule.at);
+      job.attrs.repeatTimezone = timezone;
+      (job.attrs as { data: unknown }).data = {
+        [POLICY_DATA_KEY]: { at: new Date(schedule.at).toISOString() },
+      };
+      if (!enabled) job.disable();
+      await job.save();
+      return;
+    }
     job.repeatEvery(cron, { timezone });
     job.attrs.nextRunAt = nextSlotAfter(cron, timezone, new Date()) ?? job.attrs.nextRunAt;
     if (!enabled) job.disable();
@@ -344,6 +356,13 @@ export class AgendaEngine {
    */
   async updateSchedule(taskName: string, cron: string, timezone: string, now: Date): Promise<Date> {
     let reference = now;
+    const schedule = scheduleOf(cron);
+    if (schedule.kind === "at") {
+      // (re-)arms a one-shot: it runs once more, at its new time
+      const at = new Date(schedule.at);
+      await sql.armOneShot(this.#options.pool, { name: taskName, timezone, at });
+      return at;
+    }
     for (let attempt = 1; ; attempt++) {
       const probe = this.#requireAgenda().create(taskName);
       probe.attrs.lastRunAt = reference; // the reference repeatEvery() computes the next run from

@@ -2,7 +2,8 @@ import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
-import { planRunStart } from "./policies/catchUpAtStart.js";
+import { POLICY_DATA_KEY, planRunStart } from "./policies/catchUpAtStart.js";
+import { rowSchedule } from "./policies/schedule.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { type RowAtStart, RUN_DATA_KEY, type RunLedger } from "./runLedger.js";
 import {
@@ -306,7 +307,10 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     if (!entry || this.#limits.catchUpGraceMs === undefined) return;
     const data = job.data as Record<string, unknown> | undefined;
     const plan = planRunStart({
-      cron: job.repeatInterval === undefined ? null : String(job.repeatInterval),
+      cron: rowSchedule(
+        job.repeatInterval === undefined || job.repeatInterval === null ? null : String(job.repeatInterval),
+        data?.[POLICY_DATA_KEY] ?? null,
+      ),
       timezone: job.repeatTimezone ?? null,
       data,
       storedSlot: entry.scheduledAt,

@@ -146,7 +146,8 @@ export async function updateSchedule(
   change: { name: string; cron: string; timezone: string; nextRunAt: Date; reference: Date },
 ): Promise<{ updated: true } | { updated: false; startedAt: Date | null; exists: boolean }> {
   const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET repeat_interval = $2, repeat_timezone = $3, next_run_at = $4
+    `UPDATE "${JOBS_TABLE}" SET repeat_interval = $2, repeat_timezone = $3, next_run_at = $4,
+            data = CASE WHEN data->'policy' ? 'at' THEN jsonb_set(data, '{policy}', (data->'policy') - 'at') ELSE data END
       WHERE name = $1 AND type = 'single' AND (last_run_at IS NULL OR last_run_at <= $5)`,
     [change.name, change.cron, change.timezone, change.nextRunAt, change.reference],
   );
@@ -166,12 +167,32 @@ export async function setDisabled(db: Queryable, name: string, disabled: boolean
   return result.rowCount ?? 0;
 }
 
-/** Stores a task's policies in its job row's data (`data.policy`); the schedule and next run stay. */
+/** Stores a task's policies in its job row's data (`data.policy`, merged); the schedule and next run stay. */
 export async function setPolicy(db: Queryable, name: string, policy: unknown): Promise<number> {
   const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET data = coalesce(data, '{}'::jsonb) || jsonb_build_object('policy', $2::jsonb)
+    `UPDATE "${JOBS_TABLE}" SET data = coalesce(data, '{}'::jsonb) || jsonb_build_object('policy',
+            coalesce(data->'policy', '{}'::jsonb) || $2::jsonb)
       WHERE name = $1 AND type = 'single'`,
     [name, JSON.stringify(policy)],
+  );
+  return result.rowCount ?? 0;
+}
+
+/**
+ * Arms an `at:` one-shot (src/engine/policies/schedule.ts atSchedule): no repeat interval (Agenda
+ * runs the job once and leaves it without a next run), the time as the next run and in
+ * `data.policy.at`. A changed time re-arms a one-shot that has run.
+ */
+export async function armOneShot(
+  db: Queryable,
+  change: { name: string; timezone: string; at: Date },
+): Promise<number> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET repeat_interval = NULL, repeat_timezone = $2, next_run_at = $3,
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('policy',
+              coalesce(data->'policy', '{}'::jsonb) || jsonb_build_object('at', $4::text))
+      WHERE name = $1 AND type = 'single'`,
+    [change.name, change.timezone, change.at, change.at.toISOString()],
   );
   return result.rowCount ?? 0;
 }
@@ -293,7 +314,8 @@ export async function selectOverdueJobs(
   const result = await db.query<OverdueRow>(
     `SELECT id, name, next_run_at, locked_at, priority FROM "${JOBS_TABLE}"
       WHERE type = 'single' AND disabled = FALSE AND name = ANY($1::text[])
-        AND (next_run_at IS NULL OR next_run_at < now() - make_interval(secs => $2::double precision / 1000))
+        AND ((next_run_at IS NULL AND NOT coalesce(data->'policy' ? 'at', false))
+             OR next_run_at < now() - make_interval(secs => $2::double precision / 1000))
         AND (locked_at IS NULL OR locked_at < now() - make_interval(secs => $3::double precision / 1000))`,
     [names, graceMs, lockLifetimeMs],
   );

@@ -332,7 +332,10 @@ export class TaskRunner {
     // decides the next slot, not whether this one is finished
     if (this.#deps.ledger.get(jobId)?.previousRunUnfinished) return undefined;
     if (
-      guard.repeat_interval !== String(job.attrs.repeatInterval) ||
+      guard.repeat_interval !==
+        (job.attrs.repeatInterval === undefined || job.attrs.repeatInterval === null
+          ? null
+          : String(job.attrs.repeatInterval)) ||
       guard.repeat_timezone !== (job.attrs.repeatTimezone ?? null)
     ) {
       return `the schedule changed to "${guard.repeat_interval}" (${guard.repeat_timezone}) after this slot was locked; the next run follows the new schedule`;

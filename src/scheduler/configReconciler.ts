@@ -84,7 +84,7 @@ export class ConfigReconciler {
   async reconcile(desired: DesiredState, trigger: ReconcileTrigger = "config"): Promise<ReconcileResult> {
     return this.#target.withReconcileLock(async () => {
       const live = await this.#target.listJobs();
-      const plan = planReconcile(desired, live, this.#registry.names());
+      const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
       const liveByName = new Map(live.map((job) => [job.name, job]));
       const applied: ReconcileAction[] = [];
       const audit: AuditEntry[] = [];

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { formatDuration } from "../engine/policies/catchUp.js";
-import { storedEvery } from "../engine/policies/schedule.js";
+import { atSchedule, storedEvery } from "../engine/policies/schedule.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
 import { CronwardenError } from "./errors.js";
 import { checkPolicyFields } from "./policyConfig.js";
@@ -115,7 +115,9 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       ? { cron: check.cron, timezone: check.timezone }
       : policy.fields.every !== undefined
         ? { cron: storedEvery(policy.fields.every), timezone, every: formatDuration(policy.fields.every) }
-        : undefined;
+        : policy.fields.at !== undefined
+          ? { cron: atSchedule(policy.fields.at), timezone, at: new Date(policy.fields.at).toISOString() }
+          : undefined;
     if (problems.length > 0 || !schedule) {
       const [first] = problems;
       rejected.push({

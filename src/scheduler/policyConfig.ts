@@ -25,6 +25,8 @@ export interface PolicyFields {
   catchUp?: CatchUpPolicy;
   /** An `every:` interval in ms (the entry's schedule instead of a cron). */
   every?: number;
+  /** An `at:` one-shot's time (ms). */
+  at?: number;
 }
 
 export interface PolicyCheck {
@@ -70,21 +72,12 @@ export function checkPolicyFields(entry: Record<string, unknown>, now: Date, rul
     else fields.every = every.ms;
   }
 
+  // an `at` in the past is refused by the planner, which knows whether the task already holds it
+  // (a one-shot that has run stays in the config as completed): src/scheduler/reconcilePlan.ts
   if (entry.at !== undefined) {
     const at = parseInstant(entry.at);
     if (!at.ok) problems.push({ field: "at", value: entry.at, reason: at.reason });
-    else if (at.time <= now.getTime())
-      problems.push({
-        field: "at",
-        value: entry.at,
-        reason: `is in the past (now is ${now.toISOString()}); a one-shot needs a future time`,
-      });
-    else
-      problems.push({
-        field: "at",
-        value: entry.at,
-        reason: "one-shot schedules are not available in this version yet",
-      });
+    else fields.at = at.time;
   }
 
   if (entry.catchUp !== undefined) {

@@ -48,6 +48,8 @@ export function planReconcile(
   desired: DesiredState,
   live: readonly LiveJob[],
   registered: ReadonlySet<string>,
+  /** Decides whether an `at:` one-shot that the task does not hold yet is in the past. */
+  now: Date = new Date(),
 ): ReconcilePlan {
   const actions: ReconcileAction[] = [];
   const unchanged: string[] = [];
@@ -73,6 +75,11 @@ export function planReconcile(
       continue;
     }
     const job = liveByName.get(task.name);
+    const pastOneShot = oneShotInThePast(task, job, now);
+    if (pastOneShot) {
+      actions.push({ kind: "reject", task: task.name, reason: pastOneShot });
+      continue;
+    }
     if (!job) {
       actions.push({
         kind: "create",
@@ -122,7 +129,8 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
   if (job.cron !== task.cron) changes.push({ field: "cron", from: job.cron, to: task.cron });
   if (job.timezone !== task.timezone)
     changes.push({ field: "timezone", from: job.timezone, to: task.timezone });
-  if (changes.length === 0 && job.nextRunAt === null && task.enabled) {
+  // a one-shot without a next run has run: it is completed, not lost
+  if (changes.length === 0 && job.nextRunAt === null && task.enabled && task.at === undefined) {
     changes.push({ field: "nextRunAt", from: null, to: "next slot from now" });
   }
   if (changes.length > 0) {
@@ -164,4 +172,14 @@ function policyAction(task: string, catchUp: CatchUpPolicy, from: CatchUpPolicy)
     from,
     reason: `catchUp ${describeCatchUp(from)} -> ${describeCatchUp(catchUp)}`,
   };
+}
+
+/**
+ * An `at:` time in the past is refused, unless the task already holds that very one-shot (it has
+ * run, or is about to: it shows as completed, the entry may stay in the config).
+ */
+function oneShotInThePast(task: DesiredTask, job: LiveJob | undefined, now: Date): string | undefined {
+  if (task.at === undefined || job?.cron === task.cron) return undefined;
+  if (Date.parse(task.at) > now.getTime()) return undefined;
+  return `config entry "${task.name}": at ${JSON.stringify(task.at)} is invalid: is in the past (now is ${now.toISOString()}); a one-shot needs a future time; the task keeps its schedule`;
 }

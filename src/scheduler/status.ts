@@ -13,6 +13,8 @@ export interface TaskStatus {
     enabled: boolean;
     cron: string;
     timezone: string;
+    /** An `at:` entry's time (ISO); `cron` is then `at <time>`. */
+    at?: string;
     /** An `every:` entry's interval as written ("15m"); `cron` is then how the job row stores it ("15 minutes"). */
     every?: string;
     /** The entry's catchUp policy, or the default (docs/behaviour.md). */
@@ -25,6 +27,8 @@ export interface TaskStatus {
     timezone: string | null;
     /** The catchUp policy stored in the job row, which the runs follow. */
     catchUp?: { window: string; runs: string };
+    /** For an `at:` one-shot: it has run and has no next run (done, not failed or lost). */
+    completed?: boolean;
     nextRunAt: Date | null;
     lastRunAt: Date | null;
     lastFinishedAt: Date | null;

@@ -1,4 +1,5 @@
 import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../engine/policies/catchUp.js";
+import { scheduleOf } from "../engine/policies/schedule.js";
 import type { RunSummaryRow } from "../engine/sql.js";
 import type { TaskJob } from "../engine/types.js";
 import type { RunOutcome, TaskStatus } from "./status.js";
@@ -39,6 +40,7 @@ export function buildTaskStatuses(input: {
             cron: entry.cron,
             timezone: entry.timezone,
             ...(entry.every ? { every: entry.every } : {}),
+            ...(entry.at ? { at: entry.at } : {}),
             catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
           }
         : null,
@@ -48,6 +50,10 @@ export function buildTaskStatuses(input: {
             cron: job.cron,
             timezone: job.timezone,
             catchUp: catchUpView(job.catchUp ?? DEFAULT_CATCH_UP),
+            // an `at:` one-shot that has run: done, not failed or lost
+            ...(job.cron !== null && scheduleOf(job.cron).kind === "at"
+              ? { completed: job.nextRunAt === null && job.lastFinishedAt !== null }
+              : {}),
             nextRunAt: job.nextRunAt,
             lastRunAt: job.lastRunAt,
             lastFinishedAt: job.lastFinishedAt,

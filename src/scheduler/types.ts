@@ -50,6 +50,11 @@ export interface DesiredTask {
    * job row ("15 minutes", src/engine/policies/schedule.ts).
    */
   every?: string;
+  /**
+   * For an `at:` one-shot, its time (ISO); `cron` then names it `at <ISO time>`, and the job row
+   * has no repeat interval (src/engine/policies/schedule.ts atSchedule).
+   */
+  at?: string;
   /** What runs of the slots missed while nothing ran (docs/behaviour.md); absent: the default. */
   catchUp?: CatchUpPolicy;
 }

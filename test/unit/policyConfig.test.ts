@@ -52,7 +52,6 @@ describe("policy fields in the config", () => {
     [{ every: "0s" }, "every", "0s", /longer than 0/],
     [{ every: "-5m" }, "every", "-5m", /negative/],
     [{ every: "fast" }, "every", "fast", /not a duration/],
-    [{ at: "2026-11-30T03:00:00Z" }, "at", "2026-11-30T03:00:00Z", /in the past/],
     [{ at: "next tuesday" }, "at", "next tuesday", /ISO 8601/],
     [{ at: "2026-12-45T03:00:00Z" }, "at", "2026-12-45T03:00:00Z", /not a real date-time/],
     [{ cron: "0 2 * * *", catchUp: { window: "400d" } }, "catchUp.window", "400d", /over a year/],
@@ -116,6 +115,18 @@ describe("policy fields in the config", () => {
     expect(rejection?.reason).toMatch(reason);
   });
 
+  it("accepts at: as a one-shot, named `at <ISO time>` where a schedule string is expected", () => {
+    const state = parse({ at: "2026-12-01T04:00:00+01:00" });
+    expect(state.rejected).toEqual([]);
+    expect(state.tasks[1]).toEqual({
+      name: "t",
+      enabled: true,
+      cron: "at 2026-12-01T03:00:00.000Z",
+      timezone: "UTC",
+      at: "2026-12-01T03:00:00.000Z",
+    });
+  });
+
   it("reports every problem of an entry at once", () => {
     const state = parse({ cron: "*/61 * * * *", catchUp: { window: "2y" }, overlap: 3 });
     const [rejection] = state.rejected;
@@ -128,7 +139,6 @@ describe("policy fields in the config", () => {
 
   it("refuses the values of this issue that are not built yet, naming them", () => {
     for (const [entry, field] of [
-      [{ at: "2027-01-01T00:00:00Z" }, "at"],
       [{ cron: "0 2 * * *", overlap: "queueOne" }, "overlap"],
       [{ cron: "0 2 * * *", jitter: "30s" }, "jitter"],
     ] as const) {

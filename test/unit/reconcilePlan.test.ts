@@ -208,3 +208,34 @@ describe("planReconcile: catchUp policy", () => {
     expect(plan.actions.map((action) => action.kind)).toEqual(["create", "policy"]);
   });
 });
+
+describe("planReconcile: at: one-shots", () => {
+  const now = new Date("2026-12-01T00:00:00Z");
+  const oneShot = (at: string) => task("report", { cron: `at ${at}`, at });
+
+  it("an `at` in the past is refused, with the field, the value and the reason", () => {
+    const plan = planReconcile(desired([oneShot("2026-11-30T03:00:00.000Z")]), [], registered, now);
+    expect(plan.actions).toEqual([
+      {
+        kind: "reject",
+        task: "report",
+        reason: expect.stringMatching(/at "2026-11-30T03:00:00.000Z" is invalid: is in the past/),
+      },
+    ]);
+  });
+
+  it("a one-shot the task already holds stays, even once past: it has run and is completed, not lost", () => {
+    const held = job("report", { cron: "at 2026-11-30T03:00:00.000Z", nextRunAt: null });
+    const plan = planReconcile(desired([oneShot("2026-11-30T03:00:00.000Z")]), [held], registered, now);
+    expect(plan.actions).toEqual([]);
+    expect(plan.unchanged).toEqual(["report"]);
+  });
+
+  it("a new future time re-arms it", () => {
+    const held = job("report", { cron: "at 2026-11-30T03:00:00.000Z", nextRunAt: null });
+    const plan = planReconcile(desired([oneShot("2026-12-02T03:00:00.000Z")]), [held], registered, now);
+    expect(plan.actions).toEqual([
+      expect.objectContaining({ kind: "update", cron: "at 2026-12-02T03:00:00.000Z" }),
+    ]);
+  });
+});

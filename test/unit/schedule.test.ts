@@ -41,3 +41,16 @@ describe("every: intervals", () => {
     });
   });
 });
+
+describe("at: one-shots", () => {
+  it("has one slot, its time, and no next slot after it", () => {
+    const at = Date.parse("2026-12-01T03:00:00Z");
+    expect(scheduleOf("at 2026-12-01T03:00:00.000Z")).toEqual({ kind: "at", at });
+    expect(nextSlot("at 2026-12-01T03:00:00.000Z", "UTC", at - 1)).toBe(at);
+    expect(nextSlot("at 2026-12-01T03:00:00.000Z", "UTC", at)).toBeUndefined();
+    expect(slotsBetween("at 2026-12-01T03:00:00.000Z", "UTC", at - 10, at + 10, 5)).toEqual({
+      slots: [at],
+      complete: true,
+    });
+  });
+});

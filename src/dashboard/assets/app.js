@@ -143,7 +143,7 @@ async function tasksView() {
         <td>${enabledCell(task)}</td>
         <td class="opt">${html(cronWords(cron))}<br><code>${html(cron ?? "")}</code></td>
         <td class="wide">${html(zone ?? "")}</td>
-        <td class="opt">${task.job?.nextRunAt ? `${html(relative(task.job.nextRunAt))}<br><span class="small">${at(task.job.nextRunAt, zone)}</span>` : ""}</td>
+        <td class="opt">${task.job?.nextRunAt ? `${html(relative(task.job.nextRunAt))}<br><span class="small">${at(task.job.nextRunAt, zone)}</span>` : task.job?.completed ? "completed (one-shot)" : ""}</td>
         <td class="outcome">${badge(task.lastOutcome ?? "")}</td>
         <td class="running opt">${task.running ? badge(`running on ${task.runningOn ?? "?"}`, "running") : ""}</td>
         <td class="opt">${task.consecutiveFailures || ""}</td>

@@ -46,6 +46,7 @@ export function slotSource(repeatInterval: string, timezone: string): SlotSource
     between: (from, to, limit) => slotsBetween(repeatInterval, timezone, from, to, limit),
     newestAtOrBefore(time) {
       if (schedule.kind === "every") return Math.floor(time / schedule.everyMs) * schedule.everyMs;
+      if (schedule.kind === "at") return schedule.at <= time ? schedule.at : undefined;
       // look back 1 min, 2 min, 4 min... (one slot a year at most is ~19 doublings)
       for (let back = 60_000; back < 800 * 86_400_000; back *= 2) {
         const { slots } = slotsBetween(repeatInterval, timezone, time - back, time, 10_000);

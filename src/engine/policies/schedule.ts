@@ -203,7 +203,30 @@ export function cronSlotsBetween(
  * own human intervals are written ("90 seconds", "15 minutes", "6 hours", "1 day"), which Agenda
  * accepts and which no valid cron expression can be.
  */
-export type Schedule = { kind: "cron"; cron: string } | { kind: "every"; everyMs: number };
+export type Schedule =
+  | { kind: "cron"; cron: string }
+  | { kind: "every"; everyMs: number }
+  /** An `at:` one-shot. Its job row has no `repeat_interval` (Agenda runs it once); see atSchedule. */
+  | { kind: "at"; at: number };
+
+const AT_PREFIX = "at ";
+
+/**
+ * How an `at:` one-shot is named where a schedule string is expected (the desired state, the
+ * planner, status): `at 2026-12-01T03:00:00.000Z`. In the job row it is `repeat_interval` NULL,
+ * `next_run_at` the time, and `data.policy.at` the time (src/engine/sql.ts armOneShot).
+ */
+export function atSchedule(at: number): string {
+  return `${AT_PREFIX}${new Date(at).toISOString()}`;
+}
+
+/** The schedule string of a job row: its repeat_interval, or its one-shot time. */
+export function rowSchedule(repeatInterval: string | null | undefined, policy: unknown): string | null {
+  if (repeatInterval) return repeatInterval;
+  const at =
+    typeof policy === "object" && policy !== null ? (policy as Record<string, unknown>).at : undefined;
+  return typeof at === "string" && !Number.isNaN(Date.parse(at)) ? atSchedule(Date.parse(at)) : null;
+}
 
 const EVERY_UNITS = [
   ["day", 86_400_000],
@@ -221,6 +244,10 @@ export function storedEvery(everyMs: number): string {
 }
 
 export function scheduleOf(repeatInterval: string): Schedule {
+  if (repeatInterval.startsWith(AT_PREFIX)) {
+    const at = Date.parse(repeatInterval.slice(AT_PREFIX.length));
+    if (!Number.isNaN(at)) return { kind: "at", at };
+  }
   const match = STORED_EVERY.exec(repeatInterval);
   if (!match) return { kind: "cron", cron: repeatInterval };
   const size = EVERY_UNITS.find(([unit]) => unit === match[2])?.[1] ?? 1_000;
@@ -235,6 +262,7 @@ export function scheduleOf(repeatInterval: string): Schedule {
 export function nextSlot(repeatInterval: string, timezone: string, after: number): number | undefined {
   const schedule = scheduleOf(repeatInterval);
   if (schedule.kind === "cron") return nextCronSlot(schedule.cron, timezone, after);
+  if (schedule.kind === "at") return schedule.at > after ? schedule.at : undefined;
   return (Math.floor(after / schedule.everyMs) + 1) * schedule.everyMs;
 }
 
@@ -260,6 +288,11 @@ export function slotsBetween(
 ): { slots: number[]; complete: boolean } {
   const schedule = scheduleOf(repeatInterval);
   if (schedule.kind === "cron") return cronSlotsBetween(schedule.cron, timezone, from, to, limit);
+  if (schedule.kind === "at")
+    return {
+      slots: schedule.at >= from && schedule.at <= to && limit > 0 ? [schedule.at] : [],
+      complete: true,
+    };
   const slots: number[] = [];
   for (
     let slot = Math.ceil(from / schedule.everyMs) * schedule.everyMs;
