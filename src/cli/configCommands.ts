@@ -89,7 +89,7 @@ export async function planCommand(file: string, options: ConfigOptions, io: CliI
         cron: rowSchedule(row.repeat_interval, row.policy),
         timezone: row.repeat_timezone,
         nextRunAt: row.next_run_at,
-        ...(row.policy ? { catchUp: policyOfData({ [POLICY_DATA_KEY]: row.policy }).catchUp } : {}),
+        ...(row.policy ? policyView(policyOfData({ [POLICY_DATA_KEY]: row.policy })) : {}),
       })),
     );
   } catch (error) {
@@ -169,4 +169,8 @@ export async function auditCommand(
   } finally {
     await pool.end();
   }
+}
+
+function policyView(policy: ReturnType<typeof policyOfData>): Pick<LiveJob, "catchUp" | "jitterMs"> {
+  return { catchUp: policy.catchUp, ...(policy.jitterMs ? { jitterMs: policy.jitterMs } : {}) };
 }

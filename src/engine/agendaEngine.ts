@@ -11,6 +11,7 @@ import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import type { CatchUpPolicy } from "./policies/catchUp.js";
 import { POLICY_DATA_KEY, policyOfData } from "./policies/catchUpAtStart.js";
+import { dueAt } from "./policies/jitter.js";
 import { nextSlot, rowSchedule, scheduleOf } from "./policies/schedule.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
@@ -320,7 +321,7 @@ export class AgendaEngine {
       failCount: row.fail_count ?? 0,
       failReason: row.fail_reason,
       lastModifiedBy: row.last_modified_by,
-      ...(row.policy ? { catchUp: policyOfData({ [POLICY_DATA_KEY]: row.policy }).catchUp } : {}),
+      ...(row.policy ? storedPolicyView(row.policy) : {}),
     }));
   }
 
@@ -386,6 +387,25 @@ export class AgendaEngine {
 
   async setPolicy(taskName: string, catchUp: CatchUpPolicy): Promise<void> {
     await sql.setPolicy(this.#options.pool, taskName, { catchUp });
+  }
+
+  /**
+   * Stores a task's jitter; an idle job whose next run is ahead is re-timed to its next slot plus
+   * the new offset (a running or pre-locked one takes it from its next start save).
+   */
+  async setJitter(taskName: string, jitterMs: number, now: Date): Promise<void> {
+    await sql.setPolicy(this.#options.pool, taskName, { jitterMs });
+    const row = (await sql.selectTaskJobs(this.#options.pool)).find((job) => job.name === taskName);
+    const schedule = row ? rowSchedule(row.repeat_interval, row.policy) : null;
+    if (!row || !schedule || row.locked_at || !row.next_run_at || row.next_run_at <= now) return;
+    const slot = nextSlot(schedule, row.repeat_timezone ?? "UTC", now.getTime());
+    if (slot === undefined) return;
+    await sql.retimeIdle(
+      this.#options.pool,
+      taskName,
+      row.next_run_at,
+      new Date(dueAt(taskName, slot, jitterMs)),
+    );
   }
 
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {
@@ -585,4 +605,10 @@ function nextSlotAfter(cron: string, timezone: string, after: Date): Date | unde
   } catch {
     return undefined;
   }
+}
+
+/** The policies of a row as the planner compares them (absent: the defaults). */
+function storedPolicyView(policy: unknown): { catchUp: CatchUpPolicy; jitterMs?: number } {
+  const stored = policyOfData({ [POLICY_DATA_KEY]: policy });
+  return { catchUp: stored.catchUp, ...(stored.jitterMs ? { jitterMs: stored.jitterMs } : {}) };
 }

@@ -307,6 +307,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     if (!entry || this.#limits.catchUpGraceMs === undefined) return;
     const data = job.data as Record<string, unknown> | undefined;
     const plan = planRunStart({
+      taskName: job.name,
       cron: rowSchedule(
         job.repeatInterval === undefined || job.repeatInterval === null ? null : String(job.repeatInterval),
         data?.[POLICY_DATA_KEY] ?? null,
@@ -322,6 +323,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     });
     if (!plan) return;
     entry.catchUp = plan.decision;
+    if (!entry.previousRunUnfinished) entry.scheduledAt = plan.slot; // the slot, not its jittered due time
     if (plan.decision.kind === "catch-up")
       entry.scheduledAt = new Date(
         plan.decision.run ?? plan.decision.skipped[0] ?? entry.scheduledAt.getTime(),

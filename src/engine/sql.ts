@@ -178,6 +178,16 @@ export async function setPolicy(db: Queryable, name: string, policy: unknown): P
   return result.rowCount ?? 0;
 }
 
+/** Moves an idle job's next run (a jitter change), only if nothing changed it meanwhile. */
+export async function retimeIdle(db: Queryable, name: string, from: Date, to: Date): Promise<number> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET next_run_at = $3
+      WHERE name = $1 AND type = 'single' AND locked_at IS NULL AND next_run_at = $2`,
+    [name, from, to],
+  );
+  return result.rowCount ?? 0;
+}
+
 /**
  * Arms an `at:` one-shot (src/engine/policies/schedule.ts atSchedule): no repeat interval (Agenda
  * runs the job once and leaves it without a next run), the time as the next run and in

@@ -1,4 +1,4 @@
-import type { CatchUpPolicy } from "../engine/policies/catchUp.js";
+import { type CatchUpPolicy, formatDuration } from "../engine/policies/catchUp.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { forEachConcurrently } from "./concurrently.js";
 import type { Logger } from "./logger.js";
@@ -25,6 +25,8 @@ export interface ReconcileTarget {
   setEnabled(taskName: string, enabled: boolean): Promise<void>;
   /** Stores a task's catchUp policy in its job row (read back at each run's start). */
   setPolicy(taskName: string, catchUp: CatchUpPolicy): Promise<void>;
+  /** Stores a task's jitter in its job row and re-times an idle future next run to it. */
+  setJitter(taskName: string, jitterMs: number, now: Date): Promise<void>;
 }
 
 /** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
@@ -174,6 +176,13 @@ export class ConfigReconciler {
           after: { catchUp: action.catchUp },
         });
         return true;
+      case "jitter":
+        await this.#target.setJitter(action.task, action.jitterMs, this.#now());
+        say(`jitter of "${action.task}": ${action.reason}`, {
+          before: { jitterMs: action.fromMs },
+          after: { jitterMs: action.jitterMs },
+        });
+        return true;
       case "enable":
       case "disable":
         await this.#target.setEnabled(action.task, action.kind === "enable");
@@ -243,6 +252,15 @@ function auditEntries(
           field: "catchUp",
           oldValue: describeCatchUp(action.from),
           newValue: describeCatchUp(action.catchUp),
+        },
+      ];
+    case "jitter":
+      return [
+        {
+          ...base,
+          field: "jitter",
+          oldValue: action.fromMs ? formatDuration(action.fromMs) : null,
+          newValue: action.jitterMs ? formatDuration(action.jitterMs) : null,
         },
       ];
     case "enable":

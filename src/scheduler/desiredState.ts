@@ -118,6 +118,18 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
         : policy.fields.at !== undefined
           ? { cron: atSchedule(policy.fields.at), timezone, at: new Date(policy.fields.at).toISOString() }
           : undefined;
+    // a jitter as long as the gap between two slots would let one slot's run start after the next one's
+    const shortestGapMs = check?.ok ? check.shortestGapMs : policy.fields.every;
+    if (
+      policy.fields.jitterMs !== undefined &&
+      shortestGapMs !== undefined &&
+      policy.fields.jitterMs >= shortestGapMs
+    )
+      problems.push({
+        field: "jitter",
+        value: entry.data.jitter,
+        reason: `must be shorter than the schedule's shortest gap between two runs (${formatDuration(shortestGapMs)})`,
+      });
     if (problems.length > 0 || !schedule) {
       const [first] = problems;
       rejected.push({
@@ -135,6 +147,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       name: entry.data.name,
       enabled: entry.data.enabled,
       ...schedule,
+      ...(policy.fields.jitterMs ? { jitterMs: policy.fields.jitterMs } : {}),
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
     });
   });

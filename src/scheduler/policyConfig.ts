@@ -19,6 +19,7 @@ export const OVERLAP_VALUES = ["skip", "queueOne", "cancelRunning"] as const;
 const CATCH_UP_RUNS: readonly CatchUpRuns[] = ["none", "latest", "all"];
 const CATCH_UP_KEYS = new Set(["window", "runs"]);
 const MAX_EVERY_MS = 365 * 86_400_000;
+const MAX_JITTER_MS = 86_400_000;
 
 export interface PolicyFields {
   /** Set when the entry states it; absent means the default (DEFAULT_CATCH_UP). */
@@ -27,6 +28,8 @@ export interface PolicyFields {
   every?: number;
   /** An `at:` one-shot's time (ms). */
   at?: number;
+  /** The jitter in ms. */
+  jitterMs?: number;
 }
 
 export interface PolicyCheck {
@@ -102,11 +105,10 @@ export function checkPolicyFields(entry: Record<string, unknown>, now: Date, rul
 
   if (entry.jitter !== undefined) {
     const jitter = parseDuration(entry.jitter);
-    problems.push({
-      field: "jitter",
-      value: entry.jitter,
-      reason: jitter.ok ? "jitter is not available in this version yet" : jitter.reason,
-    });
+    if (!jitter.ok) problems.push({ field: "jitter", value: entry.jitter, reason: jitter.reason });
+    else if (jitter.ms > MAX_JITTER_MS)
+      problems.push({ field: "jitter", value: entry.jitter, reason: "is over a day (1d)" });
+    else fields.jitterMs = jitter.ms; // checked against the schedule's shortest gap by parseDesiredState
   }
   return { fields, problems };
 }

@@ -18,6 +18,8 @@ export interface LiveJob {
   nextRunAt: Date | null;
   /** The catchUp policy stored in the row; absent: the default. */
   catchUp?: CatchUpPolicy;
+  /** The jitter stored in the row (ms); absent: none. */
+  jitterMs?: number;
 }
 
 export type ReconcileAction =
@@ -25,6 +27,8 @@ export type ReconcileAction =
   | { kind: "update"; task: string; cron: string; timezone: string; changes: FieldChange[]; reason: string }
   /** The task's policies changed (stored in its row; the schedule and next run stay). */
   | { kind: "policy"; task: string; catchUp: CatchUpPolicy; from: CatchUpPolicy; reason: string }
+  /** The task's jitter changed (stored in its row; an idle future next run is re-timed to it). */
+  | { kind: "jitter"; task: string; jitterMs: number; fromMs: number; reason: string }
   | { kind: "enable"; task: string; reason: string }
   | { kind: "disable"; task: string; reason: string }
   /** An entry refused (unknown name, invalid field); the task keeps its previous state. */
@@ -91,6 +95,7 @@ export function planReconcile(
       });
       if (task.catchUp && !samePolicy(task.catchUp, DEFAULT_CATCH_UP))
         actions.push(policyAction(task.name, task.catchUp, DEFAULT_CATCH_UP));
+      if (task.jitterMs) actions.push(jitterAction(task.name, task.jitterMs, 0));
       continue;
     }
     const taskActions = planExistingJob(task, job);
@@ -148,6 +153,8 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
   const catchUp = task.catchUp ?? DEFAULT_CATCH_UP;
   const stored = job.catchUp ?? DEFAULT_CATCH_UP;
   if (!samePolicy(catchUp, stored)) actions.push(policyAction(task.name, catchUp, stored));
+  if ((task.jitterMs ?? 0) !== (job.jitterMs ?? 0))
+    actions.push(jitterAction(task.name, task.jitterMs ?? 0, job.jitterMs ?? 0));
   if (task.enabled && job.disabled) {
     actions.push({ kind: "enable", task: task.name, reason: "enabled in the config" });
   } else if (!task.enabled && !job.disabled) {
@@ -182,4 +189,14 @@ function oneShotInThePast(task: DesiredTask, job: LiveJob | undefined, now: Date
   if (task.at === undefined || job?.cron === task.cron) return undefined;
   if (Date.parse(task.at) > now.getTime()) return undefined;
   return `config entry "${task.name}": at ${JSON.stringify(task.at)} is invalid: is in the past (now is ${now.toISOString()}); a one-shot needs a future time; the task keeps its schedule`;
+}
+
+function jitterAction(task: string, jitterMs: number, fromMs: number): ReconcileAction {
+  return {
+    kind: "jitter",
+    task,
+    jitterMs,
+    fromMs,
+    reason: `jitter ${fromMs ? formatDuration(fromMs) : "none"} -> ${jitterMs ? formatDuration(jitterMs) : "none"}`,
+  };
 }

@@ -13,6 +13,8 @@ export interface TaskStatus {
     enabled: boolean;
     cron: string;
     timezone: string;
+    /** The entry's jitter ("30s"), if any. */
+    jitter?: string;
     /** An `at:` entry's time (ISO); `cron` is then `at <time>`. */
     at?: string;
     /** An `every:` entry's interval as written ("15m"); `cron` is then how the job row stores it ("15 minutes"). */

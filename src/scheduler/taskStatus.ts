@@ -41,6 +41,7 @@ export function buildTaskStatuses(input: {
             timezone: entry.timezone,
             ...(entry.every ? { every: entry.every } : {}),
             ...(entry.at ? { at: entry.at } : {}),
+            ...(entry.jitterMs ? { jitter: formatDuration(entry.jitterMs) } : {}),
             catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
           }
         : null,

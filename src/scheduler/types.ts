@@ -55,6 +55,8 @@ export interface DesiredTask {
    * has no repeat interval (src/engine/policies/schedule.ts atSchedule).
    */
   at?: string;
+  /** A stable per-slot start delay in [0, jitterMs) (docs/behaviour.md, "Jitter"); absent: none. */
+  jitterMs?: number;
   /** What runs of the slots missed while nothing ran (docs/behaviour.md); absent: the default. */
   catchUp?: CatchUpPolicy;
 }

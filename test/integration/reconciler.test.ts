@@ -194,6 +194,7 @@ describe("ConfigReconciler against Agenda's table", () => {
       updateSchedule: (...args) => engine.updateSchedule(...args),
       setEnabled: (...args) => engine.setEnabled(...args),
       setPolicy: (...args) => engine.setPolicy(...args),
+      setJitter: (...args) => engine.setJitter(...args),
       createJob: async (taskName, ...rest) => {
         if (taskName === "digest") throw new Error("database went away");
         await engine.createJob(taskName, ...rest);

@@ -239,3 +239,19 @@ describe("planReconcile: at: one-shots", () => {
     ]);
   });
 });
+
+describe("planReconcile: jitter", () => {
+  it("stores a changed jitter without re-timing the schedule", () => {
+    const plan = planReconcile(desired([task("report", { jitterMs: 30_000 })]), [job("report")], registered);
+    expect(plan.actions).toEqual([
+      { kind: "jitter", task: "report", jitterMs: 30_000, fromMs: 0, reason: "jitter none -> 30s" },
+    ]);
+    expect(
+      planReconcile(
+        desired([task("report", { jitterMs: 30_000 })]),
+        [job("report", { jitterMs: 30_000 })],
+        registered,
+      ).actions,
+    ).toEqual([]);
+  });
+});

@@ -6,6 +6,7 @@ import {
   decideCatchUp,
   type SlotSource,
 } from "./catchUp.js";
+import { dueAt, slotOfDue } from "./jitter.js";
 import { nextSlot, offsetAt, scheduleOf, slotsBetween } from "./schedule.js";
 
 /**
@@ -18,9 +19,11 @@ export const POLICY_DATA_KEY = "policy";
 /** The policies as stored in the job row. */
 export interface StoredPolicy {
   catchUp: CatchUpPolicy;
+  /** The task's jitter in ms (0: none), src/engine/policies/jitter.ts. */
+  jitterMs: number;
 }
 
-export const DEFAULT_POLICY: StoredPolicy = { catchUp: DEFAULT_CATCH_UP };
+export const DEFAULT_POLICY: StoredPolicy = { catchUp: DEFAULT_CATCH_UP, jitterMs: 0 };
 
 const RUNS: readonly CatchUpRuns[] = ["none", "latest", "all"];
 
@@ -30,13 +33,18 @@ export function policyOfData(data: unknown): StoredPolicy {
     typeof data === "object" && data !== null
       ? (data as Record<string, unknown>)[POLICY_DATA_KEY]
       : undefined;
-  const catchUp =
-    typeof stored === "object" && stored !== null ? (stored as Record<string, unknown>).catchUp : undefined;
-  if (typeof catchUp !== "object" || catchUp === null) return DEFAULT_POLICY;
+  if (typeof stored !== "object" || stored === null) return DEFAULT_POLICY;
+  const { catchUp, jitterMs } = stored as Record<string, unknown>;
+  const jitter = typeof jitterMs === "number" && Number.isFinite(jitterMs) && jitterMs > 0 ? jitterMs : 0;
+  return { catchUp: catchUpOf(catchUp), jitterMs: jitter };
+}
+
+function catchUpOf(catchUp: unknown): CatchUpPolicy {
+  if (typeof catchUp !== "object" || catchUp === null) return DEFAULT_CATCH_UP;
   const { windowMs, runs } = catchUp as Record<string, unknown>;
-  if (typeof windowMs !== "number" || !Number.isFinite(windowMs) || windowMs < 0) return DEFAULT_POLICY;
-  if (!RUNS.includes(runs as CatchUpRuns)) return DEFAULT_POLICY;
-  return { catchUp: { windowMs, runs: runs as CatchUpRuns } };
+  if (typeof windowMs !== "number" || !Number.isFinite(windowMs) || windowMs < 0) return DEFAULT_CATCH_UP;
+  if (!RUNS.includes(runs as CatchUpRuns)) return DEFAULT_CATCH_UP;
+  return { windowMs, runs: runs as CatchUpRuns };
 }
 
 /** A stored schedule's slots (cron under the DST rule, or an interval), for decideCatchUp. */
@@ -58,6 +66,7 @@ export function slotSource(repeatInterval: string, timezone: string): SlotSource
 }
 
 export interface StartInput {
+  taskName: string;
   cron: string | null;
   timezone: string | null;
   data: unknown;
@@ -73,6 +82,8 @@ export interface StartInput {
 }
 
 export interface StartPlan {
+  /** The slot the stored due time stands for (the due time minus its jitter). */
+  slot: Date;
   decision: CatchUpDecision;
   /** The next run the row gets, or undefined: keep Agenda's. */
   nextRunAt: Date | undefined;
@@ -88,17 +99,34 @@ export function planRunStart(input: StartInput): StartPlan | undefined {
     return undefined; // a timezone this runtime does not know: Agenda's computation stands
   }
   const policy = policyOfData(input.data);
+  const { jitterMs } = policy;
+  const due = input.storedSlot.getTime();
+  // the row holds slot + jitter: back to the slot (a due time that is no jittered slot stands as its own)
+  const slot =
+    jitterMs > 0 && !input.rerunOrManual
+      ? (slotOfDue(
+          input.taskName,
+          due,
+          jitterMs,
+          slotsBetween(input.cron, timezone, due - jitterMs + 1, due, 10_000).slots.reverse(),
+        ) ?? due)
+      : due;
   // a re-run or a run-now is not a scheduled slot to decide about; its next run is the next slot
   const decision: CatchUpDecision = input.rerunOrManual
     ? { kind: "on-time", nextAfter: input.now.getTime() }
     : decideCatchUp({
         policy: policy.catchUp,
-        storedSlot: input.storedSlot.getTime(),
+        storedSlot: slot,
         now: input.now.getTime(),
-        graceMs: input.graceMs,
+        // a run is due at its slot plus its jitter: lateness counts from there
+        graceMs: input.graceMs + jitterMs,
         previousRunEndedAt: input.previousRunEndedAt?.getTime(),
         schedule: slotSource(input.cron, timezone),
       });
   const next = nextSlot(input.cron, timezone, decision.nextAfter);
-  return { decision, nextRunAt: next === undefined ? undefined : new Date(next) };
+  return {
+    slot: new Date(slot),
+    decision,
+    nextRunAt: next === undefined ? undefined : new Date(dueAt(input.taskName, next, jitterMs)),
+  };
 }
