@@ -24,6 +24,7 @@ export interface ConfigEntry {
   timezone?: string;
   catchUp?: { window?: string; runs?: string };
   every?: string;
+  jitter?: string;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */
