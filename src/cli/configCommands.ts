@@ -171,6 +171,12 @@ export async function auditCommand(
   }
 }
 
-function policyView(policy: ReturnType<typeof policyOfData>): Pick<LiveJob, "catchUp" | "jitterMs"> {
-  return { catchUp: policy.catchUp, ...(policy.jitterMs ? { jitterMs: policy.jitterMs } : {}) };
+function policyView(
+  policy: ReturnType<typeof policyOfData>,
+): Pick<LiveJob, "catchUp" | "jitterMs" | "overlap"> {
+  return {
+    catchUp: policy.catchUp,
+    overlap: policy.overlap,
+    ...(policy.jitterMs ? { jitterMs: policy.jitterMs } : {}),
+  };
 }

@@ -12,6 +12,7 @@ import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel
 import type { CatchUpPolicy } from "./policies/catchUp.js";
 import { POLICY_DATA_KEY, policyOfData } from "./policies/catchUpAtStart.js";
 import { dueAt } from "./policies/jitter.js";
+import type { OverlapPolicy } from "./policies/overlap.js";
 import { nextSlot, rowSchedule, scheduleOf } from "./policies/schedule.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
@@ -408,6 +409,10 @@ export class AgendaEngine {
     );
   }
 
+  async setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void> {
+    await sql.setPolicy(this.#options.pool, taskName, { overlap });
+  }
+
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {
     await sql.setDisabled(this.#options.pool, taskName, !enabled);
   }
@@ -608,7 +613,15 @@ function nextSlotAfter(cron: string, timezone: string, after: Date): Date | unde
 }
 
 /** The policies of a row as the planner compares them (absent: the defaults). */
-function storedPolicyView(policy: unknown): { catchUp: CatchUpPolicy; jitterMs?: number } {
+function storedPolicyView(policy: unknown): {
+  catchUp: CatchUpPolicy;
+  jitterMs?: number;
+  overlap: OverlapPolicy;
+} {
   const stored = policyOfData({ [POLICY_DATA_KEY]: policy });
-  return { catchUp: stored.catchUp, ...(stored.jitterMs ? { jitterMs: stored.jitterMs } : {}) };
+  return {
+    catchUp: stored.catchUp,
+    overlap: stored.overlap,
+    ...(stored.jitterMs ? { jitterMs: stored.jitterMs } : {}),
+  };
 }

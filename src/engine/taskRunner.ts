@@ -3,6 +3,10 @@ import { exponential, type Job } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../scheduler/logger.js";
 import { BEFORE_START_RETRY, START_MARGIN_MS } from "./jobRepository.js";
+import { POLICY_DATA_KEY, policyOfData, type StoredPolicy, slotSource } from "./policies/catchUpAtStart.js";
+import { dueAt, slotOfDue } from "./policies/jitter.js";
+import { cancelAt, decideOverlapAtEnd } from "./policies/overlap.js";
+import { nextSlot, rowSchedule, slotsBetween } from "./policies/schedule.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { RunJournal } from "./runJournal.js";
 import type { RunEntry, RunLedger } from "./runLedger.js";
@@ -65,8 +69,30 @@ export class TaskRunner {
     entry.rerun = rerunOf !== undefined;
     entry.rerunOf = rerunOf;
 
-    const slot = new AbortController(); // shutdown past the drain deadline
+    const slot = new AbortController(); // shutdown past the drain deadline; overlap cancelRunning
     this.#running.set(jobId, { taskName, controller: slot });
+    // overlap cancelRunning: the handler's signal fires when the next slot comes due
+    const policy = policyOfData(job.attrs.data);
+    const cancelTime = cancelAt(
+      policy.overlap,
+      slotStartedAt.getTime(),
+      job.attrs.nextRunAt ? new Date(job.attrs.nextRunAt).getTime() : null,
+    );
+    let overlapCancelled = false;
+    const cancelTimer =
+      cancelTime === undefined
+        ? undefined
+        : setTimeout(
+            () => {
+              overlapCancelled = true;
+              slot.abort(
+                new Error(
+                  `cancelled: the next slot is due at ${new Date(cancelTime).toISOString()} (overlap: cancelRunning)`,
+                ),
+              );
+            },
+            Math.max(0, cancelTime - Date.now()),
+          );
     let lockLostReason: string | undefined;
     let loseLock: (reason: string) => void = () => {};
     const lockLost = new Promise<string>((resolve) => {
@@ -112,6 +138,13 @@ export class TaskRunner {
         entry.startedAt = run.startedAt;
         if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
+        if (overlapCancelled && result.error && !entry.handedOff) {
+          // not a failure of the task: the next slot replaced it (no failure in a row, no alert)
+          const detail = `cancelled when the next slot came due (overlap: cancelRunning): ${result.error.message}`;
+          ledger.settle(jobId, "interrupted", detail);
+          logger.info({ task: taskName, slot: entry.scheduledAt }, `run ${detail}`);
+          throw new Error(detail);
+        }
         if (entry.handedOff) {
           if (!result.error)
             entry.handedOff = false; // it finished after all: an ordinary end
@@ -159,8 +192,92 @@ export class TaskRunner {
         }
       }
     } finally {
+      clearTimeout(cancelTimer);
+      this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
       await stopWatchdog();
       this.#running.delete(jobId);
+    }
+  }
+
+  /**
+   * The overlap decision at a run's end (src/engine/policies/overlap.ts): the slots that fell due
+   * while it ran are recorded skipped (one log line, one event), and for `skip` the next run moves
+   * to the first slot after now. Written by the run's final save (the same job object).
+   */
+  #applyOverlapAtEnd(taskName: string, jobId: string, job: Job, startedAt: Date, policy: StoredPolicy): void {
+    try {
+      const data = job.attrs.data as Record<string, unknown> | undefined;
+      const repeat = job.attrs.repeatInterval;
+      const schedule = rowSchedule(
+        repeat === undefined || repeat === null ? null : String(repeat),
+        data?.[POLICY_DATA_KEY] ?? null,
+      );
+      if (!schedule) return;
+      const timezone = job.attrs.repeatTimezone ?? "UTC";
+      const pendingDue = job.attrs.nextRunAt ? new Date(job.attrs.nextRunAt).getTime() : null;
+      const { jitterMs } = policy;
+      const pendingSlot =
+        pendingDue !== null && jitterMs > 0
+          ? (slotOfDue(
+              taskName,
+              pendingDue,
+              jitterMs,
+              slotsBetween(schedule, timezone, pendingDue - jitterMs + 1, pendingDue, 10_000).slots.reverse(),
+            ) ?? pendingDue)
+          : pendingDue;
+      const decision = decideOverlapAtEnd({
+        policy: policy.overlap,
+        runStartedAt: startedAt.getTime(),
+        now: Date.now(),
+        pendingSlot,
+        schedule: slotSource(schedule, timezone),
+      });
+      if (!decision) return;
+      if (decision.nextAfter !== undefined) {
+        const next = nextSlot(schedule, timezone, decision.nextAfter);
+        job.attrs.nextRunAt = next === undefined ? null : new Date(dueAt(taskName, next, jitterMs));
+      }
+      const first = decision.skipped[0];
+      if (first === undefined) return;
+      const { skippedCount, atLeast, reason } = decision;
+      const unlisted = skippedCount - decision.skipped.length;
+      this.#deps.recorder.recordSkippedSlots(
+        jobId,
+        taskName,
+        decision.skipped.map((time) => new Date(time)),
+        reason,
+        unlisted > 0 || atLeast
+          ? `and ${atLeast ? "at least " : ""}${unlisted} more slot(s) not listed one by one`
+          : null,
+      );
+      const last = new Date(decision.skipped.at(-1) as number);
+      const runs = decision.nextAfter === undefined && pendingSlot !== null ? new Date(pendingSlot) : null;
+      this.#deps.logger.info(
+        {
+          task: taskName,
+          skipped: skippedCount,
+          atLeast,
+          firstSkipped: new Date(first),
+          lastSkipped: last,
+          runs,
+          reason,
+        },
+        `overlap: ${atLeast ? "at least " : ""}${skippedCount} slot(s) skipped (${reason})`,
+      );
+      this.#deps.hooks.slotsSkipped?.({
+        taskName,
+        count: skippedCount,
+        atLeast,
+        first: new Date(first),
+        last,
+        runs,
+        reason,
+      });
+    } catch (error) {
+      this.#deps.logger.warn(
+        { err: error, task: taskName },
+        "could not apply the overlap policy; Agenda's next run stands",
+      );
     }
   }
 
@@ -238,7 +355,7 @@ export class TaskRunner {
       const unlisted = skippedCount - skipped.length;
       const more =
         unlisted > 0 || atLeast
-          ? `and ${atLeast ? "at least " : ""}${unlisted} older slot(s) not listed one by one`
+          ? `and ${atLeast ? "at least " : ""}${unlisted} more slot(s) not listed one by one`
           : null;
       this.#deps.recorder.recordSkippedSlots(
         jobId,

@@ -1,4 +1,5 @@
 import { type CatchUpPolicy, formatDuration } from "../engine/policies/catchUp.js";
+import type { OverlapPolicy } from "../engine/policies/overlap.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { forEachConcurrently } from "./concurrently.js";
 import type { Logger } from "./logger.js";
@@ -27,6 +28,8 @@ export interface ReconcileTarget {
   setPolicy(taskName: string, catchUp: CatchUpPolicy): Promise<void>;
   /** Stores a task's jitter in its job row and re-times an idle future next run to it. */
   setJitter(taskName: string, jitterMs: number, now: Date): Promise<void>;
+  /** Stores a task's overlap policy in its job row (read by each run). */
+  setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void>;
 }
 
 /** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
@@ -185,6 +188,13 @@ export class ConfigReconciler {
           after: { catchUp: action.catchUp },
         });
         return true;
+      case "overlap":
+        await this.#target.setOverlap(action.task, action.overlap);
+        say(`overlap of "${action.task}": ${action.reason}`, {
+          before: { overlap: action.from },
+          after: { overlap: action.overlap },
+        });
+        return true;
       case "jitter":
         await this.#target.setJitter(action.task, action.jitterMs, this.#now());
         say(`jitter of "${action.task}": ${action.reason}`, {
@@ -263,6 +273,8 @@ function auditEntries(
           newValue: describeCatchUp(action.catchUp),
         },
       ];
+    case "overlap":
+      return [{ ...base, field: "overlap", oldValue: action.from, newValue: action.overlap }];
     case "jitter":
       return [
         {

@@ -148,6 +148,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       enabled: entry.data.enabled,
       ...schedule,
       ...(policy.fields.jitterMs ? { jitterMs: policy.fields.jitterMs } : {}),
+      ...(policy.fields.overlap ? { overlap: policy.fields.overlap } : {}),
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
     });
   });

@@ -6,6 +6,7 @@ import {
   MAX_CATCH_UP_WINDOW_MS,
   parseDuration,
 } from "../engine/policies/catchUp.js";
+import type { OverlapPolicy } from "../engine/policies/overlap.js";
 import { type CronRules, formatMs } from "./cronValidator.js";
 import type { EntryProblem } from "./types.js";
 
@@ -30,6 +31,7 @@ export interface PolicyFields {
   at?: number;
   /** The jitter in ms. */
   jitterMs?: number;
+  overlap?: OverlapPolicy;
 }
 
 export interface PolicyCheck {
@@ -95,12 +97,7 @@ export function checkPolicyFields(entry: Record<string, unknown>, now: Date, rul
         value: entry.overlap,
         reason: `must be one of ${OVERLAP_VALUES.join(", ")}`,
       });
-    else if (entry.overlap !== "skip")
-      problems.push({
-        field: "overlap",
-        value: entry.overlap,
-        reason: `${entry.overlap} is not available in this version yet; skip (the default) is`,
-      });
+    else fields.overlap = entry.overlap as OverlapPolicy;
   }
 
   if (entry.jitter !== undefined) {

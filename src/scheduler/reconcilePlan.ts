@@ -1,4 +1,5 @@
 import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../engine/policies/catchUp.js";
+import { DEFAULT_OVERLAP, type OverlapPolicy } from "../engine/policies/overlap.js";
 import { describeRejection } from "./desiredState.js";
 import { closestName } from "./fleetGuard.js";
 import type { DesiredState, DesiredTask } from "./types.js";
@@ -20,6 +21,8 @@ export interface LiveJob {
   catchUp?: CatchUpPolicy;
   /** The jitter stored in the row (ms); absent: none. */
   jitterMs?: number;
+  /** The overlap policy stored in the row; absent: the default (skip). */
+  overlap?: OverlapPolicy;
 }
 
 export type ReconcileAction =
@@ -29,6 +32,8 @@ export type ReconcileAction =
   | { kind: "policy"; task: string; catchUp: CatchUpPolicy; from: CatchUpPolicy; reason: string }
   /** The task's jitter changed (stored in its row; an idle future next run is re-timed to it). */
   | { kind: "jitter"; task: string; jitterMs: number; fromMs: number; reason: string }
+  /** The task's overlap policy changed (stored in its row). */
+  | { kind: "overlap"; task: string; overlap: OverlapPolicy; from: OverlapPolicy; reason: string }
   | { kind: "enable"; task: string; reason: string }
   | { kind: "disable"; task: string; reason: string }
   /** An entry refused (unknown name, invalid field); the task keeps its previous state. */
@@ -96,6 +101,8 @@ export function planReconcile(
       if (task.catchUp && !samePolicy(task.catchUp, DEFAULT_CATCH_UP))
         actions.push(policyAction(task.name, task.catchUp, DEFAULT_CATCH_UP));
       if (task.jitterMs) actions.push(jitterAction(task.name, task.jitterMs, 0));
+      if (task.overlap && task.overlap !== DEFAULT_OVERLAP)
+        actions.push(overlapAction(task.name, task.overlap, DEFAULT_OVERLAP));
       continue;
     }
     const taskActions = planExistingJob(task, job);
@@ -155,6 +162,8 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
   if (!samePolicy(catchUp, stored)) actions.push(policyAction(task.name, catchUp, stored));
   if ((task.jitterMs ?? 0) !== (job.jitterMs ?? 0))
     actions.push(jitterAction(task.name, task.jitterMs ?? 0, job.jitterMs ?? 0));
+  if ((task.overlap ?? DEFAULT_OVERLAP) !== (job.overlap ?? DEFAULT_OVERLAP))
+    actions.push(overlapAction(task.name, task.overlap ?? DEFAULT_OVERLAP, job.overlap ?? DEFAULT_OVERLAP));
   if (task.enabled && job.disabled) {
     actions.push({ kind: "enable", task: task.name, reason: "enabled in the config" });
   } else if (!task.enabled && !job.disabled) {
@@ -199,4 +208,8 @@ function jitterAction(task: string, jitterMs: number, fromMs: number): Reconcile
     fromMs,
     reason: `jitter ${fromMs ? formatDuration(fromMs) : "none"} -> ${jitterMs ? formatDuration(jitterMs) : "none"}`,
   };
+}
+
+function overlapAction(task: string, overlap: OverlapPolicy, from: OverlapPolicy): ReconcileAction {
+  return { kind: "overlap", task, overlap, from, reason: `overlap ${from} -> ${overlap}` };
 }

@@ -1,4 +1,5 @@
 import type { CatchUpPolicy } from "../engine/policies/catchUp.js";
+import type { OverlapPolicy } from "../engine/policies/overlap.js";
 import type { Logger } from "./logger.js";
 
 /** What a handler receives for one run. */
@@ -55,6 +56,8 @@ export interface DesiredTask {
    * has no repeat interval (src/engine/policies/schedule.ts atSchedule).
    */
   at?: string;
+  /** What becomes of slots that fall due while a run is going (docs/behaviour.md); absent: skip. */
+  overlap?: OverlapPolicy;
   /** A stable per-slot start delay in [0, jitterMs) (docs/behaviour.md, "Jitter"); absent: none. */
   jitterMs?: number;
   /** What runs of the slots missed while nothing ran (docs/behaviour.md); absent: the default. */

@@ -25,6 +25,7 @@ export interface ConfigEntry {
   catchUp?: { window?: string; runs?: string };
   every?: string;
   jitter?: string;
+  overlap?: string;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */

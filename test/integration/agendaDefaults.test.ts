@@ -61,7 +61,7 @@ it("re-enable within the catch-up grace: a job disabled over a few slots runs on
   expect(runs[1]?.scheduledAt.getTime()).toBeGreaterThan(Date.now() - 4000);
 });
 
-it("overlap: a run that outlasts its interval never overlaps itself; the slots it spans collapse into one late run", async () => {
+it("overlap queueOne (Agenda's own behaviour): a run that outlasts its interval never overlaps itself; the slots it spans collapse into one late run", async () => {
   let active = 0;
   let maxActive = 0;
   const harness = await SchedulerHarness.start(
@@ -77,7 +77,7 @@ it("overlap: a run that outlasts its interval never overlaps itself; the slots i
         },
       },
     ],
-    [{ name: "overlap", cron: "* * * * * *" }],
+    [{ name: "overlap", cron: "* * * * * *", overlap: "queueOne" }],
   );
   suite.track(harness);
   const runs = collect(harness, "overlap");

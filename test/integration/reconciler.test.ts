@@ -195,6 +195,7 @@ describe("ConfigReconciler against Agenda's table", () => {
       setEnabled: (...args) => engine.setEnabled(...args),
       setPolicy: (...args) => engine.setPolicy(...args),
       setJitter: (...args) => engine.setJitter(...args),
+      setOverlap: (...args) => engine.setOverlap(...args),
       createJob: async (taskName, ...rest) => {
         if (taskName === "digest") throw new Error("database went away");
         await engine.createJob(taskName, ...rest);

@@ -137,12 +137,10 @@ describe("policy fields in the config", () => {
     ]);
   });
 
-  it("refuses the values of this issue that are not built yet, naming them", () => {
-    for (const [entry, field] of [[{ cron: "0 2 * * *", overlap: "queueOne" }, "overlap"]] as const) {
-      const [rejection] = parse(entry).rejected;
-      expect(rejection).toMatchObject({ field });
-      expect(rejection?.reason).toMatch(/not available in this version yet/);
-    }
+  it("accepts overlap and jitter", () => {
+    const state = parse({ cron: "0 2 * * *", overlap: "cancelRunning", jitter: "30s" });
+    expect(state.rejected).toEqual([]);
+    expect(state.tasks[1]).toMatchObject({ overlap: "cancelRunning", jitterMs: 30_000 });
   });
 });
 

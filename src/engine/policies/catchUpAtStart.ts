@@ -7,6 +7,7 @@ import {
   type SlotSource,
 } from "./catchUp.js";
 import { dueAt, slotOfDue } from "./jitter.js";
+import { DEFAULT_OVERLAP, OVERLAP_POLICIES, type OverlapPolicy } from "./overlap.js";
 import { nextSlot, offsetAt, scheduleOf, slotsBetween } from "./schedule.js";
 
 /**
@@ -21,9 +22,15 @@ export interface StoredPolicy {
   catchUp: CatchUpPolicy;
   /** The task's jitter in ms (0: none), src/engine/policies/jitter.ts. */
   jitterMs: number;
+  /** src/engine/policies/overlap.ts */
+  overlap: OverlapPolicy;
 }
 
-export const DEFAULT_POLICY: StoredPolicy = { catchUp: DEFAULT_CATCH_UP, jitterMs: 0 };
+export const DEFAULT_POLICY: StoredPolicy = {
+  catchUp: DEFAULT_CATCH_UP,
+  jitterMs: 0,
+  overlap: DEFAULT_OVERLAP,
+};
 
 const RUNS: readonly CatchUpRuns[] = ["none", "latest", "all"];
 
@@ -34,9 +41,15 @@ export function policyOfData(data: unknown): StoredPolicy {
       ? (data as Record<string, unknown>)[POLICY_DATA_KEY]
       : undefined;
   if (typeof stored !== "object" || stored === null) return DEFAULT_POLICY;
-  const { catchUp, jitterMs } = stored as Record<string, unknown>;
+  const { catchUp, jitterMs, overlap } = stored as Record<string, unknown>;
   const jitter = typeof jitterMs === "number" && Number.isFinite(jitterMs) && jitterMs > 0 ? jitterMs : 0;
-  return { catchUp: catchUpOf(catchUp), jitterMs: jitter };
+  return {
+    catchUp: catchUpOf(catchUp),
+    jitterMs: jitter,
+    overlap: OVERLAP_POLICIES.includes(overlap as OverlapPolicy)
+      ? (overlap as OverlapPolicy)
+      : DEFAULT_OVERLAP,
+  };
 }
 
 function catchUpOf(catchUp: unknown): CatchUpPolicy {
