@@ -76,8 +76,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
           issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
       }));
       if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
-        for (const problem of checkPolicyFields(raw as Record<string, unknown>, options.now, options.rules)
-          .problems)
+        for (const problem of checkPolicyFields(raw as Record<string, unknown>, options.rules).problems)
           if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
       }
       const rawCron = valueAt(raw, ["cron"]);
@@ -102,7 +101,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       });
       return;
     }
-    const policy = checkPolicyFields(entry.data, options.now, options.rules);
+    const policy = checkPolicyFields(entry.data, options.rules);
     const timezone = entry.data.timezone ?? options.defaultTimezone;
     const check =
       entry.data.cron === undefined

@@ -2,7 +2,6 @@ import {
   type CatchUpPolicy,
   type CatchUpRuns,
   DEFAULT_CATCH_UP,
-  formatDuration,
   MAX_CATCH_UP_WINDOW_MS,
   parseDuration,
 } from "../engine/policies/catchUp.js";
@@ -39,7 +38,7 @@ export interface PolicyCheck {
   problems: EntryProblem[];
 }
 
-export function checkPolicyFields(entry: Record<string, unknown>, now: Date, rules: CronRules): PolicyCheck {
+export function checkPolicyFields(entry: Record<string, unknown>, rules: CronRules): PolicyCheck {
   const problems: EntryProblem[] = [];
   const fields: PolicyFields = {};
 
