@@ -193,7 +193,9 @@ export class TaskRunner {
       }
     } finally {
       clearTimeout(cancelTimer);
-      this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
+      // a run that lost its lock or was handed off does not decide the row's next run: its owner does
+      if (lockLostReason === undefined && !entry.handedOff)
+        this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
       await stopWatchdog();
       this.#running.delete(jobId);
     }

@@ -26,6 +26,7 @@ export interface ConfigEntry {
   every?: string;
   jitter?: string;
   overlap?: string;
+  at?: string;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */
@@ -126,7 +127,7 @@ export function yamlOf(config: ConfigEntry[]): string {
   return YAML.stringify({
     tasks: config.map((entry) => ({
       enabled: true,
-      ...(entry.every ? {} : { cron: "* * * * * *" }),
+      ...(entry.every || entry.at ? {} : { cron: "* * * * * *" }),
       ...entry,
     })),
   });
