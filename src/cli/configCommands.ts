@@ -1,5 +1,5 @@
-import { POLICY_DATA_KEY, policyOfData } from "../engine/policies/catchUpAtStart.js";
-import { rowSchedule } from "../engine/policies/schedule.js";
+import { POLICY_DATA_KEY, policyOfData } from "../core/policies/catchUpAtStart.js";
+import { rowSchedule } from "../core/policies/schedule.js";
 import { selectTaskJobs } from "../engine/sql.js";
 import { DEFAULT_MIN_INTERVAL_MS } from "../scheduler/cronValidator.js";
 import { describeProblems, parseDesiredState } from "../scheduler/desiredState.js";

@@ -2,6 +2,11 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import type { PoolClient } from "pg";
+import type { CatchUpPolicy } from "../core/policies/catchUp.js";
+import { POLICY_DATA_KEY, policyOfData } from "../core/policies/catchUpAtStart.js";
+import { dueAt } from "../core/policies/jitter.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
+import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
 import type { Logger } from "../scheduler/logger.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
@@ -9,11 +14,6 @@ import { CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
-import type { CatchUpPolicy } from "./policies/catchUp.js";
-import { POLICY_DATA_KEY, policyOfData } from "./policies/catchUpAtStart.js";
-import { dueAt } from "./policies/jitter.js";
-import type { OverlapPolicy } from "./policies/overlap.js";
-import { nextSlot, rowSchedule, scheduleOf } from "./policies/schedule.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
@@ -602,7 +602,7 @@ export class AgendaEngine {
   }
 }
 
-/** The next slot (DST rule, or an epoch-anchored interval: src/engine/policies/schedule.ts); undefined: Agenda's stands. */
+/** The next slot (DST rule, or an epoch-anchored interval: src/core/policies/schedule.ts); undefined: Agenda's stands. */
 function nextSlotAfter(cron: string, timezone: string, after: Date): Date | undefined {
   try {
     const next = nextSlot(cron, timezone, after.getTime());

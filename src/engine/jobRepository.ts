@@ -1,9 +1,9 @@
 import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
+import { POLICY_DATA_KEY, planRunStart } from "../core/policies/catchUpAtStart.js";
+import { rowSchedule } from "../core/policies/schedule.js";
 import type { Logger } from "../scheduler/logger.js";
-import { POLICY_DATA_KEY, planRunStart } from "./policies/catchUpAtStart.js";
-import { rowSchedule } from "./policies/schedule.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { type RowAtStart, RUN_DATA_KEY, type RunLedger } from "./runLedger.js";
 import {
@@ -298,7 +298,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /**
-   * Policies at a run's start (src/engine/policies/catchUpAtStart.ts): which slot runs when slots
+   * Policies at a run's start (src/core/policies/catchUpAtStart.ts): which slot runs when slots
    * were missed (the ledger's slot, and the decision for the runner to record), and the next run
    * under the DST rule, written by this start save and by the run's final save (the same object).
    */

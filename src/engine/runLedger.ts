@@ -5,7 +5,7 @@
  * reads the rest to enrich Agenda's log rows.
  */
 
-import type { CatchUpDecision } from "./policies/catchUp.js";
+import type { CatchUpDecision } from "../core/policies/catchUp.js";
 import type { RunJournal } from "./runJournal.js";
 import type { PreviousRun } from "./types.js";
 
@@ -84,7 +84,7 @@ export interface RunEntry {
   slotAlreadyFinished?: boolean;
   /** Cut off at shutdown: recorded interrupted, and the final save hands the slot to another instance. */
   handedOff?: boolean;
-  /** The catch-up decision made at the start save (src/engine/policies/catchUp.ts); the runner applies it. */
+  /** The catch-up decision made at the start save (src/core/policies/catchUp.ts); the runner applies it. */
   catchUp?: CatchUpDecision;
 }
 

@@ -26,7 +26,7 @@ export interface JobRow {
   fail_count: number | null;
   fail_reason: string | null;
   last_modified_by: string | null;
-  /** `data.policy` (src/engine/policies/catchUpAtStart.ts). */
+  /** `data.policy` (src/core/policies/catchUpAtStart.ts). */
   policy: unknown;
 }
 
@@ -189,7 +189,7 @@ export async function retimeIdle(db: Queryable, name: string, from: Date, to: Da
 }
 
 /**
- * Arms an `at:` one-shot (src/engine/policies/schedule.ts atSchedule): no repeat interval (Agenda
+ * Arms an `at:` one-shot (src/core/policies/schedule.ts atSchedule): no repeat interval (Agenda
  * runs the job once and leaves it without a next run), the time as the next run and in
  * `data.policy.at`. A changed time re-arms a one-shot that has run.
  */

@@ -1,12 +1,17 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import type { Pool } from "pg";
+import {
+  POLICY_DATA_KEY,
+  policyOfData,
+  type StoredPolicy,
+  slotSource,
+} from "../core/policies/catchUpAtStart.js";
+import { dueAt, slotOfDue } from "../core/policies/jitter.js";
+import { cancelAt, decideOverlapAtEnd } from "../core/policies/overlap.js";
+import { nextSlot, rowSchedule, slotsBetween } from "../core/policies/schedule.js";
 import type { Logger } from "../scheduler/logger.js";
 import { BEFORE_START_RETRY, START_MARGIN_MS } from "./jobRepository.js";
-import { POLICY_DATA_KEY, policyOfData, type StoredPolicy, slotSource } from "./policies/catchUpAtStart.js";
-import { dueAt, slotOfDue } from "./policies/jitter.js";
-import { cancelAt, decideOverlapAtEnd } from "./policies/overlap.js";
-import { nextSlot, rowSchedule, slotsBetween } from "./policies/schedule.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { RunJournal } from "./runJournal.js";
 import type { RunEntry, RunLedger } from "./runLedger.js";
@@ -202,7 +207,7 @@ export class TaskRunner {
   }
 
   /**
-   * The overlap decision at a run's end (src/engine/policies/overlap.ts): the slots that fell due
+   * The overlap decision at a run's end (src/core/policies/overlap.ts): the slots that fell due
    * while it ran are recorded skipped (one log line, one event), and for `skip` the next run moves
    * to the first slot after now. Written by the run's final save (the same job object).
    */
@@ -342,7 +347,7 @@ export class TaskRunner {
   }
 
   /**
-   * The catch-up decision of this run's start save (src/engine/policies/catchUp.ts): records the
+   * The catch-up decision of this run's start save (src/core/policies/catchUp.ts): records the
    * slots it skipped, one log line and one hook call per decision. False: nothing runs now (the
    * run's own record is the first skipped slot).
    */

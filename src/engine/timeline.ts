@@ -1,6 +1,6 @@
 import { CronExpressionParser } from "cron-parser";
 import type { Pool } from "pg";
-import { nextSlots as nextScheduleSlots, scheduleOf, slotsBetween } from "./policies/schedule.js";
+import { nextSlots as nextScheduleSlots, scheduleOf, slotsBetween } from "../core/policies/schedule.js";
 import * as tsql from "./timelineSql.js";
 
 /**
@@ -516,7 +516,7 @@ export function expandSchedule(
   return undefined;
 }
 
-/** The upcoming slots, as the engine will run them (the DST rule of src/engine/policies/schedule.ts). */
+/** The upcoming slots, as the engine will run them (the DST rule of src/core/policies/schedule.ts). */
 function nextSlots(cron: string, timezone: string, after: Date, count: number): Date[] {
   try {
     if (scheduleOf(cron).kind === "cron")

@@ -86,7 +86,7 @@ export interface EngineHooks {
   slotsSkipped?(skipped: SkippedSlots): void;
 }
 
-/** One catch-up decision's skipped slots (src/engine/policies/catchUp.ts). */
+/** One catch-up decision's skipped slots (src/core/policies/catchUp.ts). */
 export interface SkippedSlots {
   taskName: string;
   /** How many; `atLeast` when there were too many to count. */

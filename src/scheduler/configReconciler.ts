@@ -1,5 +1,5 @@
-import { type CatchUpPolicy, formatDuration } from "../engine/policies/catchUp.js";
-import type { OverlapPolicy } from "../engine/policies/overlap.js";
+import { type CatchUpPolicy, formatDuration } from "../core/policies/catchUp.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { forEachConcurrently } from "./concurrently.js";
 import type { Logger } from "./logger.js";

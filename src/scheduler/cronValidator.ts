@@ -1,5 +1,5 @@
 import { CronExpressionParser } from "cron-parser";
-import { nextSlots, scheduleOf } from "../engine/policies/schedule.js";
+import { nextSlots, scheduleOf } from "../core/policies/schedule.js";
 
 /**
  * One place for cron rules. Agenda stores whatever it is given and computes next runs with
@@ -100,7 +100,7 @@ export function checkSchedule(cron: string, timezone: string, rules: CronRules, 
 
 /**
  * The next `count` run times after `from`, as the engine computes them: cron-parser's (Agenda's)
- * with the DST rule of src/engine/policies/schedule.ts where cron-parser departs from it; for an
+ * with the DST rule of src/core/policies/schedule.ts where cron-parser departs from it; for an
  * `every:` interval, its epoch-anchored slots.
  */
 export function nextRunTimes(cron: string, timezone: string, from: Date, count: number): Date[] {

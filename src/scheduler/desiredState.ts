@@ -1,6 +1,6 @@
 import { z } from "zod";
-import { formatDuration } from "../engine/policies/catchUp.js";
-import { atSchedule, storedEvery } from "../engine/policies/schedule.js";
+import { formatDuration } from "../core/policies/catchUp.js";
+import { atSchedule, storedEvery } from "../core/policies/schedule.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
 import { CronwardenError } from "./errors.js";
 import { checkPolicyFields } from "./policyConfig.js";

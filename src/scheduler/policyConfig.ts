@@ -4,8 +4,8 @@ import {
   DEFAULT_CATCH_UP,
   MAX_CATCH_UP_WINDOW_MS,
   parseDuration,
-} from "../engine/policies/catchUp.js";
-import type { OverlapPolicy } from "../engine/policies/overlap.js";
+} from "../core/policies/catchUp.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { type CronRules, formatMs } from "./cronValidator.js";
 import type { EntryProblem } from "./types.js";
 

@@ -1,5 +1,5 @@
-import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../engine/policies/catchUp.js";
-import { DEFAULT_OVERLAP, type OverlapPolicy } from "../engine/policies/overlap.js";
+import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../core/policies/catchUp.js";
+import { DEFAULT_OVERLAP, type OverlapPolicy } from "../core/policies/overlap.js";
 import { describeRejection } from "./desiredState.js";
 import { closestName } from "./fleetGuard.js";
 import type { DesiredState, DesiredTask } from "./types.js";

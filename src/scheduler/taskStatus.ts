@@ -1,5 +1,5 @@
-import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../engine/policies/catchUp.js";
-import { scheduleOf } from "../engine/policies/schedule.js";
+import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../core/policies/catchUp.js";
+import { scheduleOf } from "../core/policies/schedule.js";
 import type { RunSummaryRow } from "../engine/sql.js";
 import type { TaskJob } from "../engine/types.js";
 import type { RunOutcome, TaskStatus } from "./status.js";

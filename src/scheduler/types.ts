@@ -1,5 +1,5 @@
-import type { CatchUpPolicy } from "../engine/policies/catchUp.js";
-import type { OverlapPolicy } from "../engine/policies/overlap.js";
+import type { CatchUpPolicy } from "../core/policies/catchUp.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { Logger } from "./logger.js";
 
 /** What a handler receives for one run. */
@@ -48,12 +48,12 @@ export interface DesiredTask {
   timezone: string;
   /**
    * For an `every:` entry, its interval as written ("15m"); `cron` then holds it as stored in the
-   * job row ("15 minutes", src/engine/policies/schedule.ts).
+   * job row ("15 minutes", src/core/policies/schedule.ts).
    */
   every?: string;
   /**
    * For an `at:` one-shot, its time (ISO); `cron` then names it `at <ISO time>`, and the job row
-   * has no repeat interval (src/engine/policies/schedule.ts atSchedule).
+   * has no repeat interval (src/core/policies/schedule.ts atSchedule).
    */
   at?: string;
   /** What becomes of slots that fall due while a run is going (docs/behaviour.md); absent: skip. */

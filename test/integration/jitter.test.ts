@@ -1,5 +1,5 @@
 import { expect, it } from "vitest";
-import { jitterOffset } from "../../src/engine/policies/jitter.js";
+import { jitterOffset } from "../../src/core/policies/jitter.js";
 import type { RunRecord } from "../../src/index.js";
 import { harnessSuite, pollUntil } from "../helpers/harness.js";
 

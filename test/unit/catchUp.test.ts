@@ -6,7 +6,7 @@ import {
   parseDuration,
   SKIPPED_LISTED_CAP,
   type SlotSource,
-} from "../../src/engine/policies/catchUp.js";
+} from "../../src/core/policies/catchUp.js";
 
 /** A schedule with a slot every `period` ms from 0. */
 function every(period: number): SlotSource {

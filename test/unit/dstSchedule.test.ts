@@ -1,10 +1,10 @@
 import { CronExpressionParser } from "cron-parser";
 import { describe, expect, it } from "vitest";
-import { nextCronSlots } from "../../src/engine/policies/schedule.js";
+import { nextCronSlots } from "../../src/core/policies/schedule.js";
 import { nextRunTimes } from "../../src/scheduler/cronValidator.js";
 
 /**
- * The DST rule (docs/behaviour.md, "DST"; src/engine/policies/schedule.ts), zone by zone:
+ * The DST rule (docs/behaviour.md, "DST"; src/core/policies/schedule.ts), zone by zone:
  * a fixed time in the skipped hour runs shifted forward by the change; a fixed time in the repeated
  * hour runs once (first copy); an hourly wildcard follows the wall clock (no run in the skipped
  * hour, one in each copy of the repeated hour). `cronParser` says where cron-parser 5.10.5 alone

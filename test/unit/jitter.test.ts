@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { planRunStart } from "../../src/engine/policies/catchUpAtStart.js";
-import { dueAt, jitterOffset, slotOfDue } from "../../src/engine/policies/jitter.js";
+import { planRunStart } from "../../src/core/policies/catchUpAtStart.js";
+import { dueAt, jitterOffset, slotOfDue } from "../../src/core/policies/jitter.js";
 
 describe("jitter", () => {
   const slot = Date.parse("2026-12-01T03:00:00Z");

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import type { SlotSource } from "../../src/engine/policies/catchUp.js";
-import { cancelAt, decideOverlapAtEnd } from "../../src/engine/policies/overlap.js";
+import type { SlotSource } from "../../src/core/policies/catchUp.js";
+import { cancelAt, decideOverlapAtEnd } from "../../src/core/policies/overlap.js";
 
 const second = 1_000;
 const everySecond: SlotSource = {

@@ -5,7 +5,7 @@ import {
   scheduleOf,
   slotsBetween,
   storedEvery,
-} from "../../src/engine/policies/schedule.js";
+} from "../../src/core/policies/schedule.js";
 
 describe("every: intervals", () => {
   it.each([

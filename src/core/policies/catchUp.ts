@@ -2,7 +2,7 @@
  * The catch-up decision (docs/behaviour.md, "Catch-up") as a pure function: a job whose stored
  * slot is older than the grace has missed slots (downtime, an outage, a task disabled and enabled
  * again); the policy says which of them run. It touches nothing: the engine applies the decision
- * at a run's start (src/engine/policies/catchUpAtStart.ts).
+ * at a run's start (src/core/policies/catchUpAtStart.ts).
  */
 
 export type CatchUpRuns = "none" | "latest" | "all";
@@ -36,7 +36,7 @@ const SKIPPED_COUNT_CAP = 10_000;
 /** Slots of `all`'s window enumerated per decision; beyond this only the newest slot runs. */
 const WINDOW_ENUMERATION_CAP = 10_000;
 
-/** The slots of a task's schedule, as the engine computes them (src/engine/policies/schedule.ts). */
+/** The slots of a task's schedule, as the engine computes them (src/core/policies/schedule.ts). */
 export interface SlotSource {
   /** Slots in [from, to], oldest first, at most `limit` (the oldest); `complete` when all are listed. */
   between(from: number, to: number, limit: number): { slots: number[]; complete: boolean };

@@ -20,9 +20,9 @@ export const POLICY_DATA_KEY = "policy";
 /** The policies as stored in the job row. */
 export interface StoredPolicy {
   catchUp: CatchUpPolicy;
-  /** The task's jitter in ms (0: none), src/engine/policies/jitter.ts. */
+  /** The task's jitter in ms (0: none), src/core/policies/jitter.ts. */
   jitterMs: number;
-  /** src/engine/policies/overlap.ts */
+  /** src/core/policies/overlap.ts */
   overlap: OverlapPolicy;
 }
 
