@@ -15,7 +15,7 @@ it("runs once across two instances, then shows as completed; a new time re-arms 
   const name = "one-shot";
   let runs = 0;
   const task = { name, handler: async () => void runs++ };
-  const at = new Date(Math.ceil(Date.now() / 1000) * 1000 + 2_000);
+  const at = new Date(Math.ceil(Date.now() / 1000) * 1000 + 5_000);
   const instances = [
     SchedulerHarness.create(db().pool, [task], settings),
     SchedulerHarness.create(db().pool, [task], settings),
@@ -50,7 +50,7 @@ it("runs once across two instances, then shows as completed; a new time re-arms 
   expect(runs).toBe(1);
 
   // a new time re-arms it: once more
-  const later = new Date(Math.ceil(Date.now() / 1000) * 1000 + 2_000);
+  const later = new Date(Math.ceil(Date.now() / 1000) * 1000 + 3_000);
   const reconciled = first.nextReconcile();
   await first.writeRaw(oneShotYaml(name, later));
   await reconciled;

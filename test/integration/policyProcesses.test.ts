@@ -53,14 +53,19 @@ async function outcomes(task: string): Promise<Array<{ outcome: string; slot: st
 }
 
 it("an at: one-shot runs exactly once across three instances, then shows no next run", async () => {
-  const at = new Date(Math.ceil(Date.now() / 1000) * 1000 + 6_000).toISOString();
+  // far enough ahead for three processes to start on a busy machine
+  const at = new Date(Math.ceil(Date.now() / 1000) * 1000 + 12_000).toISOString();
   const config = [{ name: "quick", at }];
   const peers = await Promise.all(["p1", "p2", "p3"].map((name) => instance(name, config)));
   await Promise.all(peers.map((peer) => peer.waitFor(`${peer.child.pid} to start`, started)));
-  const runs = await pollUntil("the one-shot's run", async () => {
-    const found = await outcomes("quick");
-    return found.length > 0 && found;
-  });
+  const runs = await pollUntil(
+    "the one-shot's run",
+    async () => {
+      const found = await outcomes("quick");
+      return found.length > 0 && found;
+    },
+    { timeoutMs: 45_000 },
+  );
   // its end saved: no next run, so no instance can lock it again (the lock needs a due next run)
   await pollUntil("the one-shot's end saved", async () => {
     const { rows } = await db.pool.query(
@@ -72,7 +77,7 @@ it("an at: one-shot runs exactly once across three instances, then shows no next
   expect(rows[0]?.next_run_at).toBeNull();
   expect(await outcomes("quick")).toEqual(runs);
   expect(runs).toEqual([{ outcome: "succeeded", slot: at, instance: expect.any(String) }]);
-});
+}, 120_000);
 
 it("downtime: every instance stopped over 5+ missed slots, one started: catchUp none records each one skipped and runs none", async () => {
   const config = [{ name: "quick", cron: "*/2 * * * * *", catchUp: { runs: "none", window: "1h" } }];
