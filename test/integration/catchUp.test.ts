@@ -49,6 +49,20 @@ function catchUpLines(harness: SchedulerHarness, name: string) {
   return harness.logs.lines.filter((line) => line.task === name && String(line.msg).startsWith("catch-up:"));
 }
 
+/**
+ * The records from `stored` on, once every slot before the first run has its skipped record: the
+ * skipped rows and the run's row are written independently, so the test waits for that figure.
+ */
+function settled(runs: number) {
+  return (rows: RunRecord[], stored: Date) => {
+    const ran = rows.filter((row) => row.outcome === "succeeded");
+    const first = ran[0];
+    if (ran.length < runs || !first) return false;
+    const before = rows.filter((row) => row.outcome === "skipped" && row.scheduledAt < first.scheduledAt);
+    return before.length === (first.scheduledAt.getTime() - stored.getTime()) / PERIOD;
+  };
+}
+
 /** Every slot from `from` on has exactly one record, no gaps, no duplicates. */
 function expectContiguous(slots: RunRecord[], from: Date) {
   slots.forEach((run, index) => {
@@ -62,9 +76,9 @@ it("downtime over 5+ missed slots, runs: none: every missed slot is recorded ski
   const stored = await downtime(name, entry, 5);
   const { harness, skippedEvents } = await restart(name, entry);
   // wait for two ordinary runs after the decision
-  const all = await pollUntil("two runs after the catch-up", async () => {
+  const all = await pollUntil("two runs after the catch-up, every slot before them recorded", async () => {
     const rows = await records(harness, name, stored);
-    return rows.filter((row) => row.outcome === "succeeded").length >= 2 && rows;
+    return settled(2)(rows, stored) && rows;
   });
   const skipped = all.filter((row) => row.outcome === "skipped");
   const ran = all.filter((row) => row.outcome === "succeeded");
@@ -82,9 +96,9 @@ it("downtime over 5+ missed slots, runs: latest: the newest missed slot runs onc
   const entry = { name, cron: CRON, catchUp: { runs: "latest", window: "1h" } };
   const stored = await downtime(name, entry, 5);
   const { harness, skippedEvents, restartedAt } = await restart(name, entry);
-  const all = await pollUntil("the catch-up run and one more", async () => {
+  const all = await pollUntil("the catch-up run and one more, every slot before them recorded", async () => {
     const rows = await records(harness, name, stored);
-    return rows.filter((row) => row.outcome === "succeeded").length >= 2 && rows;
+    return settled(2)(rows, stored) && rows;
   });
   const skipped = all.filter((row) => row.outcome === "skipped");
   const [caughtUp] = all.filter((row) => row.outcome === "succeeded");
@@ -106,9 +120,9 @@ it("downtime over 8 missed slots, runs: all with a 5 s window: the slots in the 
   const entry = { name, cron: CRON, catchUp: { runs: "all", window: "5s" } };
   const stored = await downtime(name, entry, 8);
   const { harness } = await restart(name, entry);
-  const all = await pollUntil("four runs", async () => {
+  const all = await pollUntil("four runs, every slot before them recorded", async () => {
     const rows = await records(harness, name, stored);
-    return rows.filter((row) => row.outcome === "succeeded").length >= 4 && rows;
+    return settled(4)(rows, stored) && rows;
   });
   const skipped = all.filter((row) => row.outcome === "skipped");
   const ran = all.filter((row) => row.outcome === "succeeded");

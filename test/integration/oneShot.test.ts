@@ -34,7 +34,8 @@ it("runs once across two instances, then shows as completed; a new time re-arms 
 
   const status = await pollUntil("the one-shot to complete", async () => {
     const found = (await first.scheduler.status()).find((entry) => entry.name === name);
-    return found?.job?.completed === true && found;
+    // the run's outcome row and the row's end are written independently: wait for both
+    return found?.job?.completed === true && found.lastOutcome === "succeeded" && found;
   });
   expect(status).toMatchObject({
     configured: { cron: `at ${at.toISOString()}`, at: at.toISOString() },
