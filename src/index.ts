@@ -43,6 +43,7 @@ export {
   Scheduler,
   type SchedulerEvents,
   type SchedulerOptions,
+  type SlotsSkippedEvent,
   type StopResult,
 } from "./scheduler/scheduler.js";
 export type { SchedulerSettings, SchedulerSettingsInput } from "./scheduler/settings.js";

@@ -1,4 +1,5 @@
 import { CronExpressionParser } from "cron-parser";
+import { nextSlots, scheduleOf } from "../core/policies/schedule.js";
 
 /**
  * One place for cron rules. Agenda stores whatever it is given and computes next runs with
@@ -97,10 +98,15 @@ export function checkSchedule(cron: string, timezone: string, rules: CronRules, 
   return { ok: true, cron: expression, timezone, shortestGapMs };
 }
 
-/** The next `count` run times after `from`, as Agenda would compute them. */
+/**
+ * The next `count` run times after `from`, as the engine computes them: cron-parser's (Agenda's)
+ * with the DST rule of src/core/policies/schedule.ts where cron-parser departs from it; for an
+ * `every:` interval, its epoch-anchored slots.
+ */
 export function nextRunTimes(cron: string, timezone: string, from: Date, count: number): Date[] {
-  const parsed = CronExpressionParser.parse(cron, { currentDate: from, tz: timezone });
-  return parsed.take(count).map((date) => date.toDate());
+  // an `every:` interval as stored in the job row ("15 minutes") is not a cron expression
+  if (scheduleOf(cron).kind === "cron") CronExpressionParser.parse(cron, { currentDate: from, tz: timezone }); // throws on a bad expression, as before
+  return nextSlots(cron, timezone, from.getTime(), count).map((time) => new Date(time));
 }
 
 function checkSyntax(expression: string): string | undefined {

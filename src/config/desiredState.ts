@@ -1,7 +1,12 @@
 import { z } from "zod";
 import { CronwardenError } from "../core/errors.js";
+import type { CatchUpPolicy } from "../core/policies/catchUp.js";
+import { formatDuration } from "../core/policies/catchUp.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
+import { atSchedule, storedEvery } from "../core/policies/schedule.js";
 import { TASK_NAME_PATTERN } from "../core/taskName.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
+import { checkPolicyFields } from "./policyConfig.js";
 
 /** One task's entry in the desired state, after validation. */
 export interface DesiredTask {
@@ -10,6 +15,22 @@ export interface DesiredTask {
   cron: string;
   /** Always set: the entry's own timezone or the service default. */
   timezone: string;
+  /**
+   * For an `every:` entry, its interval as written ("15m"); `cron` then holds it as stored in the
+   * job row ("15 minutes", src/core/policies/schedule.ts).
+   */
+  every?: string;
+  /**
+   * For an `at:` one-shot, its time (ISO); `cron` then names it `at <ISO time>`, and the job row
+   * has no repeat interval (src/core/policies/schedule.ts atSchedule).
+   */
+  at?: string;
+  /** What becomes of slots that fall due while a run is going (docs/behaviour.md); absent: skip. */
+  overlap?: OverlapPolicy;
+  /** A stable per-slot start delay in [0, jitterMs) (docs/behaviour.md, "Jitter"); absent: none. */
+  jitterMs?: number;
+  /** What runs of the slots missed while nothing ran (docs/behaviour.md); absent: the default. */
+  catchUp?: CatchUpPolicy;
 }
 
 /** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
@@ -63,8 +84,14 @@ const entrySchema = z.strictObject({
       "must be 1-200 ASCII letters (A-Z, a-z), digits, '.', '_', '-' or ':', starting with a letter or digit",
     ),
   enabled: z.boolean({ error: "must be true or false" }),
-  cron: z.string({ error: "must be a string" }).min(1, "must not be empty"),
+  cron: z.string({ error: "must be a string" }).min(1, "must not be empty").optional(),
   timezone: z.string({ error: "must be a string" }).optional(),
+  // checked by checkPolicyFields (src/scheduler/policyConfig.ts)
+  every: z.unknown().optional(),
+  at: z.unknown().optional(),
+  catchUp: z.unknown().optional(),
+  overlap: z.unknown().optional(),
+  jitter: z.unknown().optional(),
 });
 
 export interface ParseOptions {
@@ -80,7 +107,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   if (!top.success) {
     throw new CronwardenError(
       "INVALID_CONFIG",
-      `config from ${options.source} is not a desired-state document: ${describeTopLevel(document)}; expected { "tasks": [ { "name", "enabled", "cron", "timezone"? } ] }`,
+      `config from ${options.source} is not a desired-state document: ${describeTopLevel(document)}; expected { "tasks": [ { "name", "enabled", "cron", "timezone"?, "catchUp"? } ] }`,
     );
   }
 
@@ -106,6 +133,10 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
         reason:
           issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
       }));
+      if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
+        for (const problem of checkPolicyFields(raw as Record<string, unknown>, options.rules).problems)
+          if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
+      }
       const rawCron = valueAt(raw, ["cron"]);
       const rawTimezone = valueAt(raw, ["timezone"]);
       if (
@@ -128,18 +159,54 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       });
       return;
     }
+    const policy = checkPolicyFields(entry.data, options.rules);
     const timezone = entry.data.timezone ?? options.defaultTimezone;
-    const check = checkSchedule(entry.data.cron, timezone, options.rules, options.now);
-    if (!check.ok) {
-      rejected.push({ index, name, field: check.field, value: check.value, reason: check.reason });
+    const check =
+      entry.data.cron === undefined
+        ? undefined
+        : checkSchedule(entry.data.cron, timezone, options.rules, options.now);
+    const problems = [...policy.problems];
+    if (check && !check.ok)
+      problems.unshift({ field: check.field, value: check.value, reason: check.reason });
+    const schedule = check?.ok
+      ? { cron: check.cron, timezone: check.timezone }
+      : policy.fields.every !== undefined
+        ? { cron: storedEvery(policy.fields.every), timezone, every: formatDuration(policy.fields.every) }
+        : policy.fields.at !== undefined
+          ? { cron: atSchedule(policy.fields.at), timezone, at: new Date(policy.fields.at).toISOString() }
+          : undefined;
+    // a jitter as long as the gap between two slots would let one slot's run start after the next one's
+    const shortestGapMs = check?.ok ? check.shortestGapMs : policy.fields.every;
+    if (
+      policy.fields.jitterMs !== undefined &&
+      shortestGapMs !== undefined &&
+      policy.fields.jitterMs >= shortestGapMs
+    )
+      problems.push({
+        field: "jitter",
+        value: entry.data.jitter,
+        reason: `must be shorter than the schedule's shortest gap between two runs (${formatDuration(shortestGapMs)})`,
+      });
+    if (problems.length > 0 || !schedule) {
+      const [first] = problems;
+      rejected.push({
+        index,
+        name,
+        field: first?.field ?? "cron",
+        value: first?.value,
+        reason: first?.reason ?? "invalid",
+        ...(problems.length > 1 ? { problems } : {}),
+      });
       return;
     }
     indexesByName.set(entry.data.name, [...(indexesByName.get(entry.data.name) ?? []), index]);
     tasks.push({
       name: entry.data.name,
       enabled: entry.data.enabled,
-      cron: check.cron,
-      timezone: check.timezone,
+      ...schedule,
+      ...(policy.fields.jitterMs ? { jitterMs: policy.fields.jitterMs } : {}),
+      ...(policy.fields.overlap ? { overlap: policy.fields.overlap } : {}),
+      ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
     });
   });
 

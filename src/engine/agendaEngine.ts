@@ -4,6 +4,11 @@ import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import type { PoolClient } from "pg";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
+import type { CatchUpPolicy } from "../core/policies/catchUp.js";
+import { POLICY_DATA_KEY } from "../core/policies/catchUpAtStart.js";
+import { dueAt } from "../core/policies/jitter.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
+import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
@@ -147,6 +152,10 @@ export class AgendaEngine {
         // the other instances lock it now, not at their next poll
         void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(), priority: 0 }).catch(() => {});
       },
+      catchUpGraceMs: Math.max(
+        this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,
+        2 * processEveryMs,
+      ),
       onLocked: (jobId, taskName, slot) => {
         this.#options.hooks?.slotLocked?.(taskName, slot);
         if (slot.getTime() > Date.now()) this.#slotTimers.arm(jobId, taskName, slot);
@@ -309,7 +318,20 @@ export class AgendaEngine {
   async createJob(taskName: string, cron: string, timezone: string, enabled: boolean): Promise<void> {
     const job = this.#requireAgenda().create(taskName);
     job.attrs.type = "single";
+    const schedule = scheduleOf(cron);
+    if (schedule.kind === "at") {
+      // a one-shot: no repeat interval, so Agenda runs it once and leaves no next run
+      job.attrs.nextRunAt = new Date(schedule.at);
+      job.attrs.repeatTimezone = timezone;
+      (job.attrs as { data: unknown }).data = {
+        [POLICY_DATA_KEY]: { at: new Date(schedule.at).toISOString() },
+      };
+      if (!enabled) job.disable();
+      await job.save();
+      return;
+    }
     job.repeatEvery(cron, { timezone });
+    job.attrs.nextRunAt = nextSlotAfter(cron, timezone, new Date()) ?? job.attrs.nextRunAt;
     if (!enabled) job.disable();
     await job.save();
   }
@@ -324,11 +346,18 @@ export class AgendaEngine {
    */
   async updateSchedule(taskName: string, cron: string, timezone: string, now: Date): Promise<Date> {
     let reference = now;
+    const schedule = scheduleOf(cron);
+    if (schedule.kind === "at") {
+      // (re-)arms a one-shot: it runs once more, at its new time
+      const at = new Date(schedule.at);
+      await sql.armOneShot(this.#options.pool, { name: taskName, timezone, at });
+      return at;
+    }
     for (let attempt = 1; ; attempt++) {
       const probe = this.#requireAgenda().create(taskName);
       probe.attrs.lastRunAt = reference; // the reference repeatEvery() computes the next run from
       probe.repeatEvery(cron, { timezone });
-      const nextRunAt = probe.attrs.nextRunAt;
+      const nextRunAt = nextSlotAfter(cron, timezone, reference) ?? probe.attrs.nextRunAt;
       if (!nextRunAt)
         throw new Error(`cron "${cron}" in ${timezone} has no next run after ${reference.toISOString()}`);
       const result = await sql.updateSchedule(this.#options.pool, {
@@ -343,6 +372,33 @@ export class AgendaEngine {
         throw new Error(`the schedule of "${taskName}" could not be changed: runs kept starting meanwhile`);
       reference = new Date(Math.max(result.startedAt.getTime(), reference.getTime()));
     }
+  }
+
+  async setPolicy(taskName: string, catchUp: CatchUpPolicy): Promise<void> {
+    await sql.setPolicy(this.#options.pool, taskName, { catchUp });
+  }
+
+  /**
+   * Stores a task's jitter; an idle job whose next run is ahead is re-timed to its next slot plus
+   * the new offset (a running or pre-locked one takes it from its next start save).
+   */
+  async setJitter(taskName: string, jitterMs: number, now: Date): Promise<void> {
+    await sql.setPolicy(this.#options.pool, taskName, { jitterMs });
+    const row = (await sql.selectTaskJobs(this.#options.pool)).find((job) => job.name === taskName);
+    const schedule = row ? rowSchedule(row.repeat_interval, row.policy) : null;
+    if (!row || !schedule || row.locked_at || !row.next_run_at || row.next_run_at <= now) return;
+    const slot = nextSlot(schedule, row.repeat_timezone ?? "UTC", now.getTime());
+    if (slot === undefined) return;
+    await sql.retimeIdle(
+      this.#options.pool,
+      taskName,
+      row.next_run_at,
+      new Date(dueAt(taskName, slot, jitterMs)),
+    );
+  }
+
+  async setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void> {
+    await sql.setPolicy(this.#options.pool, taskName, { overlap });
   }
 
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {
@@ -526,5 +582,15 @@ export class AgendaEngine {
   #requireAgenda(): Agenda {
     if (!this.#agenda) throw new Error("AgendaEngine.prepare() must complete first");
     return this.#agenda;
+  }
+}
+
+/** The next slot (DST rule, or an epoch-anchored interval: src/core/policies/schedule.ts); undefined: Agenda's stands. */
+function nextSlotAfter(cron: string, timezone: string, after: Date): Date | undefined {
+  try {
+    const next = nextSlot(cron, timezone, after.getTime());
+    return next === undefined ? undefined : new Date(next);
+  } catch {
+    return undefined;
   }
 }

@@ -1,5 +1,7 @@
 import type { Pool } from "pg";
 import type { Logger } from "../core/logger.js";
+import type { CatchUpPolicy } from "../core/policies/catchUp.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
 import type { RunJournal } from "./runJournal.js";
 
@@ -77,6 +79,21 @@ export interface EngineHooks {
   lockLost?(run: EngineRun, reason: string): void;
   abandoned?(run: EngineRun, reason: string): void;
   missedSlot?(missed: MissedSlot): void;
+  /** Missed slots were skipped by the task's catchUp policy (one call per decision). */
+  slotsSkipped?(skipped: SkippedSlots): void;
+}
+
+/** One catch-up decision's skipped slots (src/core/policies/catchUp.ts). */
+export interface SkippedSlots {
+  taskName: string;
+  /** How many; `atLeast` when there were too many to count. */
+  count: number;
+  atLeast: boolean;
+  first: Date;
+  last: Date;
+  /** The missed slot that runs instead, if any. */
+  runs: Date | null;
+  reason: string;
 }
 
 export type RunHandler = (run: EngineRun) => Promise<void>;
@@ -101,6 +118,10 @@ export interface TaskJob {
   failCount: number;
   failReason: string | null;
   lastModifiedBy: string | null;
+  /** The task's stored policies (`data.policy`; absent on rows without: the defaults). */
+  catchUp?: CatchUpPolicy;
+  overlap?: OverlapPolicy;
+  jitterMs?: number;
 }
 
 /**

@@ -1,4 +1,8 @@
 import type { Pool, PoolClient } from "pg";
+import type { CatchUpPolicy } from "../core/policies/catchUp.js";
+import { POLICY_DATA_KEY, policyOfData } from "../core/policies/catchUpAtStart.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
+import { rowSchedule } from "../core/policies/schedule.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { RunSummary, TaskJob } from "./engineApi.js";
 import { type JobRow, selectRunSummaries, selectTaskJobs } from "./sql.js";
@@ -16,7 +20,7 @@ export function taskJobOfRow(row: JobRow): TaskJob {
     id: row.id,
     name: row.name,
     disabled: row.disabled,
-    cron: row.repeat_interval,
+    cron: rowSchedule(row.repeat_interval, row.policy),
     timezone: row.repeat_timezone,
     nextRunAt: row.next_run_at,
     lockedAt: row.locked_at,
@@ -25,6 +29,21 @@ export function taskJobOfRow(row: JobRow): TaskJob {
     failCount: row.fail_count ?? 0,
     failReason: row.fail_reason,
     lastModifiedBy: row.last_modified_by,
+    ...(row.policy ? storedPolicyView(row.policy) : {}),
+  };
+}
+
+/** The policies of a row as the planner compares them (absent: the defaults). */
+function storedPolicyView(policy: unknown): {
+  catchUp: CatchUpPolicy;
+  jitterMs?: number;
+  overlap: OverlapPolicy;
+} {
+  const stored = policyOfData({ [POLICY_DATA_KEY]: policy });
+  return {
+    catchUp: stored.catchUp,
+    overlap: stored.overlap,
+    ...(stored.jitterMs ? { jitterMs: stored.jitterMs } : {}),
   };
 }
 

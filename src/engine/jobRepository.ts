@@ -2,6 +2,8 @@ import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../core/logger.js";
+import { POLICY_DATA_KEY, planRunStart } from "../core/policies/catchUpAtStart.js";
+import { rowSchedule } from "../core/policies/schedule.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import type { RowAtStart, RunLedger } from "./runLedger.js";
 import {
@@ -68,6 +70,8 @@ export interface JobRepositoryLimits {
   onHandedOff?: (jobId: string, taskName: string) => void;
   /** A job was locked for a slot (`nextRunAt`, possibly ahead of now). */
   onLocked?: (jobId: string, taskName: string, slot: Date) => void;
+  /** A slot at most this late is on time; older ones are missed and follow the task's catchUp policy. */
+  catchUpGraceMs?: number;
 }
 
 export class CronwardenJobRepository extends PostgresJobRepository implements LockRenewer {
@@ -266,6 +270,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   ): Promise<void> {
     const renewed = new Date();
     const deadline = heldLock.getTime() + this.#limits.lockLifetimeMs - START_MARGIN_MS;
+    this.#planStart(job, renewed);
     const slot = this.#ledger.get(String(job._id))?.scheduledAt ?? job.nextRunAt ?? renewed;
     let row: RowAtStart | undefined;
     try {
@@ -291,6 +296,40 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     const jobId = String(job._id);
     this.#ledger.renewed(jobId, renewed);
     this.#ledger.startSaved(jobId, row);
+  }
+
+  /**
+   * Policies at a run's start (src/core/policies/catchUpAtStart.ts): which slot runs when slots
+   * were missed (the ledger's slot, and the decision for the runner to record), and the next run
+   * under the DST rule, written by this start save and by the run's final save (the same object).
+   */
+  #planStart(job: JobParameters, now: Date): void {
+    const entry = this.#ledger.get(String(job._id));
+    if (!entry || this.#limits.catchUpGraceMs === undefined) return;
+    const data = job.data as Record<string, unknown> | undefined;
+    const plan = planRunStart({
+      taskName: job.name,
+      cron: rowSchedule(
+        job.repeatInterval === undefined || job.repeatInterval === null ? null : String(job.repeatInterval),
+        data?.[POLICY_DATA_KEY] ?? null,
+      ),
+      timezone: job.repeatTimezone ?? null,
+      data,
+      storedSlot: entry.scheduledAt,
+      now: job.lastRunAt ?? now,
+      graceMs: this.#limits.catchUpGraceMs,
+      previousRunEndedAt: job.lastFinishedAt ?? null,
+      rerunOrManual:
+        entry.previousRunUnfinished || (data !== undefined && data !== null && "manualRun" in data),
+    });
+    if (!plan) return;
+    entry.catchUp = plan.decision;
+    if (!entry.previousRunUnfinished) entry.scheduledAt = plan.slot; // the slot, not its jittered due time
+    if (plan.decision.kind === "catch-up")
+      entry.scheduledAt = new Date(
+        plan.decision.run ?? plan.decision.skipped[0] ?? entry.scheduledAt.getTime(),
+      );
+    if (plan.nextRunAt) job.nextRunAt = plan.nextRunAt;
   }
 
   /**

@@ -5,6 +5,7 @@
  * reads the rest to enrich Agenda's log rows.
  */
 
+import type { CatchUpDecision } from "../core/policies/catchUp.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { PreviousRun } from "./engineApi.js";
 import type { RunJournal } from "./runJournal.js";
@@ -81,6 +82,8 @@ export interface RunEntry {
   slotAlreadyFinished?: boolean;
   /** Cut off at shutdown: recorded interrupted, and the final save hands the slot to another instance. */
   handedOff?: boolean;
+  /** The catch-up decision made at the start save (src/core/policies/catchUp.ts); the runner applies it. */
+  catchUp?: CatchUpDecision;
 }
 
 export class RunLedger {

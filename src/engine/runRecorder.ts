@@ -68,6 +68,39 @@ export class RunRecorder implements JobLogger {
     });
   }
 
+  /**
+   * Slots the catch-up policy skipped (besides the run's own): one `skipped` run record each,
+   * without a start. `more` is the count of skipped slots not listed, named on the last record.
+   */
+  recordSkippedSlots(
+    jobId: string,
+    taskName: string,
+    slots: Date[],
+    reason: string,
+    more: string | null,
+  ): void {
+    const finishedAt = new Date();
+    slots.forEach((slot, index) => {
+      const detail = more && index === slots.length - 1 ? `${reason} (${more})` : reason;
+      void this.#write({
+        timestamp: finishedAt,
+        level: "info",
+        event: "success",
+        jobId,
+        jobName: taskName,
+        message: `slot skipped: ${detail}`,
+        agendaName: this.#instanceId,
+        meta: {
+          scheduledAt: slot.toISOString(),
+          instanceId: this.#instanceId,
+          finishedAt: finishedAt.toISOString(),
+          outcome: "skipped",
+          detail,
+        },
+      });
+    });
+  }
+
   #write(entry: Omit<JobLogEntry, "_id">): Promise<void> {
     const redacted: Omit<JobLogEntry, "_id"> = {
       ...entry,

@@ -2,6 +2,15 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../core/logger.js";
+import {
+  POLICY_DATA_KEY,
+  policyOfData,
+  type StoredPolicy,
+  slotSource,
+} from "../core/policies/catchUpAtStart.js";
+import { dueAt, slotOfDue } from "../core/policies/jitter.js";
+import { cancelAt, decideOverlapAtEnd } from "../core/policies/overlap.js";
+import { nextSlot, rowSchedule, slotsBetween } from "../core/policies/schedule.js";
 import type {
   EngineHooks,
   EngineRun,
@@ -65,8 +74,30 @@ export class TaskRunner {
     entry.rerun = rerunOf !== undefined;
     entry.rerunOf = rerunOf;
 
-    const slot = new AbortController(); // shutdown past the drain deadline
+    const slot = new AbortController(); // shutdown past the drain deadline; overlap cancelRunning
     this.#running.set(jobId, { taskName, controller: slot });
+    // overlap cancelRunning: the handler's signal fires when the next slot comes due
+    const policy = policyOfData(job.attrs.data);
+    const cancelTime = cancelAt(
+      policy.overlap,
+      slotStartedAt.getTime(),
+      job.attrs.nextRunAt ? new Date(job.attrs.nextRunAt).getTime() : null,
+    );
+    let overlapCancelled = false;
+    const cancelTimer =
+      cancelTime === undefined
+        ? undefined
+        : setTimeout(
+            () => {
+              overlapCancelled = true;
+              slot.abort(
+                new Error(
+                  `cancelled: the next slot is due at ${new Date(cancelTime).toISOString()} (overlap: cancelRunning)`,
+                ),
+              );
+            },
+            Math.max(0, cancelTime - Date.now()),
+          );
     let lockLostReason: string | undefined;
     let loseLock: (reason: string) => void = () => {};
     const lockLost = new Promise<string>((resolve) => {
@@ -112,6 +143,13 @@ export class TaskRunner {
         entry.startedAt = run.startedAt;
         if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
+        if (overlapCancelled && result.error && !entry.handedOff) {
+          // not a failure of the task: the next slot replaced it (no failure in a row, no alert)
+          const detail = `cancelled when the next slot came due (overlap: cancelRunning): ${result.error.message}`;
+          ledger.settle(jobId, "interrupted", detail);
+          logger.info({ task: taskName, slot: entry.scheduledAt }, `run ${detail}`);
+          throw new Error(detail);
+        }
         if (entry.handedOff) {
           if (!result.error)
             entry.handedOff = false; // it finished after all: an ordinary end
@@ -166,8 +204,94 @@ export class TaskRunner {
         }
       }
     } finally {
+      clearTimeout(cancelTimer);
+      // a run that lost its lock or was handed off does not decide the row's next run: its owner does
+      if (lockLostReason === undefined && !entry.handedOff)
+        this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
       await stopWatchdog();
       this.#running.delete(jobId);
+    }
+  }
+
+  /**
+   * The overlap decision at a run's end (src/core/policies/overlap.ts): the slots that fell due
+   * while it ran are recorded skipped (one log line, one event), and for `skip` the next run moves
+   * to the first slot after now. Written by the run's final save (the same job object).
+   */
+  #applyOverlapAtEnd(taskName: string, jobId: string, job: Job, startedAt: Date, policy: StoredPolicy): void {
+    try {
+      const data = job.attrs.data as Record<string, unknown> | undefined;
+      const repeat = job.attrs.repeatInterval;
+      const schedule = rowSchedule(
+        repeat === undefined || repeat === null ? null : String(repeat),
+        data?.[POLICY_DATA_KEY] ?? null,
+      );
+      if (!schedule) return;
+      const timezone = job.attrs.repeatTimezone ?? "UTC";
+      const pendingDue = job.attrs.nextRunAt ? new Date(job.attrs.nextRunAt).getTime() : null;
+      const { jitterMs } = policy;
+      const pendingSlot =
+        pendingDue !== null && jitterMs > 0
+          ? (slotOfDue(
+              taskName,
+              pendingDue,
+              jitterMs,
+              slotsBetween(schedule, timezone, pendingDue - jitterMs + 1, pendingDue, 10_000).slots.reverse(),
+            ) ?? pendingDue)
+          : pendingDue;
+      const decision = decideOverlapAtEnd({
+        policy: policy.overlap,
+        runStartedAt: startedAt.getTime(),
+        now: Date.now(),
+        pendingSlot,
+        schedule: slotSource(schedule, timezone),
+      });
+      if (!decision) return;
+      if (decision.nextAfter !== undefined) {
+        const next = nextSlot(schedule, timezone, decision.nextAfter);
+        job.attrs.nextRunAt = next === undefined ? null : new Date(dueAt(taskName, next, jitterMs));
+      }
+      const first = decision.skipped[0];
+      if (first === undefined) return;
+      const { skippedCount, atLeast, reason } = decision;
+      const unlisted = skippedCount - decision.skipped.length;
+      this.#deps.recorder.recordSkippedSlots(
+        jobId,
+        taskName,
+        decision.skipped.map((time) => new Date(time)),
+        reason,
+        unlisted > 0 || atLeast
+          ? `and ${atLeast ? "at least " : ""}${unlisted} more slot(s) not listed one by one`
+          : null,
+      );
+      const last = new Date(decision.skipped.at(-1) as number);
+      const runs = decision.nextAfter === undefined && pendingSlot !== null ? new Date(pendingSlot) : null;
+      this.#deps.logger.info(
+        {
+          task: taskName,
+          skipped: skippedCount,
+          atLeast,
+          firstSkipped: new Date(first),
+          lastSkipped: last,
+          runs,
+          reason,
+        },
+        `overlap: ${atLeast ? "at least " : ""}${skippedCount} slot(s) skipped (${reason})`,
+      );
+      this.#deps.hooks.slotsSkipped?.({
+        taskName,
+        count: skippedCount,
+        atLeast,
+        first: new Date(first),
+        last,
+        runs,
+        reason,
+      });
+    } catch (error) {
+      this.#deps.logger.warn(
+        { err: error, task: taskName },
+        "could not apply the overlap policy; Agenda's next run stands",
+      );
     }
   }
 
@@ -193,6 +317,7 @@ export class TaskRunner {
         maxElapsedMs: Math.max(0, deadline - Date.now()),
       });
     try {
+      if (!this.#applyCatchUp(taskName, jobId, entry)) return { kind: "skipped" };
       const skipReason = await this.#whySkip(jobId, job, beforeStart);
       if (skipReason) {
         ledger.settle(jobId, "skipped", skipReason);
@@ -226,6 +351,59 @@ export class TaskRunner {
       entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
       throw new DatabaseUnreachableBeforeStartError(taskName, error as Error);
     }
+  }
+
+  /**
+   * The catch-up decision of this run's start save (src/core/policies/catchUp.ts): records the
+   * slots it skipped, one log line and one hook call per decision. False: nothing runs now (the
+   * run's own record is the first skipped slot).
+   */
+  #applyCatchUp(taskName: string, jobId: string, entry: RunEntry): boolean {
+    const decision = entry.catchUp;
+    if (decision?.kind !== "catch-up") return true;
+    const { run, skipped, skippedCount, atLeast, reason } = decision;
+    const first = skipped[0];
+    if (first !== undefined) {
+      // without a run, the run's own outcome row records the first skipped slot
+      const others = run === null ? skipped.slice(1) : skipped;
+      const unlisted = skippedCount - skipped.length;
+      const more =
+        unlisted > 0 || atLeast
+          ? `and ${atLeast ? "at least " : ""}${unlisted} more slot(s) not listed one by one`
+          : null;
+      this.#deps.recorder.recordSkippedSlots(
+        jobId,
+        taskName,
+        others.map((slot) => new Date(slot)),
+        reason,
+        more,
+      );
+      const last = new Date(skipped.at(-1) as number);
+      this.#deps.logger.info(
+        {
+          task: taskName,
+          skipped: skippedCount,
+          atLeast,
+          firstSkipped: new Date(first),
+          lastSkipped: last,
+          runs: run === null ? null : new Date(run),
+          reason,
+        },
+        `catch-up: ${atLeast ? "at least " : ""}${skippedCount} missed slot(s) skipped (${reason}); ${run === null ? "none runs now" : `the slot ${new Date(run).toISOString()} runs now`}`,
+      );
+      this.#deps.hooks.slotsSkipped?.({
+        taskName,
+        count: skippedCount,
+        atLeast,
+        first: new Date(first),
+        last,
+        runs: run === null ? null : new Date(run),
+        reason,
+      });
+    }
+    if (run !== null) return true;
+    this.#deps.ledger.settle(jobId, "skipped", reason);
+    return false;
   }
 
   async #attempt(
@@ -285,7 +463,10 @@ export class TaskRunner {
     // decides the next slot, not whether this one is finished
     if (this.#deps.ledger.get(jobId)?.previousRunUnfinished) return undefined;
     if (
-      guard.repeat_interval !== String(job.attrs.repeatInterval) ||
+      guard.repeat_interval !==
+        (job.attrs.repeatInterval === undefined || job.attrs.repeatInterval === null
+          ? null
+          : String(job.attrs.repeatInterval)) ||
       guard.repeat_timezone !== (job.attrs.repeatTimezone ?? null)
     ) {
       return `the schedule changed to "${guard.repeat_interval}" (${guard.repeat_timezone}) after this slot was locked; the next run follows the new schedule`;

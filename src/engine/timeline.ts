@@ -1,5 +1,6 @@
 import { CronExpressionParser } from "cron-parser";
 import type { Pool } from "pg";
+import { nextSlots as nextScheduleSlots, scheduleOf, slotsBetween } from "../core/policies/schedule.js";
 import * as tsql from "./timelineSql.js";
 
 /**
@@ -475,6 +476,10 @@ export function expandSchedule(
   until: number,
   budget: { cronSteps: number },
 ): number[] | undefined {
+  if (scheduleOf(cron).kind === "every") {
+    // an `every:` interval: arithmetic like a regular cron below, no cron steps
+    return slotsBetween(cron, timezone, after + 1, until, Number.POSITIVE_INFINITY).slots;
+  }
   let iterator: ReturnType<typeof CronExpressionParser.parse>;
   try {
     iterator = CronExpressionParser.parse(cron, { currentDate: new Date(after), tz: timezone });
@@ -511,11 +516,12 @@ export function expandSchedule(
   return undefined;
 }
 
+/** The upcoming slots, as the engine will run them (the DST rule of src/core/policies/schedule.ts). */
 function nextSlots(cron: string, timezone: string, after: Date, count: number): Date[] {
   try {
-    return CronExpressionParser.parse(cron, { currentDate: after, tz: timezone })
-      .take(count)
-      .map((date) => date.toDate());
+    if (scheduleOf(cron).kind === "cron")
+      CronExpressionParser.parse(cron, { currentDate: after, tz: timezone });
+    return nextScheduleSlots(cron, timezone, after.getTime(), count).map((time) => new Date(time));
   } catch {
     return [];
   }

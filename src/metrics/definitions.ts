@@ -89,6 +89,12 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
       labelNames: ["task"] as const,
       registers,
     }),
+    skippedSlots: new Counter({
+      name: "cronwarden_skipped_slots_total",
+      help: "Missed slots of a task skipped by its catchUp policy (each also has a skipped run record).",
+      labelNames: ["task"] as const,
+      registers,
+    }),
     reconciles: new Counter({
       name: "cronwarden_reconciles_total",
       help: "Reconcile passes by trigger (config, stored, anti-entropy) and result (changed, unchanged, failed).",

@@ -1,8 +1,16 @@
 import type { DesiredState } from "../config/desiredState.js";
 import type { Logger } from "../core/logger.js";
+import { type CatchUpPolicy, formatDuration } from "../core/policies/catchUp.js";
+import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { forEachConcurrently } from "./concurrently.js";
-import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
+import {
+  describeCatchUp,
+  type LiveJob,
+  planReconcile,
+  type ReconcileAction,
+  type ReconcilePlan,
+} from "./reconcilePlan.js";
 
 /** Actions applied at once; leaves most of a default pool of 10 to the runs. */
 const APPLY_CONCURRENCY = 4;
@@ -15,6 +23,12 @@ export interface ReconcileTarget {
   createJob(taskName: string, cron: string, timezone: string, enabled: boolean): Promise<void>;
   updateSchedule(taskName: string, cron: string, timezone: string, now: Date): Promise<Date>;
   setEnabled(taskName: string, enabled: boolean): Promise<void>;
+  /** Stores a task's catchUp policy in its job row (read back at each run's start). */
+  setPolicy(taskName: string, catchUp: CatchUpPolicy): Promise<void>;
+  /** Stores a task's jitter in its job row and re-times an idle future next run to it. */
+  setJitter(taskName: string, jitterMs: number, now: Date): Promise<void>;
+  /** Stores a task's overlap policy in its job row (read by each run). */
+  setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void>;
 }
 
 /** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
@@ -79,15 +93,24 @@ export class ConfigReconciler {
   async reconcile(desired: DesiredState, trigger: ReconcileTrigger = "config"): Promise<ReconcileResult> {
     return this.#target.withReconcileLock(async () => {
       const live = await this.#target.listJobs();
-      const plan = planReconcile(desired, live, this.#registry.names());
+      const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
       const liveByName = new Map(live.map((job) => [job.name, job]));
       const applied: ReconcileAction[] = [];
       const audit: AuditEntry[] = [];
       // each action touches its own task's row: a few at a time (10,000 in a row took 7-9 s)
       const done: boolean[] = [];
       let failure: unknown;
-      await forEachConcurrently(plan.actions, APPLY_CONCURRENCY, async (action, index) => {
-        done[index] = await this.#apply(action, liveByName.get(action.task ?? ""), trigger);
+      // one task's actions in order (a create before the policy it carries), tasks side by side
+      const byTask = new Map<string, number[]>();
+      plan.actions.forEach((action, index) => {
+        const key = action.task ?? `#${index}`;
+        byTask.set(key, [...(byTask.get(key) ?? []), index]);
+      });
+      await forEachConcurrently([...byTask.values()], APPLY_CONCURRENCY, async (indexes) => {
+        for (const index of indexes) {
+          const action = plan.actions[index] as ReconcileAction;
+          done[index] = await this.#apply(action, liveByName.get(action.task ?? ""), trigger);
+        }
       }).catch((error: unknown) => {
         failure = error;
       });
@@ -162,6 +185,27 @@ export class ConfigReconciler {
         say(`re-timed "${action.task}": ${action.reason}`, { changes: action.changes, nextRunAt });
         return true;
       }
+      case "policy":
+        await this.#target.setPolicy(action.task, action.catchUp);
+        say(`policy of "${action.task}": ${action.reason}`, {
+          before: { catchUp: action.from },
+          after: { catchUp: action.catchUp },
+        });
+        return true;
+      case "overlap":
+        await this.#target.setOverlap(action.task, action.overlap);
+        say(`overlap of "${action.task}": ${action.reason}`, {
+          before: { overlap: action.from },
+          after: { overlap: action.overlap },
+        });
+        return true;
+      case "jitter":
+        await this.#target.setJitter(action.task, action.jitterMs, this.#now());
+        say(`jitter of "${action.task}": ${action.reason}`, {
+          before: { jitterMs: action.fromMs },
+          after: { jitterMs: action.jitterMs },
+        });
+        return true;
       case "enable":
       case "disable":
         await this.#target.setEnabled(action.task, action.kind === "enable");
@@ -224,6 +268,26 @@ function auditEntries(
         oldValue: change.from,
         newValue: change.to,
       }));
+    case "policy":
+      return [
+        {
+          ...base,
+          field: "catchUp",
+          oldValue: describeCatchUp(action.from),
+          newValue: describeCatchUp(action.catchUp),
+        },
+      ];
+    case "overlap":
+      return [{ ...base, field: "overlap", oldValue: action.from, newValue: action.overlap }];
+    case "jitter":
+      return [
+        {
+          ...base,
+          field: "jitter",
+          oldValue: action.fromMs ? formatDuration(action.fromMs) : null,
+          newValue: action.jitterMs ? formatDuration(action.jitterMs) : null,
+        },
+      ];
     case "enable":
     case "disable":
       return [

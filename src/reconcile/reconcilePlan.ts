@@ -1,6 +1,8 @@
 import type { DesiredState, DesiredTask } from "../config/desiredState.js";
 import { describeRejection } from "../config/desiredState.js";
 import { closestName } from "../config/fleetGuard.js";
+import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../core/policies/catchUp.js";
+import { DEFAULT_OVERLAP, type OverlapPolicy } from "../core/policies/overlap.js";
 
 /**
  * The reconcile decision (docs/design.md, "Reconcile choices") as a pure function: desired state + the live job rows +
@@ -15,11 +17,23 @@ export interface LiveJob {
   cron: string | null;
   timezone: string | null;
   nextRunAt: Date | null;
+  /** The catchUp policy stored in the row; absent: the default. */
+  catchUp?: CatchUpPolicy;
+  /** The jitter stored in the row (ms); absent: none. */
+  jitterMs?: number;
+  /** The overlap policy stored in the row; absent: the default (skip). */
+  overlap?: OverlapPolicy;
 }
 
 export type ReconcileAction =
   | { kind: "create"; task: string; cron: string; timezone: string; enabled: boolean; reason: string }
   | { kind: "update"; task: string; cron: string; timezone: string; changes: FieldChange[]; reason: string }
+  /** The task's policies changed (stored in its row; the schedule and next run stay). */
+  | { kind: "policy"; task: string; catchUp: CatchUpPolicy; from: CatchUpPolicy; reason: string }
+  /** The task's jitter changed (stored in its row; an idle future next run is re-timed to it). */
+  | { kind: "jitter"; task: string; jitterMs: number; fromMs: number; reason: string }
+  /** The task's overlap policy changed (stored in its row). */
+  | { kind: "overlap"; task: string; overlap: OverlapPolicy; from: OverlapPolicy; reason: string }
   | { kind: "enable"; task: string; reason: string }
   | { kind: "disable"; task: string; reason: string }
   /** An entry refused (unknown name, invalid field); the task keeps its previous state. */
@@ -43,6 +57,8 @@ export function planReconcile(
   desired: DesiredState,
   live: readonly LiveJob[],
   registered: ReadonlySet<string>,
+  /** Decides whether an `at:` one-shot that the task does not hold yet is in the past. */
+  now: Date = new Date(),
 ): ReconcilePlan {
   const actions: ReconcileAction[] = [];
   const unchanged: string[] = [];
@@ -68,6 +84,11 @@ export function planReconcile(
       continue;
     }
     const job = liveByName.get(task.name);
+    const pastOneShot = oneShotInThePast(task, job, now);
+    if (pastOneShot) {
+      actions.push({ kind: "reject", task: task.name, reason: pastOneShot });
+      continue;
+    }
     if (!job) {
       actions.push({
         kind: "create",
@@ -77,6 +98,11 @@ export function planReconcile(
         enabled: task.enabled,
         reason: `no job yet for "${task.name}"`,
       });
+      if (task.catchUp && !samePolicy(task.catchUp, DEFAULT_CATCH_UP))
+        actions.push(policyAction(task.name, task.catchUp, DEFAULT_CATCH_UP));
+      if (task.jitterMs) actions.push(jitterAction(task.name, task.jitterMs, 0));
+      if (task.overlap && task.overlap !== DEFAULT_OVERLAP)
+        actions.push(overlapAction(task.name, task.overlap, DEFAULT_OVERLAP));
       continue;
     }
     const taskActions = planExistingJob(task, job);
@@ -115,7 +141,8 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
   if (job.cron !== task.cron) changes.push({ field: "cron", from: job.cron, to: task.cron });
   if (job.timezone !== task.timezone)
     changes.push({ field: "timezone", from: job.timezone, to: task.timezone });
-  if (changes.length === 0 && job.nextRunAt === null && task.enabled) {
+  // a one-shot without a next run has run: it is completed, not lost
+  if (changes.length === 0 && job.nextRunAt === null && task.enabled && task.at === undefined) {
     changes.push({ field: "nextRunAt", from: null, to: "next slot from now" });
   }
   if (changes.length > 0) {
@@ -130,10 +157,59 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
         .join(", "),
     });
   }
+  const catchUp = task.catchUp ?? DEFAULT_CATCH_UP;
+  const stored = job.catchUp ?? DEFAULT_CATCH_UP;
+  if (!samePolicy(catchUp, stored)) actions.push(policyAction(task.name, catchUp, stored));
+  if ((task.jitterMs ?? 0) !== (job.jitterMs ?? 0))
+    actions.push(jitterAction(task.name, task.jitterMs ?? 0, job.jitterMs ?? 0));
+  if ((task.overlap ?? DEFAULT_OVERLAP) !== (job.overlap ?? DEFAULT_OVERLAP))
+    actions.push(overlapAction(task.name, task.overlap ?? DEFAULT_OVERLAP, job.overlap ?? DEFAULT_OVERLAP));
   if (task.enabled && job.disabled) {
     actions.push({ kind: "enable", task: task.name, reason: "enabled in the config" });
   } else if (!task.enabled && !job.disabled) {
     actions.push({ kind: "disable", task: task.name, reason: "disabled in the config" });
   }
   return actions;
+}
+
+function samePolicy(a: CatchUpPolicy, b: CatchUpPolicy): boolean {
+  return a.runs === b.runs && a.windowMs === b.windowMs;
+}
+
+export function describeCatchUp(policy: CatchUpPolicy): string {
+  return `{ window: ${formatDuration(policy.windowMs)}, runs: ${policy.runs} }`;
+}
+
+function policyAction(task: string, catchUp: CatchUpPolicy, from: CatchUpPolicy): ReconcileAction {
+  return {
+    kind: "policy",
+    task,
+    catchUp,
+    from,
+    reason: `catchUp ${describeCatchUp(from)} -> ${describeCatchUp(catchUp)}`,
+  };
+}
+
+/**
+ * An `at:` time in the past is refused, unless the task already holds that very one-shot (it has
+ * run, or is about to: it shows as completed, the entry may stay in the config).
+ */
+function oneShotInThePast(task: DesiredTask, job: LiveJob | undefined, now: Date): string | undefined {
+  if (task.at === undefined || job?.cron === task.cron) return undefined;
+  if (Date.parse(task.at) > now.getTime()) return undefined;
+  return `config entry "${task.name}": at ${JSON.stringify(task.at)} is invalid: is in the past (now is ${now.toISOString()}); a one-shot needs a future time; the task keeps its schedule`;
+}
+
+function jitterAction(task: string, jitterMs: number, fromMs: number): ReconcileAction {
+  return {
+    kind: "jitter",
+    task,
+    jitterMs,
+    fromMs,
+    reason: `jitter ${fromMs ? formatDuration(fromMs) : "none"} -> ${jitterMs ? formatDuration(jitterMs) : "none"}`,
+  };
+}
+
+function overlapAction(task: string, overlap: OverlapPolicy, from: OverlapPolicy): ReconcileAction {
+  return { kind: "overlap", task, overlap, from, reason: `overlap ${from} -> ${overlap}` };
 }

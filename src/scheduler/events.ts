@@ -47,6 +47,18 @@ export interface MissedSlotEvent {
   reason: string;
 }
 
+export interface SlotsSkippedEvent {
+  taskName: string;
+  /** How many slots; `atLeast` when there were too many to count. */
+  count: number;
+  atLeast: boolean;
+  first: Date;
+  last: Date;
+  /** The missed slot that runs instead, if any. */
+  runs: Date | null;
+  reason: string;
+}
+
 export interface ConfigRejectedEvent {
   taskName: string | undefined;
   reason: string;
@@ -74,6 +86,8 @@ export interface SchedulerEvents {
   "lock:renewed": [{ taskName: string }];
   /** An enabled task's slot passed its grace without a run starting (silent-stop detection). */
   "missed-slot": [MissedSlotEvent];
+  /** Missed slots skipped by a task's catchUp policy (one event per decision, docs/behaviour.md). */
+  "slots:skipped": [SlotsSkippedEvent];
   reconciled: [ReconcileResult];
   "reconcile:failed": [{ error: Error; trigger: ReconcileTrigger }];
   /** A config entry was refused (invalid or unknown name); the task keeps its previous state. */

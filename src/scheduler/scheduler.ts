@@ -129,6 +129,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       hooks: {
         ...reporter.hooks(),
         missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: new Date() }),
+        slotsSkipped: (skipped) => this.emit("slots:skipped", skipped),
       },
     });
     this.#store = new DesiredStateStore(pool, settings.namespace);

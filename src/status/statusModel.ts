@@ -8,12 +8,28 @@ export interface TaskStatus {
   registered: boolean;
   description: string | null;
   /** The desired state's entry in force for this task, if any. */
-  configured: { enabled: boolean; cron: string; timezone: string } | null;
+  configured: {
+    enabled: boolean;
+    cron: string;
+    timezone: string;
+    /** The entry's jitter ("30s"), if any. */
+    jitter?: string;
+    /** An `at:` entry's time (ISO); `cron` is then `at <time>`. */
+    at?: string;
+    /** An `every:` entry's interval as written ("15m"); `cron` is then how the job row stores it ("15 minutes"). */
+    every?: string;
+    /** The entry's catchUp policy, or the default (docs/behaviour.md). */
+    catchUp?: { window: string; runs: string };
+  } | null;
   /** Runtime state from the job row; null when the task has no job yet. */
   job: {
     enabled: boolean;
     cron: string | null;
     timezone: string | null;
+    /** The catchUp policy stored in the job row, which the runs follow. */
+    catchUp?: { window: string; runs: string };
+    /** For an `at:` one-shot: it has run and has no next run (done, not failed or lost). */
+    completed?: boolean;
     nextRunAt: Date | null;
     lastRunAt: Date | null;
     lastFinishedAt: Date | null;

@@ -1,4 +1,6 @@
 import type { DesiredState } from "../config/desiredState.js";
+import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../core/policies/catchUp.js";
+import { scheduleOf } from "../core/policies/schedule.js";
 import type { RunSummary, TaskJob } from "../engine/engineApi.js";
 import type { TaskStatus } from "./statusModel.js";
 
@@ -31,12 +33,27 @@ export function buildTaskStatuses(input: {
       name,
       registered: registered.has(name),
       description: registered.get(name)?.description ?? null,
-      configured: entry ? { enabled: entry.enabled, cron: entry.cron, timezone: entry.timezone } : null,
+      configured: entry
+        ? {
+            enabled: entry.enabled,
+            cron: entry.cron,
+            timezone: entry.timezone,
+            ...(entry.every ? { every: entry.every } : {}),
+            ...(entry.at ? { at: entry.at } : {}),
+            ...(entry.jitterMs ? { jitter: formatDuration(entry.jitterMs) } : {}),
+            catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
+          }
+        : null,
       job: job
         ? {
             enabled: !job.disabled,
             cron: job.cron,
             timezone: job.timezone,
+            catchUp: catchUpView(job.catchUp ?? DEFAULT_CATCH_UP),
+            // an `at:` one-shot that has run: done, not failed or lost
+            ...(job.cron !== null && scheduleOf(job.cron).kind === "at"
+              ? { completed: job.nextRunAt === null && job.lastFinishedAt !== null }
+              : {}),
             nextRunAt: job.nextRunAt,
             lastRunAt: job.lastRunAt,
             lastFinishedAt: job.lastFinishedAt,
@@ -51,4 +68,9 @@ export function buildTaskStatuses(input: {
       recentOutcomes: summary?.recentOutcomes ?? [],
     };
   });
+}
+
+/** A catchUp policy as the config writes it: `{ window: "1h", runs: "latest" }`. */
+function catchUpView(policy: CatchUpPolicy): { window: string; runs: string } {
+  return { window: formatDuration(policy.windowMs), runs: policy.runs };
 }

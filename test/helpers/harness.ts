@@ -22,6 +22,11 @@ export interface ConfigEntry {
   enabled?: boolean;
   cron?: string;
   timezone?: string;
+  catchUp?: { window?: string; runs?: string };
+  every?: string;
+  jitter?: string;
+  overlap?: string;
+  at?: string;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */
@@ -119,7 +124,13 @@ export class SchedulerHarness {
 }
 
 export function yamlOf(config: ConfigEntry[]): string {
-  return YAML.stringify({ tasks: config.map((entry) => ({ enabled: true, cron: "* * * * * *", ...entry })) });
+  return YAML.stringify({
+    tasks: config.map((entry) => ({
+      enabled: true,
+      ...(entry.every || entry.at ? {} : { cron: "* * * * * *" }),
+      ...entry,
+    })),
+  });
 }
 
 export { pollUntil };

@@ -3,8 +3,9 @@ import type { RunFinishedEvent } from "../../src/index.js";
 import { harnessSuite, SchedulerHarness } from "../helpers/harness.js";
 
 /**
- * Overlap, catch-up after downtime and the next run after a re-enable follow Agenda's defaults.
- * These tests pin what those defaults are (docs/behaviour.md describes them).
+ * Overlap, and a slot late by less than the catch-up grace (after a short downtime or a re-enable),
+ * follow Agenda's defaults. These tests pin them (docs/behaviour.md); slots late by more than the
+ * grace follow the task's catchUp policy (test/integration/catchUp.test.ts).
  */
 
 const suite = harnessSuite();
@@ -18,7 +19,7 @@ function collect(harness: SchedulerHarness, taskName: string): RunFinishedEvent[
   return runs;
 }
 
-it("catch-up: slots missed while no worker ran give one run at start, then the schedule resumes (no backfill)", async () => {
+it("late within the catch-up grace: 20 s with no worker ran give one run at start, then the schedule resumes (no backfill)", async () => {
   const first = await SchedulerHarness.start(
     db().pool,
     [{ name: "catch-up", handler: async () => {} }],
@@ -44,7 +45,7 @@ it("catch-up: slots missed while no worker ran give one run at start, then the s
   expect((after?.scheduledAt.getTime() ?? 0) - (next?.scheduledAt.getTime() ?? 0)).toBe(2000);
 });
 
-it("re-enable: a job disabled over several slots runs once at once for its frozen slot, then on schedule", async () => {
+it("re-enable within the catch-up grace: a job disabled over a few slots runs once at once for its frozen slot, then on schedule", async () => {
   const harness = await SchedulerHarness.start(
     db().pool,
     [{ name: "re-enable", handler: async () => {} }],
@@ -60,7 +61,7 @@ it("re-enable: a job disabled over several slots runs once at once for its froze
   expect(runs[1]?.scheduledAt.getTime()).toBeGreaterThan(Date.now() - 4000);
 });
 
-it("overlap: a run that outlasts its interval never overlaps itself; the slots it spans collapse into one late run", async () => {
+it("overlap queueOne (Agenda's own behaviour): a run that outlasts its interval never overlaps itself; the slots it spans collapse into one late run", async () => {
   let active = 0;
   let maxActive = 0;
   const harness = await SchedulerHarness.start(
@@ -76,7 +77,7 @@ it("overlap: a run that outlasts its interval never overlaps itself; the slots i
         },
       },
     ],
-    [{ name: "overlap", cron: "* * * * * *" }],
+    [{ name: "overlap", cron: "* * * * * *", overlap: "queueOne" }],
   );
   suite.track(harness);
   const runs = collect(harness, "overlap");

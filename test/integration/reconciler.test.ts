@@ -193,6 +193,9 @@ describe("ConfigReconciler against Agenda's table", () => {
       listJobs: () => engine.listJobs(),
       updateSchedule: (...args) => engine.updateSchedule(...args),
       setEnabled: (...args) => engine.setEnabled(...args),
+      setPolicy: (...args) => engine.setPolicy(...args),
+      setJitter: (...args) => engine.setJitter(...args),
+      setOverlap: (...args) => engine.setOverlap(...args),
       createJob: async (taskName, ...rest) => {
         if (taskName === "digest") throw new Error("database went away");
         await engine.createJob(taskName, ...rest);

@@ -173,3 +173,85 @@ describe("planReconcile (docs/design.md, Reconcile choices)", () => {
     expect(plan.actions).toEqual([]);
   });
 });
+
+describe("planReconcile: catchUp policy", () => {
+  const all = { windowMs: 6 * 3_600_000, runs: "all" as const };
+
+  it("stores a stated policy that differs from the row's, without re-timing the job", () => {
+    const plan = planReconcile(desired([task("report", { catchUp: all })]), [job("report")], registered);
+    expect(plan.actions).toEqual([
+      {
+        kind: "policy",
+        task: "report",
+        catchUp: all,
+        from: { windowMs: 3_600_000, runs: "latest" },
+        reason: "catchUp { window: 1h, runs: latest } -> { window: 6h, runs: all }",
+      },
+    ]);
+  });
+
+  it("a row without a stored policy and an entry without one are both the default: unchanged", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report")], registered);
+    expect(plan.actions).toEqual([]);
+    expect(plan.unchanged).toEqual(["report"]);
+  });
+
+  it("an entry that drops its policy returns the row to the default", () => {
+    const plan = planReconcile(desired([task("report")]), [job("report", { catchUp: all })], registered);
+    expect(plan.actions).toEqual([
+      expect.objectContaining({ kind: "policy", catchUp: { windowMs: 3_600_000, runs: "latest" } }),
+    ]);
+  });
+
+  it("a new job with a stated policy is created, then given it", () => {
+    const plan = planReconcile(desired([task("report", { catchUp: all })]), [], registered);
+    expect(plan.actions.map((action) => action.kind)).toEqual(["create", "policy"]);
+  });
+});
+
+describe("planReconcile: at: one-shots", () => {
+  const now = new Date("2026-12-01T00:00:00Z");
+  const oneShot = (at: string) => task("report", { cron: `at ${at}`, at });
+
+  it("an `at` in the past is refused, with the field, the value and the reason", () => {
+    const plan = planReconcile(desired([oneShot("2026-11-30T03:00:00.000Z")]), [], registered, now);
+    expect(plan.actions).toEqual([
+      {
+        kind: "reject",
+        task: "report",
+        reason: expect.stringMatching(/at "2026-11-30T03:00:00.000Z" is invalid: is in the past/),
+      },
+    ]);
+  });
+
+  it("a one-shot the task already holds stays, even once past: it has run and is completed, not lost", () => {
+    const held = job("report", { cron: "at 2026-11-30T03:00:00.000Z", nextRunAt: null });
+    const plan = planReconcile(desired([oneShot("2026-11-30T03:00:00.000Z")]), [held], registered, now);
+    expect(plan.actions).toEqual([]);
+    expect(plan.unchanged).toEqual(["report"]);
+  });
+
+  it("a new future time re-arms it", () => {
+    const held = job("report", { cron: "at 2026-11-30T03:00:00.000Z", nextRunAt: null });
+    const plan = planReconcile(desired([oneShot("2026-12-02T03:00:00.000Z")]), [held], registered, now);
+    expect(plan.actions).toEqual([
+      expect.objectContaining({ kind: "update", cron: "at 2026-12-02T03:00:00.000Z" }),
+    ]);
+  });
+});
+
+describe("planReconcile: jitter", () => {
+  it("stores a changed jitter without re-timing the schedule", () => {
+    const plan = planReconcile(desired([task("report", { jitterMs: 30_000 })]), [job("report")], registered);
+    expect(plan.actions).toEqual([
+      { kind: "jitter", task: "report", jitterMs: 30_000, fromMs: 0, reason: "jitter none -> 30s" },
+    ]);
+    expect(
+      planReconcile(
+        desired([task("report", { jitterMs: 30_000 })]),
+        [job("report", { jitterMs: 30_000 })],
+        registered,
+      ).actions,
+    ).toEqual([]);
+  });
+});

@@ -41,6 +41,8 @@ const html = (value) =>
 
 function cronWords(cron) {
   if (!cron) return "";
+  // an `every:` interval, stored as "15 minutes" (docs/behaviour.md)
+  if (/^\d+ (second|minute|hour|day)s?$/.test(cron)) return `every ${cron}, from the Unix epoch`;
   try {
     return globalThis.cronstrue.toString(cron, { use24HourTimeFormat: true, verbose: false });
   } catch {
@@ -141,7 +143,7 @@ async function tasksView() {
         <td>${enabledCell(task)}</td>
         <td class="opt">${html(cronWords(cron))}<br><code>${html(cron ?? "")}</code></td>
         <td class="wide">${html(zone ?? "")}</td>
-        <td class="opt">${task.job?.nextRunAt ? `${html(relative(task.job.nextRunAt))}<br><span class="small">${at(task.job.nextRunAt, zone)}</span>` : ""}</td>
+        <td class="opt">${task.job?.nextRunAt ? `${html(relative(task.job.nextRunAt))}<br><span class="small">${at(task.job.nextRunAt, zone)}</span>` : task.job?.completed ? "completed (one-shot)" : ""}</td>
         <td class="outcome">${badge(task.lastOutcome ?? "")}</td>
         <td class="running opt">${task.running ? badge(`running on ${task.runningOn ?? "?"}`, "running") : ""}</td>
         <td class="opt">${task.consecutiveFailures || ""}</td>

@@ -18,12 +18,15 @@ export interface JobRow {
   fail_count: number | null;
   fail_reason: string | null;
   last_modified_by: string | null;
+  /** `data.policy` (src/core/policies/catchUpAtStart.ts). */
+  policy: unknown;
 }
 
 export async function selectTaskJobs(db: Queryable): Promise<JobRow[]> {
   const result = await db.query<JobRow>(
     `SELECT id, name, disabled, repeat_interval, repeat_timezone, next_run_at, locked_at,
-            last_run_at, last_finished_at, fail_count, fail_reason, last_modified_by
+            last_run_at, last_finished_at, fail_count, fail_reason, last_modified_by,
+            data->'policy' AS policy
        FROM "${JOBS_TABLE}" WHERE type = 'single' ORDER BY name`,
   );
   return result.rows;
@@ -73,7 +76,8 @@ export async function updateSchedule(
   change: { name: string; cron: string; timezone: string; nextRunAt: Date; reference: Date },
 ): Promise<{ updated: true } | { updated: false; startedAt: Date | null; exists: boolean }> {
   const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET repeat_interval = $2, repeat_timezone = $3, next_run_at = $4
+    `UPDATE "${JOBS_TABLE}" SET repeat_interval = $2, repeat_timezone = $3, next_run_at = $4,
+            data = CASE WHEN data->'policy' ? 'at' THEN jsonb_set(data, '{policy}', (data->'policy') - 'at') ELSE data END
       WHERE name = $1 AND type = 'single' AND (last_run_at IS NULL OR last_run_at <= $5)`,
     [change.name, change.cron, change.timezone, change.nextRunAt, change.reference],
   );
@@ -116,4 +120,44 @@ export async function requestManualRun(
 
 export async function clearManualRun(db: Queryable, jobId: string): Promise<void> {
   await db.query(`UPDATE "${JOBS_TABLE}" SET data = data - 'manualRun' WHERE id = $1`, [jobId]);
+}
+
+/** Stores a task's policies in its job row's data (`data.policy`, merged); the schedule and next run stay. */
+export async function setPolicy(db: Queryable, name: string, policy: unknown): Promise<number> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET data = coalesce(data, '{}'::jsonb) || jsonb_build_object('policy',
+            coalesce(data->'policy', '{}'::jsonb) || $2::jsonb)
+      WHERE name = $1 AND type = 'single'`,
+    [name, JSON.stringify(policy)],
+  );
+  return result.rowCount ?? 0;
+}
+
+/** Moves an idle job's next run (a jitter change), only if nothing changed it meanwhile. */
+export async function retimeIdle(db: Queryable, name: string, from: Date, to: Date): Promise<number> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET next_run_at = $3
+      WHERE name = $1 AND type = 'single' AND locked_at IS NULL AND next_run_at = $2`,
+    [name, from, to],
+  );
+  return result.rowCount ?? 0;
+}
+
+/**
+ * Arms an `at:` one-shot (src/core/policies/schedule.ts atSchedule): no repeat interval (Agenda
+ * runs the job once and leaves it without a next run), the time as the next run and in
+ * `data.policy.at`. A changed time re-arms a one-shot that has run.
+ */
+export async function armOneShot(
+  db: Queryable,
+  change: { name: string; timezone: string; at: Date },
+): Promise<number> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET repeat_interval = NULL, repeat_timezone = $2, next_run_at = $3,
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('policy',
+              coalesce(data->'policy', '{}'::jsonb) || jsonb_build_object('at', $4::text))
+      WHERE name = $1 AND type = 'single'`,
+    [change.name, change.timezone, change.at, change.at.toISOString()],
+  );
+  return result.rowCount ?? 0;
 }

@@ -1,0 +1,216 @@
+import { describe, expect, it } from "vitest";
+import {
+  CATCH_UP_ALL_CAP,
+  type CatchUpPolicy,
+  decideCatchUp,
+  parseDuration,
+  SKIPPED_LISTED_CAP,
+  type SlotSource,
+} from "../../src/core/policies/catchUp.js";
+
+/** A schedule with a slot every `period` ms from 0. */
+function every(period: number): SlotSource {
+  return {
+    between(from, to, limit) {
+      const slots: number[] = [];
+      for (let slot = Math.ceil(from / period) * period; slot <= to; slot += period) {
+        if (slots.length >= limit) return { slots, complete: false };
+        slots.push(slot);
+      }
+      return { slots, complete: true };
+    },
+    newestAtOrBefore: (time) => Math.floor(time / period) * period,
+  };
+}
+
+const minute = 60_000;
+const hour = 60 * minute;
+const policy = (runs: CatchUpPolicy["runs"], windowMs = hour): CatchUpPolicy => ({ runs, windowMs });
+
+describe("decideCatchUp", () => {
+  it("a slot within the grace is on time under every policy; `all` continues from the slot", () => {
+    for (const runs of ["none", "latest", "all"] as const) {
+      const decision = decideCatchUp({
+        policy: policy(runs),
+        storedSlot: 10 * minute,
+        now: 10 * minute + 30_000,
+        graceMs: minute,
+        schedule: every(minute),
+      });
+      expect(decision).toEqual({
+        kind: "on-time",
+        nextAfter: runs === "all" ? 10 * minute : 10 * minute + 30_000,
+      });
+    }
+  });
+
+  it("downtime over 5 missed slots (minute cron, back 5.5 min later, 1 h window)", () => {
+    const input = {
+      storedSlot: 10 * minute,
+      now: 15 * minute + 30_000,
+      graceMs: 10_000,
+      schedule: every(minute),
+    };
+    const slots = [10, 11, 12, 13, 14, 15].map((m) => m * minute);
+
+    const none = decideCatchUp({ ...input, policy: policy("none") });
+    expect(none).toMatchObject({
+      kind: "catch-up",
+      run: null,
+      skipped: slots,
+      skippedCount: 6,
+      nextAfter: input.now,
+    });
+
+    const latest = decideCatchUp({ ...input, policy: policy("latest") });
+    expect(latest).toMatchObject({
+      run: 15 * minute,
+      skipped: slots.slice(0, 5),
+      skippedCount: 5,
+      nextAfter: input.now,
+    });
+
+    const all = decideCatchUp({ ...input, policy: policy("all") });
+    expect(all).toMatchObject({ run: 10 * minute, skipped: [], skippedCount: 0, nextAfter: 10 * minute });
+  });
+
+  it("none still runs the newest slot when it is within the grace", () => {
+    const decision = decideCatchUp({
+      policy: policy("none"),
+      storedSlot: 10 * minute,
+      now: 15 * minute + 5_000,
+      graceMs: 10_000,
+      schedule: every(minute),
+    });
+    expect(decision).toMatchObject({ run: 15 * minute, skippedCount: 5 });
+  });
+
+  it("latest skips everything when the newest missed slot is older than the window (daily task re-enabled after a week)", () => {
+    const day = 24 * hour;
+    const decision = decideCatchUp({
+      policy: policy("latest"),
+      storedSlot: 2 * hour,
+      now: 7 * day + 10 * hour,
+      graceMs: minute,
+      schedule: {
+        ...every(day),
+        newestAtOrBefore: (t) => Math.floor((t - 2 * hour) / day) * day + 2 * hour,
+        between: (from, to, limit) => {
+          const slots: number[] = [];
+          for (let slot = 2 * hour; slot <= to; slot += day)
+            if (slot >= from) {
+              if (slots.length >= limit) return { slots, complete: false };
+              slots.push(slot);
+            }
+          return { slots, complete: true };
+        },
+      },
+    });
+    expect(decision).toMatchObject({ kind: "catch-up", run: null, skippedCount: 8 });
+    if (decision.kind !== "catch-up") throw new Error("expected a catch-up");
+    expect(decision.reason).toMatch(/older than the catch-up window \(1h\)/);
+  });
+
+  it("all runs the slots within the window, oldest first, and skips the older ones", () => {
+    const decision = decideCatchUp({
+      policy: policy("all", 3 * minute),
+      storedSlot: 10 * minute,
+      now: 15 * minute + 30_000,
+      graceMs: 10_000,
+      schedule: every(minute),
+    });
+    // window 3 min: slots at 13, 14 and 15 min run; 10-12 are skipped
+    expect(decision).toMatchObject({
+      run: 13 * minute,
+      skipped: [10, 11, 12].map((m) => m * minute),
+      nextAfter: 13 * minute,
+    });
+  });
+
+  it(`all is capped at the newest ${CATCH_UP_ALL_CAP} missed slots`, () => {
+    const decision = decideCatchUp({
+      policy: policy("all", 24 * hour),
+      storedSlot: 0,
+      now: 30 * minute,
+      graceMs: 10_000,
+      schedule: every(minute),
+    });
+    expect(decision).toMatchObject({
+      run: (30 - CATCH_UP_ALL_CAP + 1) * minute,
+      skippedCount: 30 - CATCH_UP_ALL_CAP + 1,
+    });
+    if (decision.kind !== "catch-up") throw new Error("expected a catch-up");
+    expect(decision.reason).toMatch(/capped/);
+  });
+
+  it(`lists at most ${SKIPPED_LISTED_CAP} skipped slots and counts the rest`, () => {
+    const decision = decideCatchUp({
+      policy: policy("none"),
+      storedSlot: 0,
+      now: 7 * 24 * hour,
+      graceMs: 10_000,
+      schedule: every(minute),
+    });
+    if (decision.kind !== "catch-up") throw new Error("expected a catch-up");
+    expect(decision.skipped).toHaveLength(SKIPPED_LISTED_CAP);
+    expect(decision.skipped[0]).toBe(0);
+    expect(decision.atLeast).toBe(true);
+    expect(decision.skippedCount).toBe(10_000);
+  });
+});
+
+describe("decideCatchUp: a stored slot that is no slot of the schedule", () => {
+  it("is the newest missed slot when the schedule's own newest is older (a yearly cron back-dated by hand)", () => {
+    const decision = decideCatchUp({
+      policy: policy("latest"),
+      storedSlot: 50 * minute,
+      now: 60 * minute,
+      graceMs: 1_000,
+      schedule: every(24 * hour),
+    });
+    expect(decision).toMatchObject({ kind: "catch-up", run: 50 * minute, skippedCount: 0 });
+  });
+});
+
+describe("decideCatchUp: slots that fell during the previous run", () => {
+  it("are the overlap policy's, not missed: lateness counts from the end of that run", () => {
+    const input = {
+      policy: policy("none"),
+      storedSlot: 10 * minute,
+      graceMs: 1_000,
+      schedule: every(minute),
+    };
+    // the previous run ended 500 ms ago, long after the slot: an ordinary late run
+    expect(
+      decideCatchUp({ ...input, now: 13 * minute, previousRunEndedAt: 13 * minute - 500 }),
+    ).toMatchObject({
+      kind: "on-time",
+    });
+    // nothing ran for 2 min after it ended: missed
+    expect(decideCatchUp({ ...input, now: 15 * minute, previousRunEndedAt: 13 * minute })).toMatchObject({
+      kind: "catch-up",
+    });
+  });
+});
+
+describe("parseDuration", () => {
+  it.each([
+    ["90s", 90_000],
+    ["15m", 900_000],
+    ["6h", 21_600_000],
+    ["1d", 86_400_000],
+    ["250ms", 250],
+  ])("%s", (text, ms) => {
+    expect(parseDuration(text)).toEqual({ ok: true, ms });
+  });
+  it.each([
+    ["-5m", /negative/],
+    ["fast", /not a duration/],
+    ["1.5h", /not a duration/],
+    [15, /duration string/],
+  ])("%s is refused", (value, reason) => {
+    const result = parseDuration(value);
+    expect(result.ok).toBe(false);
+    if (!result.ok) expect(result.reason).toMatch(reason);
+  });
+});
