@@ -86,7 +86,7 @@ const entrySchema = z.strictObject({
   enabled: z.boolean({ error: "must be true or false" }),
   cron: z.string({ error: "must be a string" }).min(1, "must not be empty").optional(),
   timezone: z.string({ error: "must be a string" }).optional(),
-  // checked by checkPolicyFields (src/scheduler/policyConfig.ts)
+  // checked by checkPolicyFields (src/config/policyConfig.ts)
   every: z.unknown().optional(),
   at: z.unknown().optional(),
   catchUp: z.unknown().optional(),

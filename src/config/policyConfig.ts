@@ -77,7 +77,7 @@ export function checkPolicyFields(entry: Record<string, unknown>, rules: CronRul
   }
 
   // an `at` in the past is refused by the planner, which knows whether the task already holds it
-  // (a one-shot that has run stays in the config as completed): src/scheduler/reconcilePlan.ts
+  // (a one-shot that has run stays in the config as completed): src/reconcile/reconcilePlan.ts
   if (entry.at !== undefined) {
     const at = parseInstant(entry.at);
     if (!at.ok) problems.push({ field: "at", value: entry.at, reason: at.reason });
