@@ -66,3 +66,39 @@ it("a taken-over run whose slot was already finished is not re-run, and the slot
     );
   expect(outcomes.map((row) => row.slot)).toEqual([finished.toISOString(), owed.toISOString()]);
 }, 40_000);
+
+it("an earlier outcome of the same slot, recorded before the dead run started, does not stop its re-run", async () => {
+  // a pre-locked attempt of the slot was skipped for a re-timing whose new schedule has the same
+  // slot; the slot was then run again and that run died: the skip is not that run's outcome
+  const started: RunStartedEvent[] = [];
+  const harness = await suite.start(
+    [{ name: "reskipped", handler: async () => {} }],
+    [{ name: "reskipped", cron: "0 0 1 1 *" }],
+    { lockLifetimeMs: 1000 },
+  );
+  harness.scheduler.on("run:started", (event) => started.push(event));
+  const { rows } = await suite.db().pool.query<{ slot: Date }>(
+    `UPDATE agenda_jobs
+        SET next_run_at = now() + interval '1 hour',
+            last_run_at = now() - interval '20 seconds', last_finished_at = now() - interval '30 seconds',
+            locked_at = now() - interval '60 seconds', last_modified_by = 'dead',
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('run', jsonb_build_object(
+              'slot', to_char((date_trunc('second', now()) - interval '21 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+              'startedAt', now() - interval '20 seconds', 'instanceId', 'dead'))
+      WHERE name = 'reskipped'
+      RETURNING date_trunc('second', now()) - interval '21 seconds' AS slot`,
+  );
+  const { slot } = rows[0] as { slot: Date };
+  await suite.db().pool.query(
+    `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
+     VALUES (now() - interval '20.5 seconds', 'info', 'success', 'reskipped', 'job skipped',
+             jsonb_build_object('scheduledAt', $1::text, 'outcome', 'skipped', 'instanceId', 'dead'))`,
+    [slot.toISOString()],
+  );
+  await pollUntil("the re-run of the dead run's slot", () => started.find((run) => run.rerun), {
+    timeoutMs: 20_000,
+  });
+  expect(started.map((run) => [run.scheduledAt.toISOString(), run.rerun])).toEqual([
+    [slot.toISOString(), true],
+  ]);
+}, 40_000);
