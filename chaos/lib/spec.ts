@@ -20,32 +20,30 @@ export interface InstanceSpec {
   maxTaskMs: number;
 }
 
+/** Which handler run a journal line is about. */
+interface JournalRun {
+  task: string;
+  /** ctx.scheduledAt, ISO. */
+  slot: string;
+  instance: string;
+  pid: number;
+  attempt: number;
+  /** epoch ms */
+  at: number;
+}
+
 /** One line of an instance's journal: a handler was entered, or it returned or threw. */
 export type JournalLine =
-  | {
+  | (JournalRun & {
       event: "start";
-      task: string;
-      /** ctx.scheduledAt, ISO. */
-      slot: string;
-      instance: string;
-      pid: number;
-      attempt: number;
-      /** epoch ms */
-      at: number;
       /** ctx.rerunOf.scheduledAt (ISO; "unknown" when the dead run's slot was not known), null for a first run. */
       rerunOf: string | null;
-    }
-  | {
+    })
+  | (JournalRun & {
       event: "end";
-      task: string;
-      slot: string;
-      instance: string;
-      pid: number;
-      attempt: number;
-      at: number;
       /** null: the handler returned; else the error it threw (its signal fired). */
       error: string | null;
-    };
+    });
 
 export function taskNameOf(index: number): string {
   return `chaos-${String(index).padStart(3, "0")}`;

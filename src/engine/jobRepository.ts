@@ -334,41 +334,38 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
 
   /**
    * A run whose handler never started (the database was unreachable before it) gives its slot back
-   * untouched (src/engine/sql/runEnd.ts releaseUnstartedRun), retried like the final save. Until it lands
-   * this instance does not lock the job again.
+   * untouched (src/engine/sql/runEnd.ts releaseUnstartedRun).
    */
   async #releaseUnstarted(job: JobParameters, fences: Date[]): Promise<void> {
-    const jobId = String(job._id);
-    const entry = this.#ledger.get(jobId);
+    const entry = this.#ledger.get(String(job._id));
     // a takeover re-run is due at once (see #locked); any other slot is due at its own time
     const slot = !entry || entry.previousRunUnfinished ? new Date() : entry.scheduledAt;
-    this.#finalSavesPending.add(job.name);
-    try {
-      const released = await retryWhileDisconnected(
-        () =>
-          releaseUnstartedRun(this.#db, { jobId, fences, slot, lastRunAt: entry?.lastRunAtBefore ?? null }),
-        { maxElapsedMs: FINAL_SAVE_RETRY_MS, maxDelayMs: 500 },
-      );
-      this.#logger.info(
-        { task: job.name, slot, released },
-        released
-          ? "a run that could not start (database unreachable) gave its slot back; it runs now"
-          : "a run that could not start (database unreachable) no longer held its lock; the new holder runs the slot",
-      );
-    } catch (error) {
-      this.#logger.warn(
-        { err: error, task: job.name },
-        "a run that could not start could not give its slot back; its lock expires and the slot is taken over",
-      );
-    } finally {
-      this.#finalSavesPending.delete(job.name);
-    }
-    this.#ledger.renewed(jobId, undefined);
-    this.invalidateLockable();
-    this.#limits.onRunEnded?.();
+    const released = await this.#giveBack(
+      job,
+      () =>
+        releaseUnstartedRun(this.#db, {
+          jobId: String(job._id),
+          fences,
+          slot,
+          lastRunAt: entry?.lastRunAtBefore ?? null,
+        }),
+      {
+        retryMs: FINAL_SAVE_RETRY_MS,
+        failed:
+          "a run that could not start could not give its slot back; its lock expires and the slot is taken over",
+        lookAgain: true,
+      },
+    );
+    if (released === undefined) return;
+    this.#logger.info(
+      { task: job.name, slot, released },
+      released
+        ? "a run that could not start (database unreachable) gave its slot back; it runs now"
+        : "a run that could not start (database unreachable) no longer held its lock; the new holder runs the slot",
+    );
   }
 
-  /** A taken-over slot that its dead run had already finished: the row is closed (the slot after it still owed), retried like the final save. */
+  /** A taken-over slot that its dead run had already finished: the row is closed, the slot after it still owed. */
   async #closeFinishedSlot(job: JobParameters, fence: Date): Promise<void> {
     const jobId = String(job._id);
     const close = {
@@ -378,44 +375,52 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       cron: job.repeatInterval === undefined ? null : String(job.repeatInterval),
       timezone: job.repeatTimezone ?? null,
     };
-    this.#finalSavesPending.add(job.name);
-    try {
-      await retryWhileDisconnected(() => closeFinishedSlot(this.#db, close), {
-        maxElapsedMs: FINAL_SAVE_RETRY_MS,
-        maxDelayMs: 500,
-      });
-    } catch (error) {
-      this.#logger.warn(
-        { err: error, task: job.name },
-        "could not close a finished slot's row; its lock will expire",
-      );
-    } finally {
-      this.#finalSavesPending.delete(job.name);
-    }
-    this.#ledger.renewed(jobId, undefined);
-    this.invalidateLockable();
-    this.#limits.onRunEnded?.();
+    await this.#giveBack(job, () => closeFinishedSlot(this.#db, close), {
+      retryMs: FINAL_SAVE_RETRY_MS,
+      failed: "could not close a finished slot's row; its lock will expire",
+      lookAgain: true,
+    });
   }
 
   /** A run cut off at shutdown: its slot goes to the other instances at once (src/engine/sql/runEnd.ts handOffRun). */
   async #handOff(job: JobParameters, fence: Date): Promise<void> {
     const jobId = String(job._id);
+    // the instance is stopping: a short retry, and no look for more jobs here
+    const handed = await this.#giveBack(job, () => handOffRun(this.#db, jobId, fence), {
+      retryMs: 5_000,
+      failed: "could not hand a run off; its lock expires and its slot is taken over",
+      lookAgain: false,
+    });
+    if (handed) this.#limits.onHandedOff?.(jobId, job.name);
+  }
+
+  /**
+   * What every way of giving a run's row back besides the final save shares: the statement is
+   * retried while the database is unreachable, and until it lands this instance does not lock the
+   * job again; if it never lands, the lock expires and the slot is taken over (`failed` says so).
+   * Then the lock is forgotten and, with `lookAgain`, the poll's cached names are dropped and
+   * due jobs looked for (there is room again). Returns the statement's answer, undefined if it failed.
+   */
+  async #giveBack<T>(
+    job: JobParameters,
+    statement: () => Promise<T>,
+    options: { retryMs: number; failed: string; lookAgain: boolean },
+  ): Promise<T | undefined> {
+    let answer: T | undefined;
     this.#finalSavesPending.add(job.name);
     try {
-      const handed = await retryWhileDisconnected(() => handOffRun(this.#db, jobId, fence), {
-        maxElapsedMs: 5_000,
-        maxDelayMs: 500,
-      });
-      if (handed) this.#limits.onHandedOff?.(jobId, job.name);
+      answer = await retryWhileDisconnected(statement, { maxElapsedMs: options.retryMs, maxDelayMs: 500 });
     } catch (error) {
-      this.#logger.warn(
-        { err: error, task: job.name },
-        "could not hand a run off; its lock expires and its slot is taken over",
-      );
+      this.#logger.warn({ err: error, task: job.name }, options.failed);
     } finally {
       this.#finalSavesPending.delete(job.name);
     }
-    this.#ledger.renewed(jobId, undefined);
+    this.#ledger.renewed(String(job._id), undefined);
+    if (options.lookAgain) {
+      this.invalidateLockable();
+      this.#limits.onRunEnded?.();
+    }
+    return answer;
   }
 
   /** Agenda's save, fenced (src/engine/sql/save.ts); a save that matches no row throws. */

@@ -335,7 +335,8 @@ export class TaskRunner {
         entry.deadRun ??
         (await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt)));
       const slot = rerunOf.scheduledAt;
-      if (slot && (await beforeStart(() => sql.slotHasOutcome(pool, taskName, slot)))) {
+      const since = rerunOf.startedAt;
+      if (slot && (await beforeStart(() => sql.slotHasOutcome(pool, taskName, slot, since)))) {
         // the run that died had finished and recorded its slot; only its end was not saved
         entry.slotAlreadyFinished = true;
         entry.recorded = true; // Agenda's outcome row for this non-run is not written

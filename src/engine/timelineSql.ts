@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { AUDIT_TABLE } from "../store/schema.js";
-import { JOBS_TABLE, LOGS_TABLE } from "./sql.js";
+import { JOBS_TABLE, type JobRow, LOGS_TABLE } from "./sql.js";
 
 /**
  * The reads behind the timeline, the paged history and the run detail (agenda_logs), kept apart
@@ -74,17 +74,18 @@ export async function selectSlotRows(
   return result.rows;
 }
 
-export interface TimelineJobRow {
-  name: string;
-  disabled: boolean;
-  repeat_interval: string | null;
-  repeat_timezone: string | null;
-  next_run_at: Date | null;
-  locked_at: Date | null;
-  last_run_at: Date | null;
-  last_finished_at: Date | null;
-  created_at: Date | null;
-}
+/** A job row as the timeline reads it: the schedule and run fields of JobRow, and when it was created. */
+export type TimelineJobRow = Pick<
+  JobRow,
+  | "name"
+  | "disabled"
+  | "repeat_interval"
+  | "repeat_timezone"
+  | "next_run_at"
+  | "locked_at"
+  | "last_run_at"
+  | "last_finished_at"
+> & { created_at: Date | null };
 
 export async function selectTimelineJobs(db: Queryable): Promise<TimelineJobRow[]> {
   const result = await db.query<TimelineJobRow>(

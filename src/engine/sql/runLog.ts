@@ -76,17 +76,24 @@ export async function selectRunSummaries(db: Queryable, recent: number): Promise
 }
 
 /**
- * Whether a slot of a task already has its outcome row: a run that died after recording its end
- * but before saving it in the job row finished its slot. Served by the timeline's index on
- * (job_name, meta->>'scheduledAt').
+ * Whether the run that died had recorded its slot's outcome: a run that died after recording its
+ * end but before saving it in the job row finished its slot. Only rows written since that run
+ * started count: an earlier outcome of the same slot (a pre-locked attempt skipped for a re-timing
+ * whose new schedule has the same slot, then run again) is not that run's. Served by the
+ * timeline's index on (job_name, meta->>'scheduledAt').
  */
-export async function slotHasOutcome(db: Queryable, taskName: string, slot: Date): Promise<boolean> {
+export async function slotHasOutcome(
+  db: Queryable,
+  taskName: string,
+  slot: Date,
+  since: Date,
+): Promise<boolean> {
   const result = await db.query(
     `SELECT 1 FROM "${LOGS_TABLE}"
       WHERE job_name = $1 AND meta->>'scheduledAt' = $2 AND event IN ('success', 'fail')
-        AND meta->>'outcome' IN ('succeeded', 'failed', 'skipped')
+        AND meta->>'outcome' IN ('succeeded', 'failed', 'skipped') AND timestamp >= $3
       LIMIT 1`,
-    [taskName, slot.toISOString()],
+    [taskName, slot.toISOString(), since],
   );
   return (result.rowCount ?? 0) > 0;
 }
