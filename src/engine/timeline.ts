@@ -273,7 +273,9 @@ export async function readTimeline(options: TimelineOptions, query: TimelineQuer
     });
     if (missed === undefined) missedUnchecked.push(name);
     else taskMarks.push(...missed.map((slot) => missedMark(name, slot)));
-    taskMarks.sort((a, b) => a.slot.getTime() - b.slot.getTime() || (a.attempt ?? 0) - (b.attempt ?? 0));
+    // by slot only: the records of one slot keep the database's (slot, id) order, which the keyset
+    // cursor pages by; a finer order here (by attempt) would differ from page to page at a page's edge
+    taskMarks.sort((a, b) => a.slot.getTime() - b.slot.getTime());
     marks.push(...taskMarks);
     remaining -= page.length;
     if (full && last) {

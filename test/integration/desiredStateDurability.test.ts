@@ -68,18 +68,20 @@ describe("anti-entropy", () => {
         deleted && cron?.repeat_interval === "0 0 * * * *" && next?.next_run_at && flag?.disabled === false
       );
     });
-    const drift = await h.scheduler.auditTrail({ limit: 50 });
-    const repaired = drift
-      .filter((entry) => entry.kind === "drift")
-      .map((entry) => `${entry.task} ${entry.field} ${entry.oldValue} -> ${entry.newValue}`);
-    expect(repaired).toEqual(
-      expect.arrayContaining([
-        "drift-deleted job null -> created",
-        "drift-cron cron */7 * * * * -> 0 0 * * * *",
-        "drift-next nextRunAt null -> next slot from now",
-        "drift-flag enabled false -> true",
-      ]),
-    );
+    const expected = [
+      "drift-deleted job null -> created",
+      "drift-cron cron */7 * * * * -> 0 0 * * * *",
+      "drift-next nextRunAt null -> next slot from now",
+      "drift-flag enabled false -> true",
+    ];
+    // the audit rows are written after the repairs they record: wait for them
+    const repaired = await pollUntil("the drift audit rows", async () => {
+      const drift = (await h.scheduler.auditTrail({ limit: 50 }))
+        .filter((entry) => entry.kind === "drift")
+        .map((entry) => `${entry.task} ${entry.field} ${entry.oldValue} -> ${entry.newValue}`);
+      return expected.every((line) => drift.includes(line)) && drift;
+    });
+    expect(repaired).toEqual(expect.arrayContaining(expected));
     const logged = h.logs.lines.filter((line) => /^drift repaired: /.test(String(line.msg)));
     expect(logged.length).toBeGreaterThanOrEqual(4);
     expect(logged.find((line) => line.task === "drift-flag")).toMatchObject({

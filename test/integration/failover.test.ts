@@ -191,6 +191,14 @@ describe("several instances", () => {
       peers.find((peer) => peer.find((line) => line.task === "slow" && line.msg === "run started")),
     );
     const slot = owner.find((line) => line.task === "slow" && line.msg === "run started")?.slot;
+    // the start row is written beside the log line, not before it: a kill between the two would
+    // leave no record of the killed run
+    await pollUntil("the killed run's start row", async () => {
+      const { rows } = await suite.db.pool.query(
+        "SELECT 1 FROM agenda_logs WHERE job_name = 'slow' AND event = 'start'",
+      );
+      return rows.length > 0;
+    });
     await owner.kill("SIGKILL");
     const killedAt = Date.now();
     const survivors = peers.filter((peer) => peer !== owner);

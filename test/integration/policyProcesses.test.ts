@@ -83,7 +83,8 @@ it("downtime: every instance stopped over 5+ missed slots, one started: catchUp 
   const config = [{ name: "quick", cron: "*/2 * * * * *", catchUp: { runs: "none", window: "1h" } }];
   const first = await Promise.all(["d1", "d2"].map((name) => instance(name, config)));
   await Promise.all(first.map((peer) => peer.waitFor(`${peer.child.pid} to start`, started)));
-  await Promise.all(first.map((peer) => peer.kill()));
+  // stopped, not killed: a run cut off by a kill would be re-run for its own slot at the restart
+  await Promise.all(first.map((peer) => peer.kill("SIGTERM")));
   processes.splice(0);
   // as if they had been down for 80 s: more than the grace (60 s by default), 40 slots
   const stored = new Date(Math.floor(Date.now() / 2_000) * 2_000 - 80_000);

@@ -2,6 +2,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, expect, it } from "vitest";
+import { pollUntil } from "../helpers/poll.js";
 import { ServiceProcess } from "../helpers/processes.js";
 
 /** `npm start` as a user runs it: the reference service on its own embedded PostgreSQL. */
@@ -33,11 +34,15 @@ it("the reference service starts on an embedded PostgreSQL, logs a heartbeat run
     expect(run.outcome).toBe("succeeded");
     // the admin API and the dashboard come with it (on loopback)
     const admin = service.find((line) => /^admin API listening on/.test(String(line.msg)));
-    const tasks = (await (await fetch(`${admin?.url}/tasks`)).json()) as Array<{
-      name: string;
-      lastOutcome: string;
-    }>;
-    expect(tasks.find((task) => task.name === "heartbeat")?.lastOutcome).toBe("succeeded");
+    // the log line and the run record are written independently: wait for the record
+    const lastOutcome = await pollUntil("the heartbeat's run record", async () => {
+      const tasks = (await (await fetch(`${admin?.url}/tasks`)).json()) as Array<{
+        name: string;
+        lastOutcome: string | null;
+      }>;
+      return tasks.find((task) => task.name === "heartbeat")?.lastOutcome ?? undefined;
+    });
+    expect(lastOutcome).toBe("succeeded");
     expect((await fetch(`${admin?.url}/dashboard/`)).status).toBe(200);
     service.child.kill("SIGTERM");
     expect(await service.exited).toEqual({ code: 0, signal: null });

@@ -191,6 +191,24 @@ describe("decideCatchUp: slots that fell during the previous run", () => {
       kind: "catch-up",
     });
   });
+
+  it("lists the queued slot and the slots after the run's end, not those the overlap policy recorded", () => {
+    // queueOne left slot 10 owed; 11 and 12 fell during the run (recorded skipped at its end, 12:30)
+    const decision = decideCatchUp({
+      policy: policy("none"),
+      storedSlot: 10 * minute,
+      graceMs: 1_000,
+      schedule: every(minute),
+      now: 15 * minute + 10_000,
+      previousRunEndedAt: 12 * minute + 30_000,
+    });
+    expect(decision).toMatchObject({
+      kind: "catch-up",
+      run: null,
+      skipped: [10 * minute, 13 * minute, 14 * minute, 15 * minute],
+      skippedCount: 4,
+    });
+  });
 });
 
 describe("parseDuration", () => {

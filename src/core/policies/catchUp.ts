@@ -124,15 +124,19 @@ export function decideCatchUp(input: CatchUpInput): CatchUpDecision {
   // everything from the stored slot up to the run (or up to now) is skipped; for `all` the slots
   // after the run are still owed and run next
   const skippedUntil = run === null ? now : run - 1;
+  // the slots after the stored one that fell due while the previous run went on were decided (and
+  // recorded) by the overlap policy at that run's end: not listed twice
+  const overlapEnd = input.previousRunEndedAt ?? Number.NEGATIVE_INFINITY;
+  const notOverlaps = (slots: number[]) => slots.filter((slot) => slot === storedSlot || slot > overlapEnd);
   const listed = schedule.between(storedSlot, skippedUntil, SKIPPED_LISTED_CAP);
-  let skippedCount = listed.slots.length;
+  const skipped = notOverlaps(listed.slots);
+  let skippedCount = skipped.length;
   let atLeast = false;
   if (!listed.complete) {
     const counted = schedule.between(storedSlot, skippedUntil, SKIPPED_COUNT_CAP);
-    skippedCount = counted.slots.length;
+    skippedCount = notOverlaps(counted.slots).length;
     atLeast = !counted.complete;
   }
-  const skipped = listed.slots;
   return { kind: "catch-up", run, skipped, skippedCount, atLeast, nextAfter, reason };
 }
 
