@@ -83,9 +83,11 @@ export interface EngineHooks {
   slotsSkipped?(skipped: SkippedSlots): void;
 }
 
-/** One catch-up decision's skipped slots (src/core/policies/catchUp.ts). */
+/** One policy decision's skipped slots (src/core/policies/catchUp.ts, overlap.ts). */
 export interface SkippedSlots {
   taskName: string;
+  /** Which policy skipped them. */
+  policy: "catchUp" | "overlap";
   /** How many; `atLeast` when there were too many to count. */
   count: number;
   atLeast: boolean;

@@ -280,6 +280,7 @@ export class TaskRunner {
       );
       this.#deps.hooks.slotsSkipped?.({
         taskName,
+        policy: "overlap",
         count: skippedCount,
         atLeast,
         first: new Date(first),
@@ -394,6 +395,7 @@ export class TaskRunner {
       );
       this.#deps.hooks.slotsSkipped?.({
         taskName,
+        policy: "catchUp",
         count: skippedCount,
         atLeast,
         first: new Date(first),

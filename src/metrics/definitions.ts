@@ -91,8 +91,8 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
     }),
     skippedSlots: new Counter({
       name: "cronwarden_skipped_slots_total",
-      help: "Missed slots of a task skipped by its catchUp policy (each also has a skipped run record).",
-      labelNames: ["task"] as const,
+      help: "Slots of a task skipped by a policy (catchUp, overlap); each also has a skipped run record.",
+      labelNames: ["task", "policy"] as const,
       registers,
     }),
     reconciles: new Counter({

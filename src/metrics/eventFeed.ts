@@ -40,7 +40,7 @@ export class EventFeed {
     events.on("lock:renewed", (event) => this.#metrics.lockRenewals.inc({ task: event.taskName }));
     events.on("missed-slot", (event) => this.#metrics.missedSlots.inc({ task: event.taskName }));
     events.on("slots:skipped", (event) =>
-      this.#metrics.skippedSlots.inc({ task: event.taskName }, event.count),
+      this.#metrics.skippedSlots.inc({ task: event.taskName, policy: event.policy }, event.count),
     );
     events.on("reconciled", (result) =>
       this.#metrics.reconciles.inc({

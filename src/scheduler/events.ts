@@ -49,6 +49,8 @@ export interface MissedSlotEvent {
 
 export interface SlotsSkippedEvent {
   taskName: string;
+  /** Which policy skipped them. */
+  policy: "catchUp" | "overlap";
   /** How many slots; `atLeast` when there were too many to count. */
   count: number;
   atLeast: boolean;
