@@ -251,43 +251,8 @@ export class TaskRunner {
         const next = nextSlot(schedule, timezone, decision.nextAfter);
         job.attrs.nextRunAt = next === undefined ? null : new Date(dueAt(taskName, next, jitterMs));
       }
-      const first = decision.skipped[0];
-      if (first === undefined) return;
-      const { skippedCount, atLeast, reason } = decision;
-      const unlisted = skippedCount - decision.skipped.length;
-      this.#deps.recorder.recordSkippedSlots(
-        jobId,
-        taskName,
-        decision.skipped.map((time) => new Date(time)),
-        reason,
-        unlisted > 0 || atLeast
-          ? `and ${atLeast ? "at least " : ""}${unlisted} more slot(s) not listed one by one`
-          : null,
-      );
-      const last = new Date(decision.skipped.at(-1) as number);
-      const runs = decision.nextAfter === undefined && pendingSlot !== null ? new Date(pendingSlot) : null;
-      this.#deps.logger.info(
-        {
-          task: taskName,
-          skipped: skippedCount,
-          atLeast,
-          firstSkipped: new Date(first),
-          lastSkipped: last,
-          runs,
-          reason,
-        },
-        `overlap: ${atLeast ? "at least " : ""}${skippedCount} slot(s) skipped (${reason})`,
-      );
-      this.#deps.hooks.slotsSkipped?.({
-        taskName,
-        policy: "overlap",
-        count: skippedCount,
-        atLeast,
-        first: new Date(first),
-        last,
-        runs,
-        reason,
-      });
+      const runs = decision.nextAfter === undefined && pendingSlot !== null ? pendingSlot : null;
+      this.#reportSkipped(jobId, taskName, "overlap", decision, decision.skipped, runs);
     } catch (error) {
       this.#deps.logger.warn(
         { err: error, task: taskName },
@@ -356,6 +321,63 @@ export class TaskRunner {
   }
 
   /**
+   * One policy decision's skipped slots: a skipped run record for each listed slot (`recorded`),
+   * one log line and one hook call for the whole decision, not one per slot.
+   */
+  #reportSkipped(
+    jobId: string,
+    taskName: string,
+    policy: "catchUp" | "overlap",
+    decision: { skipped: number[]; skippedCount: number; atLeast: boolean; reason: string },
+    recorded: number[],
+    runs: number | null,
+  ): void {
+    const { skipped, skippedCount, atLeast, reason } = decision;
+    const first = skipped[0];
+    if (first === undefined) return;
+    const unlisted = skippedCount - skipped.length;
+    const more =
+      unlisted > 0 || atLeast
+        ? `and ${atLeast ? "at least " : ""}${unlisted} more slot(s) not listed one by one`
+        : null;
+    this.#deps.recorder.recordSkippedSlots(
+      jobId,
+      taskName,
+      recorded.map((slot) => new Date(slot)),
+      reason,
+      more,
+    );
+    const skippedSlots = {
+      taskName,
+      policy,
+      count: skippedCount,
+      atLeast,
+      first: new Date(first),
+      last: new Date(skipped.at(-1) as number),
+      runs: runs === null ? null : new Date(runs),
+      reason,
+    };
+    const counted = `${atLeast ? "at least " : ""}${skippedCount}`;
+    const message =
+      policy === "overlap"
+        ? `overlap: ${counted} slot(s) skipped (${reason})`
+        : `catch-up: ${counted} missed slot(s) skipped (${reason}); ${runs === null ? "none runs now" : `the slot ${new Date(runs).toISOString()} runs now`}`;
+    this.#deps.logger.info(
+      {
+        task: taskName,
+        skipped: skippedCount,
+        atLeast,
+        firstSkipped: skippedSlots.first,
+        lastSkipped: skippedSlots.last,
+        runs: skippedSlots.runs,
+        reason,
+      },
+      message,
+    );
+    this.#deps.hooks.slotsSkipped?.(skippedSlots);
+  }
+
+  /**
    * The catch-up decision of this run's start save (src/core/policies/catchUp.ts): records the
    * slots it skipped, one log line and one hook call per decision. False: nothing runs now (the
    * run's own record is the first skipped slot).
@@ -363,47 +385,9 @@ export class TaskRunner {
   #applyCatchUp(taskName: string, jobId: string, entry: RunEntry): boolean {
     const decision = entry.catchUp;
     if (decision?.kind !== "catch-up") return true;
-    const { run, skipped, skippedCount, atLeast, reason } = decision;
-    const first = skipped[0];
-    if (first !== undefined) {
-      // without a run, the run's own outcome row records the first skipped slot
-      const others = run === null ? skipped.slice(1) : skipped;
-      const unlisted = skippedCount - skipped.length;
-      const more =
-        unlisted > 0 || atLeast
-          ? `and ${atLeast ? "at least " : ""}${unlisted} more slot(s) not listed one by one`
-          : null;
-      this.#deps.recorder.recordSkippedSlots(
-        jobId,
-        taskName,
-        others.map((slot) => new Date(slot)),
-        reason,
-        more,
-      );
-      const last = new Date(skipped.at(-1) as number);
-      this.#deps.logger.info(
-        {
-          task: taskName,
-          skipped: skippedCount,
-          atLeast,
-          firstSkipped: new Date(first),
-          lastSkipped: last,
-          runs: run === null ? null : new Date(run),
-          reason,
-        },
-        `catch-up: ${atLeast ? "at least " : ""}${skippedCount} missed slot(s) skipped (${reason}); ${run === null ? "none runs now" : `the slot ${new Date(run).toISOString()} runs now`}`,
-      );
-      this.#deps.hooks.slotsSkipped?.({
-        taskName,
-        policy: "catchUp",
-        count: skippedCount,
-        atLeast,
-        first: new Date(first),
-        last,
-        runs: run === null ? null : new Date(run),
-        reason,
-      });
-    }
+    const { run, skipped, reason } = decision;
+    // without a run, the run's own outcome row records the first skipped slot
+    this.#reportSkipped(jobId, taskName, "catchUp", decision, run === null ? skipped.slice(1) : skipped, run);
     if (run !== null) return true;
     this.#deps.ledger.settle(jobId, "skipped", reason);
     return false;
