@@ -114,6 +114,18 @@ export class AgendaEngine {
     options.pool.on("error", (error) =>
       this.#logger.debug({ err: error }, "idle database connection closed"),
     );
+    // A checked-out connection (a transaction, Agenda's LISTEN client before it adds its own
+    // listener) that dies between two queries is an 'error' event on that client, which the pool
+    // does not listen to while it is out: unhandled, it ends the process (seen in a chaos run when
+    // PostgreSQL restarted). The query in flight, or the next one, fails and is handled there.
+    const guarded = new WeakSet<object>();
+    options.pool.on("acquire", (client) => {
+      if (guarded.has(client)) return;
+      guarded.add(client);
+      client.on("error", (error) =>
+        this.#logger.debug({ err: error }, "database connection closed while in use"),
+      );
+    });
   }
 
   get instanceId(): string {
