@@ -1,4 +1,4 @@
-import type { Pool } from "pg";
+import pg, { type Pool } from "pg";
 import type { RunRecord, Scheduler } from "../../src/index.js";
 import { pollUntil } from "./poll.js";
 
@@ -33,8 +33,12 @@ export async function skipAPreLockedSlot(
   taskName: string,
   { attempts = 8, lockTimeoutMs = 20_000 } = {},
 ): Promise<RunRecord> {
-  // a connection of its own: the disable goes out as soon as the lock is seen
-  const client = await pool.connect();
+  // a connection of its own, outside the scheduler's pool: the disable goes out as soon as the lock is seen
+  const { connectionString } = pool.options;
+  if (!connectionString) throw new Error("skipAPreLockedSlot needs a pool made from a connection string");
+  const client = new pg.Client({ connectionString });
+  client.on("error", () => {});
+  await client.connect();
   try {
     for (let attempt = 1; attempt <= attempts; attempt++) {
       const slot = await nextPreLock(scheduler, taskName, lockTimeoutMs);
@@ -42,7 +46,7 @@ export async function skipAPreLockedSlot(
       if (disabled.rowCount === 1) return await skippedRecord(pool, scheduler, taskName, slot);
     }
   } finally {
-    client.release();
+    await client.end();
   }
   throw new Error(
     `${taskName}: the run started before the disable could land in ${attempts} pre-locks in a row (each lock came too close to its slot)`,
