@@ -15,6 +15,8 @@ document.getElementById("token-form").addEventListener("submit", (event) => {
   render();
 });
 
+const REQUEST_TIMEOUT_MS = 15_000;
+
 async function api(path, options = {}) {
   return (await apiAnswer(path, options)).body;
 }
@@ -22,7 +24,12 @@ async function api(path, options = {}) {
 async function apiAnswer(path, options = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
   const headers = { accept: "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) };
-  const response = await fetch(path, { ...options, headers });
+  // bounded: renders run one at a time, and a request that never answers would hold the next ones
+  const response = await fetch(path, {
+    signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
+    ...options,
+    headers,
+  });
   const body = await response.json().catch(() => ({}));
   if (!response.ok) {
     const error = new Error(body.error ?? `${response.status} ${response.statusText}`);
@@ -930,7 +937,28 @@ function scheduleRefresh(everyMs) {
   timer = setTimeout(() => (editing ? scheduleRefresh(everyMs) : render()), everyMs);
 }
 
-async function render() {
+/**
+ * Renders one at a time: a render whose data arrives after a newer one's (a filter chosen while the
+ * page was still loading) would paint the older view last. Renders asked for meanwhile make one
+ * more, once the current one is done, with the address as it is then.
+ */
+let rendering = null;
+let queued = null;
+function render() {
+  if (!rendering) {
+    rendering = renderOnce().finally(() => {
+      rendering = null;
+    });
+    return rendering;
+  }
+  queued ??= rendering.then(() => {
+    queued = null;
+    return render();
+  });
+  return queued;
+}
+
+async function renderOnce() {
   clearTimeout(timer);
   editing = false;
   const hash = location.hash.replace(/^#/, "") || "/";
