@@ -241,3 +241,50 @@ it("a change of its config entry resumes a paused task", async () => {
   const [cleared] = await harness.scheduler.auditTrail({ task: NAME, limit: 1 });
   expect(cleared).toMatchObject({ field: "pausedByFailure", newValue: "cleared (disabled in the config)" });
 });
+
+it("two instances running the same failing task: one pause, one event across both", async () => {
+  const two = "pf-two";
+  const paused: string[] = [];
+  const instances: SchedulerHarness[] = [];
+  for (let i = 0; i < 2; i++) {
+    const instance = await suite.start(
+      [
+        {
+          name: two,
+          handler: async () => {
+            throw new Error("always fails");
+          },
+        },
+      ],
+      [{ name: two, cron: "* * * * * *", pauseOnFailure: 2 }],
+      { antiEntropyMs: 500 },
+    );
+    instance.scheduler.on("task:paused", (event) => paused.push(`${i}:${event.taskName}:${event.failures}`));
+    instances.push(instance);
+  }
+  const pauseOf = async () => {
+    const result = await suite
+      .db()
+      .pool.query<{ disabled: boolean; paused: { failures: number } | null }>(
+        `SELECT disabled, data->'pausedByFailure' AS paused FROM agenda_jobs WHERE name = $1`,
+        [two],
+      );
+    return result.rows[0];
+  };
+  const row2 = await pollUntil("the pause of pf-two", async () => {
+    const current = await pauseOf();
+    return current?.paused ? current : undefined;
+  });
+  expect(row2).toMatchObject({ disabled: true, paused: { failures: 2 } });
+  // both instances pass anti-entropy after the pause; still paused, and one event in all
+  const seen = instances.map(() => 0);
+  instances.forEach((instance, index) =>
+    instance.scheduler.on("reconciled", (result) => {
+      if (result.trigger === "anti-entropy") seen[index] = (seen[index] ?? 0) + 1;
+    }),
+  );
+  await pollUntil("two anti-entropy passes on each instance", () => seen.every((count) => count >= 2));
+  expect(await pauseOf()).toMatchObject({ disabled: true, paused: { failures: 2 } });
+  expect(paused).toHaveLength(1);
+  expect(paused[0]).toMatch(/^[01]:pf-two:2$/);
+});
