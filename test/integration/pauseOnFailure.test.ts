@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
 import { type Alert, Alerter } from "../../src/alerts/index.js";
+import { runCli } from "../../src/cli/main.js";
 import { createMetrics, type Metrics } from "../../src/metrics/index.js";
 import type { ReconcileResult } from "../../src/reconcile/configReconciler.js";
 import { httpClient, parsePrometheus, sample } from "../helpers/admin.js";
@@ -107,6 +108,18 @@ async function pauseAlerts(count: number): Promise<Alert[]> {
   });
 }
 
+async function cli(argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, {
+    out: (line) => out.push(line),
+    err: (line) => err.push(line),
+    env: { CRONWARDEN_ADMIN_URL: baseUrl, CRONWARDEN_ADMIN_TOKEN: TOKEN },
+    cwd: process.cwd(),
+  });
+  return { code, out: out.join("\n"), err: err.join("\n") };
+}
+
 async function pausesMetric(): Promise<number | undefined> {
   const answer = await call("GET", "/metrics");
   return sample(parsePrometheus(answer.text), "cronwarden_task_pauses_total", { task: NAME });
@@ -163,6 +176,13 @@ it("pauses after 3 failed slots (each after its retry); stays disabled through a
     nextRuns: [],
   });
   expect(status.text).not.toContain(SECRET);
+  // the CLI's status: ENABLED "paused", a note, exit 3 (needs attention)
+  const listed = await cli(["status"]);
+  expect(listed.code).toBe(3);
+  expect(listed.out).toMatch(new RegExp(`${NAME}\\s+paused`));
+  expect(listed.out).toContain(`${NAME} (paused after 3 failed slot(s))`);
+  expect(listed.out).toContain(`resume: cronwarden resume ${NAME}`);
+  expect(listed.out).not.toContain(SECRET);
   expect(harness.logs.messages().some((msg) => msg.includes(`task "${NAME}" paused after 3`))).toBe(true);
 });
 
@@ -200,10 +220,17 @@ it("POST /tasks/:name/resume needs the token, re-enables the task and is audited
 
   // a task that is not paused: 409 (here: resumed, then asked again before it failed anew)
   failing = false;
-  expect((await call("POST", `/tasks/${NAME}/resume`, { token: TOKEN })).status).toBe(200);
+  const byCli = await cli(["resume", NAME]);
+  expect(byCli).toMatchObject({ code: 0 });
+  expect(byCli.out).toMatch(
+    new RegExp(`^resumed ${NAME} \\(paused .* after 3 failed slot\\(s\\)\\) by admin`),
+  );
   const notPaused = await call("POST", `/tasks/${NAME}/resume`, { token: TOKEN });
   expect(notPaused.status).toBe(409);
   expect(notPaused.json).toMatchObject({ status: "not-paused" });
+  const refusedByCli = await cli(["resume", NAME]);
+  expect(refusedByCli.code).toBe(1);
+  expect(refusedByCli.err).toContain("is not paused by failure");
   await pollUntil("a succeeded run after the resume", async () =>
     (await harness.scheduler.runs(NAME, 5)).some((run) => run.outcome === "succeeded"),
   );
