@@ -403,12 +403,16 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
           taskName: name,
           reason: `"${name}" is running now; try again when it has finished`,
         };
-      case "disabled":
+      case "disabled": {
+        const paused = (await this.#engine.listJobs()).find((job) => job.name === name)?.pausedByFailure;
         return {
           status: "disabled",
           taskName: name,
-          reason: `"${name}" is disabled; enable it in the config to run it`,
+          reason: paused
+            ? `"${name}" is paused by failure (after ${paused.failures} failed slot(s)); resume it first (POST /tasks/${name}/resume, cronwarden resume ${name})`
+            : `"${name}" is disabled; enable it in the config to run it`,
         };
+      }
       case "missing":
         return {
           status: "unknown",

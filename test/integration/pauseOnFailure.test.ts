@@ -176,6 +176,11 @@ it("pauses after 3 failed slots (each after its retry); stays disabled through a
     nextRuns: [],
   });
   expect(status.text).not.toContain(SECRET);
+  // run-now is refused while paused, saying why
+  expect(await harness.scheduler.runNow(NAME)).toMatchObject({
+    status: "disabled",
+    reason: expect.stringContaining("is paused by failure (after 3 failed slot(s)); resume it first"),
+  });
   // the CLI's status: ENABLED "paused", a note, exit 3 (needs attention)
   const listed = await cli(["status"]);
   expect(listed.code).toBe(3);
@@ -250,14 +255,19 @@ it("a change of its config entry resumes a paused task", async () => {
     const current = await row();
     return !current.disabled && current.paused === null;
   });
+  // the audit rows are written once every action of the reconcile is applied: wait on them
   const audit = await pollUntil("the audit rows of the change", async () => {
     const entries = await harness.scheduler.auditTrail({ task: NAME, limit: 5 });
-    const fields = entries.map((entry) => entry.field);
-    return fields.includes("pauseOnFailure") && fields.includes("pausedByFailure") && entries;
+    const resumed = entries.find((entry) => entry.newValue === "resumed (config entry changed)");
+    const changed = entries.find((entry) => entry.field === "pauseOnFailure" && entry.newValue === "4");
+    return resumed && changed && { resumed, changed };
   });
-  const resumeEntry = audit.find((entry) => entry.field === "pausedByFailure");
-  expect(resumeEntry).toMatchObject({ newValue: "resumed (config entry changed)" });
-  expect(["change", "drift"]).toContain(resumeEntry?.kind);
+  expect(audit.resumed).toMatchObject({
+    field: "pausedByFailure",
+    oldValue: expect.stringContaining("after 3 failed slot(s)"),
+  });
+  expect(["change", "drift"]).toContain(audit.resumed.kind);
+  expect(audit.changed).toMatchObject({ oldValue: "3", kind: audit.resumed.kind });
   // and it pauses again after the new threshold
   const again = await waitForPause("the fourth pause");
   expect(again.paused?.failures).toBe(4);
@@ -265,8 +275,11 @@ it("a change of its config entry resumes a paused task", async () => {
   await harness.writeRaw(yamlOf([{ name: NAME, cron: "* * * * * *", pauseOnFailure: 4, enabled: false }]));
   await pollUntil("the pause cleared by enabled: false", async () => (await row()).paused === null);
   expect(await row()).toMatchObject({ disabled: true, paused: null });
-  const [cleared] = await harness.scheduler.auditTrail({ task: NAME, limit: 1 });
-  expect(cleared).toMatchObject({ field: "pausedByFailure", newValue: "cleared (disabled in the config)" });
+  await pollUntil("the audit row of the clear", async () =>
+    (await harness.scheduler.auditTrail({ task: NAME, limit: 1 })).some(
+      (entry) => entry.field === "pausedByFailure" && entry.newValue === "cleared (disabled in the config)",
+    ),
+  );
 });
 
 it("two instances running the same failing task: one pause, one event across both", async () => {
