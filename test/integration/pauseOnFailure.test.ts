@@ -318,11 +318,11 @@ it("two instances running the same failing task: one pause, one event across bot
   expect(row2).toMatchObject({ disabled: true, paused: { failures: 2 } });
   // both instances pass anti-entropy after the pause; still paused, and one event in all
   const seen = instances.map(() => 0);
-  instances.forEach((instance, index) =>
+  for (const [index, instance] of instances.entries()) {
     instance.scheduler.on("reconciled", (result) => {
       if (result.trigger === "anti-entropy") seen[index] = (seen[index] ?? 0) + 1;
-    }),
-  );
+    });
+  }
   await pollUntil("two anti-entropy passes on each instance", () => seen.every((count) => count >= 2));
   expect(await pauseOf()).toMatchObject({ disabled: true, paused: { failures: 2 } });
   expect(paused).toHaveLength(1);
