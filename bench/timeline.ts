@@ -90,6 +90,7 @@ try {
       lastRunAt: new Date(end),
       lastFinishedAt: new Date(end + 1000),
     },
+    state: "enabled",
     running: false,
     runningOn: null,
     lastOutcome: "succeeded",

@@ -45,6 +45,7 @@ export {
   type SchedulerOptions,
   type SlotsSkippedEvent,
   type StopResult,
+  type TaskPausedEvent,
 } from "./scheduler/scheduler.js";
 export type { SchedulerSettings, SchedulerSettingsInput } from "./scheduler/settings.js";
 export { handleShutdownSignals, type ShutdownOptions } from "./scheduler/shutdown.js";
@@ -55,7 +56,7 @@ export { EtcdConfigSource, type EtcdSourceOptions } from "./sources/etcdSource.j
 export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";
 export { HttpConfigSource, type HttpSourceOptions } from "./sources/httpSource.js";
 export type { DocumentFormat } from "./sources/parseDocument.js";
-export type { Readiness, RunNowResult, TaskStatus } from "./status/statusModel.js";
+export type { PauseView, Readiness, ResumeResult, RunNowResult, TaskStatus } from "./status/statusModel.js";
 export type { AuditRecord } from "./store/auditLog.js";
 
 /** What task modules need of the scheduler: a place to register. */

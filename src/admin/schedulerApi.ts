@@ -12,6 +12,7 @@ export type AdminScheduler = SchedulerEventSource &
     | "runDetail"
     | "timeline"
     | "runNow"
+    | "resume"
     | "readiness"
     | "desiredState"
     | "lastReconcile"

@@ -12,7 +12,7 @@ import { decodeCursor, encodeCursor } from "./timelineRoutes.js";
 const NEXT_RUNS = 5;
 const historyCursor = z.object({ timestamp: z.string(), id: z.string().uuid() });
 
-/** GET /tasks, GET /tasks/:name, GET /tasks/:name/runs, POST /tasks/:name/run. */
+/** GET /tasks, GET /tasks/:name, GET /tasks/:name/runs, POST /tasks/:name/run, POST /tasks/:name/resume. */
 export function taskRoutes(
   app: FastifyInstance,
   scheduler: AdminScheduler,
@@ -73,6 +73,32 @@ export function taskRoutes(
         return reply
           .code(409)
           .send({ error: `cannot run "${name}" now: ${result.reason}`, status: result.status });
+    }
+  });
+
+  // a task paused by failure runs again (docs/behaviour.md, "Pause on failure"); audited
+  app.post("/tasks/:name/resume", async (request, reply) => {
+    const { name } = parseOr400(taskParams, request.params, "path");
+    parseOr400(runNowBody, request.body, "body");
+    const result = await scheduler.resume(name, {
+      requestedBy: callerName(callerOf(request)),
+      via: "admin API",
+    });
+    switch (result.status) {
+      case "resumed":
+        return reply.code(200).send({
+          status: "resumed",
+          task: result.taskName,
+          resumedBy: result.resumedBy,
+          pausedByFailure: result.pause,
+          nextRunAt: result.nextRunAt,
+        });
+      case "unknown":
+        throw new HttpError(404, `cannot resume "${name}": ${result.reason}`);
+      case "not-paused":
+        return reply
+          .code(409)
+          .send({ error: `cannot resume "${name}": ${result.reason}`, status: result.status });
     }
   });
 }

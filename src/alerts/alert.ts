@@ -15,6 +15,8 @@ export type AlertEvent =
   | "run:abandoned"
   /** An enabled task's slot passed without a run starting. */
   | "missed-slot"
+  /** A task paused itself after its pauseOnFailure failed slots in a row (once per pause). */
+  | "task:paused"
   /** A config entry was refused; the task keeps its previous state. */
   | "config:rejected"
   /** The config source could not be read or parsed; the last valid snapshot stays in force. */

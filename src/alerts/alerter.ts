@@ -11,6 +11,7 @@ import {
   lockLostAlert,
   missedSlotAlert,
   runFailureAlert,
+  taskPausedAlert,
 } from "./alertsFromEvents.js";
 import { Silencer } from "./silencer.js";
 
@@ -35,7 +36,8 @@ const DEFAULT_SEND_TIMEOUT_MS = 10_000;
 
 /**
  * Turns scheduler events into alerts and hands them to the channels: a run that failed for good
- * (after its retries) or timed out, a lost lock, an abandoned handler, a missed slot, a refused
+ * (after its retries) or timed out, a lost lock, an abandoned handler, a missed slot, a task that
+ * paused itself (pause on failure, never silenced: once per pause), a refused
  * config entry, an unreadable config source. Sending is detached from the event (it never delays
  * or breaks a run), bounded in time, and its failures are logged and counted, never thrown.
  */
@@ -91,7 +93,11 @@ export class Alerter {
   raise(alert: Alert): void {
     if (this.#stopped) return;
     const key = `${alert.task ?? "-"}|${alert.event}`;
-    const admission = this.#silencer.admit(key, alert.at.getTime());
+    // a pause happens once and stays until resumed: each one is worth its alert, however close
+    const admission =
+      alert.event === "task:paused"
+        ? { send: true, suppressed: 0 }
+        : this.#silencer.admit(key, alert.at.getTime());
     if (!admission.send) {
       this.#logger.debug({ event: alert.event, task: alert.task }, "alert silenced (sent recently)");
       return;
@@ -134,6 +140,7 @@ export class Alerter {
     events.on("run:lock-lost", (event) => this.raise(lockLostAlert(event, origin())));
     events.on("run:abandoned", (event) => this.raise(abandonedAlert(event, origin())));
     events.on("missed-slot", (event) => this.raise(missedSlotAlert(event, origin())));
+    events.on("task:paused", (event) => this.raise(taskPausedAlert(event, origin())));
     events.on("config:rejected", (event) => this.raise(configRejectedAlert(event, origin())));
     events.on("config:error", (event) => this.raise(configErrorAlert(event, origin())));
   }

@@ -4,6 +4,7 @@ import type {
   MissedSlotEvent,
   RunFinishedEvent,
   RunTroubleEvent,
+  TaskPausedEvent,
 } from "../scheduler/events.js";
 import type { Alert } from "./alert.js";
 
@@ -66,6 +67,22 @@ export function missedSlotAlert(event: MissedSlotEvent, origin: Origin): Alert {
     severity: "error",
     summary: `task "${event.taskName}" missed ${slot ? `its slot ${slot}` : "its next run"}: ${event.reason}`,
     details: { scheduledAt: slot, detectedAt: iso(event.detectedAt), reason: event.reason },
+    ...origin,
+  };
+}
+
+export function taskPausedAlert(event: TaskPausedEvent, origin: Origin): Alert {
+  return {
+    event: "task:paused",
+    task: event.taskName,
+    severity: "error",
+    summary: `task "${event.taskName}" paused after ${event.failures} failed slot(s) in a row${event.lastError ? ` (last error: ${firstLine(event.lastError)})` : ""}; it runs again when its config entry changes or after POST /tasks/${event.taskName}/resume`,
+    details: {
+      pausedAt: iso(event.at),
+      failures: event.failures,
+      scheduledAt: event.slot ? iso(event.slot) : null,
+      lastError: event.lastError,
+    },
     ...origin,
   };
 }

@@ -1,6 +1,12 @@
 import { z } from "zod";
 import { AdminClient, type AdminConnectionOptions } from "./adminClient.js";
-import { runNowSchema, runRecordSchema, type TaskStatusJson, taskStatusSchema } from "./adminResponses.js";
+import {
+  resumeSchema,
+  runNowSchema,
+  runRecordSchema,
+  type TaskStatusJson,
+  taskStatusSchema,
+} from "./adminResponses.js";
 import { CliError, type CliIo, table } from "./common.js";
 
 /** `status` exits 3 when a task needs attention (see needsAttention). */
@@ -25,7 +31,13 @@ export async function statusCommand(
     ["TASK", "ENABLED", "SCHEDULE", "NEXT RUN", "LAST RUN", "OUTCOME", "FAILS", "RUNNING", "NOTE"],
     tasks.map((task) => [
       task.name,
-      enabledOf(task) === undefined ? "-" : enabledOf(task) ? "yes" : "no",
+      task.job?.pausedByFailure
+        ? "paused"
+        : enabledOf(task) === undefined
+          ? "-"
+          : enabledOf(task)
+            ? "yes"
+            : "no",
       scheduleOf(task),
       time(task.job?.nextRunAt),
       time(task.job?.lastRunAt),
@@ -98,12 +110,28 @@ export async function runNowCommand(
   return 0;
 }
 
+/** `cronwarden resume <task>`: resumes a task paused by failure; exit 1 when refused (unknown, not paused). */
+export async function resumeCommand(
+  task: string,
+  options: AdminConnectionOptions,
+  io: CliIo,
+): Promise<number> {
+  const client = new AdminClient(options, io);
+  const { body } = await client.request("POST", `/tasks/${encodeURIComponent(task)}/resume`, resumeSchema);
+  io.out(
+    `resumed ${body.task} (paused ${time(body.pausedByFailure.at)} after ${body.pausedByFailure.failures} failed slot(s)) by ${body.resumedBy}; next run ${time(body.nextRunAt)}, following its catchUp policy`,
+  );
+  return 0;
+}
+
 function enabledOf(task: TaskStatusJson): boolean | undefined {
   return task.job?.enabled ?? task.configured?.enabled;
 }
 
 /** Why a task needs attention, or undefined. */
 export function needsAttention(task: TaskStatusJson): string | undefined {
+  const pause = task.job?.pausedByFailure;
+  if (pause) return `paused after ${pause.failures} failed slot(s)`;
   if (enabledOf(task) !== true) return undefined;
   if (task.missedSlot) return `missed slot ${time(task.missedSlot.scheduledAt)}`;
   if (task.lastOutcome === "failed") return "last run failed";
@@ -120,6 +148,11 @@ function scheduleOf(task: TaskStatusJson): string {
 function noteOf(task: TaskStatusJson): string {
   const notes: string[] = [];
   if (!task.registered) notes.push("not registered in this code");
+  const pause = task.job?.pausedByFailure;
+  if (pause)
+    notes.push(
+      `paused by failure ${time(pause.at)} after ${pause.failures} failed slot(s)${pause.lastError ? `: ${oneLine(pause.lastError)}` : ""}; resume: cronwarden resume ${task.name}`,
+    );
   if (task.missedSlot) notes.push(`missed ${time(task.missedSlot.scheduledAt)}: ${task.missedSlot.reason}`);
   if (task.lastOutcome === "failed" && task.lastError) notes.push(oneLine(task.lastError));
   return notes.join("; ") || "-";

@@ -16,6 +16,14 @@ export const taskStatusSchema = z.object({
       nextRunAt: isoDate.nullable(),
       lastRunAt: isoDate.nullable(),
       lastFinishedAt: isoDate.nullable(),
+      pausedByFailure: z
+        .object({
+          at: isoDate,
+          failures: z.number(),
+          slot: isoDate.nullable(),
+          lastError: z.string().nullable(),
+        })
+        .optional(),
     })
     .nullable(),
   running: z.boolean(),
@@ -51,4 +59,12 @@ export const runNowSchema = z.object({
   task: z.string(),
   requestedAt: isoDate,
   requestedBy: z.string().optional(),
+});
+
+export const resumeSchema = z.object({
+  status: z.literal("resumed"),
+  task: z.string(),
+  resumedBy: z.string(),
+  nextRunAt: isoDate.nullable(),
+  pausedByFailure: z.object({ at: isoDate, failures: z.number() }),
 });

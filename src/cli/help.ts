@@ -37,8 +37,8 @@ ${CONNECTION}`,
   status: `usage: cronwarden status [--url URL] [--token TOKEN] [--json]
 
 Every task: schedule, next and last run, last outcome; --json prints the API's JSON array.
-Exit 0 all well, 3 when an enabled task's last run failed or a missed slot is reported, 2 when
-the API cannot be used.
+Exit 0 all well, 3 when an enabled task's last run failed, a missed slot is reported or a task is
+paused by failure, 2 when the API cannot be used.
 ${ADMIN}`,
   runs: `usage: cronwarden runs <task> [--limit N] [--url URL] [--token TOKEN] [--json]
 
@@ -47,5 +47,11 @@ ${ADMIN}`,
   run: `usage: cronwarden run <task> [--url URL] [--token TOKEN]
 
 Runs the task now; exit 0 queued, 1 refused (unknown task, running, disabled), 2 error.
+${ADMIN}`,
+  resume: `usage: cronwarden resume <task> [--url URL] [--token TOKEN]
+
+Resumes a task paused by failure (pauseOnFailure): enabled again, its next run following its
+catchUp policy; audited with the token's name. Exit 0 resumed, 1 refused (unknown task, not
+paused), 2 error.
 ${ADMIN}`,
 };

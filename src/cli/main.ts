@@ -1,5 +1,5 @@
 import { parseArgs } from "node:util";
-import { runNowCommand, runsCommand, statusCommand } from "./adminCommands.js";
+import { resumeCommand, runNowCommand, runsCommand, statusCommand } from "./adminCommands.js";
 import { CliError, type CliIo } from "./common.js";
 import { auditCommand, planCommand, validateCommand } from "./configCommands.js";
 import { COMMAND_HELP, packageVersion } from "./help.js";
@@ -27,12 +27,14 @@ const USAGE = `usage: cronwarden <command> [options]   (cronwarden <command> --h
       the task's finished runs, newest first (N 1-500, default 20)
   run <task> [--url URL] [--token TOKEN]
       run the task now; exit 0 queued, 1 refused (unknown task, running, disabled)
+  resume <task> [--url URL] [--token TOKEN]
+      resume a task paused by failure (pauseOnFailure); exit 0 resumed, 1 refused (unknown, not paused)
 
 The database is --database-url, else DATABASE_URL, else the embedded PostgreSQL of a service
-running in this folder (.data/). status, runs and run talk to a running service's admin API at
+running in this folder (.data/). status, runs, run and resume talk to a running service's admin API at
 --url, else CRONWARDEN_ADMIN_URL, else http://127.0.0.1:8787, with --token, else
 CRONWARDEN_ADMIN_TOKEN (prefer the variable: a command line is visible to other users): a
-viewer token is enough for status and runs, run needs an operator token.
+viewer token is enough for status and runs, run and resume need an operator token.
 --version prints the version; --help (on any command) its usage; both exit 0.`;
 
 export async function runCli(argv: string[], io: CliIo): Promise<number> {
@@ -79,6 +81,8 @@ export async function runCli(argv: string[], io: CliIo): Promise<number> {
         return await runsCommand(task(), values, io);
       case "run":
         return await runNowCommand(task(), values, io);
+      case "resume":
+        return await resumeCommand(task(), values, io);
       case undefined:
       case "help":
       case "-h":

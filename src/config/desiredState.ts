@@ -31,6 +31,8 @@ export interface DesiredTask {
   jitterMs?: number;
   /** What runs of the slots missed while nothing ran (docs/behaviour.md); absent: the default. */
   catchUp?: CatchUpPolicy;
+  /** Pause after this many failed slots in a row (docs/behaviour.md, "Pause on failure"); absent: never. */
+  pauseOnFailure?: number;
 }
 
 /** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
@@ -92,6 +94,7 @@ const entrySchema = z.strictObject({
   catchUp: z.unknown().optional(),
   overlap: z.unknown().optional(),
   jitter: z.unknown().optional(),
+  pauseOnFailure: z.unknown().optional(),
 });
 
 export interface ParseOptions {
@@ -207,6 +210,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       ...(policy.fields.jitterMs ? { jitterMs: policy.fields.jitterMs } : {}),
       ...(policy.fields.overlap ? { overlap: policy.fields.overlap } : {}),
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
+      ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
     });
   });
 

@@ -6,12 +6,13 @@ import {
   parseDuration,
 } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
+import { MAX_PAUSE_ON_FAILURE } from "../core/policies/pauseOnFailure.js";
 import { type CronRules, formatMs } from "./cronValidator.js";
 import type { EntryProblem } from "./desiredState.js";
 
 /**
  * The policy fields of a config entry (docs/behaviour.md): `catchUp`, `overlap`, `jitter` and the
- * schedule kinds `every` and `at` beside `cron`. Each problem names the field, the value and the
+ * schedule kinds `every` and `at` beside `cron`, `pauseOnFailure`. Each problem names the field, the value and the
  * reason; an entry with any problem is refused alone and its task keeps its last valid schedule.
  */
 
@@ -31,6 +32,8 @@ export interface PolicyFields {
   /** The jitter in ms. */
   jitterMs?: number;
   overlap?: OverlapPolicy;
+  /** Pause after this many failed slots in a row. */
+  pauseOnFailure?: number;
 }
 
 export interface PolicyCheck {
@@ -105,6 +108,23 @@ export function checkPolicyFields(entry: Record<string, unknown>, rules: CronRul
     else if (jitter.ms > MAX_JITTER_MS)
       problems.push({ field: "jitter", value: entry.jitter, reason: "is over a day (1d)" });
     else fields.jitterMs = jitter.ms; // checked against the schedule's shortest gap by parseDesiredState
+  }
+
+  if (entry.pauseOnFailure !== undefined) {
+    const value = entry.pauseOnFailure;
+    if (typeof value !== "number" || !Number.isInteger(value))
+      problems.push({
+        field: "pauseOnFailure",
+        value,
+        reason: `must be a whole number of failed slots in a row, from 1 to ${MAX_PAUSE_ON_FAILURE} (leave it out to never pause)`,
+      });
+    else if (value < 1 || value > MAX_PAUSE_ON_FAILURE)
+      problems.push({
+        field: "pauseOnFailure",
+        value,
+        reason: `must be from 1 to ${MAX_PAUSE_ON_FAILURE} failed slots in a row (leave it out to never pause)`,
+      });
+    else fields.pauseOnFailure = value;
   }
   return { fields, problems };
 }

@@ -8,6 +8,7 @@ import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { POLICY_DATA_KEY } from "../core/policies/catchUpAtStart.js";
 import { dueAt } from "../core/policies/jitter.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
+import { type PauseMark, pauseOfValue } from "../core/policies/pauseOnFailure.js";
 import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
 import { DatabaseHealth } from "./databaseHealth.js";
@@ -168,6 +169,13 @@ export class AgendaEngine {
         this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,
         2 * processEveryMs,
       ),
+      onPaused: (_jobId, taskName, pause) => {
+        this.#logger.warn(
+          { task: taskName, failures: pause.failures, slot: pause.slot, lastError: pause.lastError },
+          `task "${taskName}" paused after ${pause.failures} failed slot(s) in a row (pauseOnFailure); it resumes when its config entry changes or by POST /tasks/${taskName}/resume`,
+        );
+        this.#options.hooks?.taskPaused?.({ taskName, ...pause });
+      },
       onLocked: (jobId, taskName, slot) => {
         this.#options.hooks?.slotLocked?.(taskName, slot);
         if (slot.getTime() > Date.now()) this.#slotTimers.arm(jobId, taskName, slot);
@@ -415,6 +423,53 @@ export class AgendaEngine {
 
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {
     await sql.setDisabled(this.#options.pool, taskName, !enabled);
+  }
+
+  /** Stores a task's pauseOnFailure (null: never pauses) in its job row (read by each slot's end). */
+  async setPauseOnFailure(taskName: string, pauseOnFailure: number | null): Promise<void> {
+    await sql.setPolicy(this.#options.pool, taskName, { pauseOnFailure });
+  }
+
+  /**
+   * Clears a pause by failure: the task is enabled again (or stays disabled: `enabled` false) and
+   * its failure streak starts over; like an enable, its next run follows catchUp at its start.
+   * `record` runs in the same transaction once a pause was cleared (the audit row). "not-paused"
+   * when the task has a job that is not paused, "missing" when it has none.
+   */
+  async resume(
+    taskName: string,
+    enabled: boolean,
+    record?: (db: PoolClient, pause: PauseMark) => Promise<void>,
+  ): Promise<
+    { status: "resumed"; pause: PauseMark; nextRunAt: Date | null } | { status: "not-paused" | "missing" }
+  > {
+    const client = await this.#options.pool.connect();
+    let cleared: Awaited<ReturnType<typeof sql.clearPause>>;
+    let pause: PauseMark | undefined;
+    try {
+      await client.query("BEGIN");
+      cleared = await sql.clearPause(client, taskName, enabled);
+      pause = cleared ? (pauseOfValue(cleared.paused) ?? undefined) : undefined;
+      if (cleared && pause) await record?.(client, pause);
+      await client.query("COMMIT");
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      throw error;
+    } finally {
+      client.release();
+    }
+    if (cleared && pause) {
+      if (enabled && cleared.next_run_at)
+        await this.#wake({
+          id: cleared.id,
+          name: taskName,
+          nextRunAt: cleared.next_run_at,
+          priority: 0,
+        }).catch(() => {});
+      return { status: "resumed", pause, nextRunAt: cleared.next_run_at };
+    }
+    const flags = await sql.selectJobFlags(this.#options.pool, taskName);
+    return { status: flags ? "not-paused" : "missing" };
   }
 
   /** Runs `work` while holding a database-wide lock, so instances reconcile one at a time. */

@@ -2,6 +2,7 @@ import type { Pool } from "pg";
 import type { Logger } from "../core/logger.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
+import type { PauseMark } from "../core/policies/pauseOnFailure.js";
 import type { PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
 import type { RunJournal } from "./runJournal.js";
 
@@ -81,6 +82,13 @@ export interface EngineHooks {
   missedSlot?(missed: MissedSlot): void;
   /** Missed slots were skipped by the task's catchUp policy (one call per decision). */
   slotsSkipped?(skipped: SkippedSlots): void;
+  /** A task paused itself after its pauseOnFailure failed slots in a row (once per pause). */
+  taskPaused?(paused: TaskPaused): void;
+}
+
+/** A pause by failure (src/core/policies/pauseOnFailure.ts), as the slot's end saved it. */
+export interface TaskPaused extends PauseMark {
+  taskName: string;
 }
 
 /** One policy decision's skipped slots (src/core/policies/catchUp.ts, overlap.ts). */
@@ -124,6 +132,10 @@ export interface TaskJob {
   catchUp?: CatchUpPolicy;
   overlap?: OverlapPolicy;
   jitterMs?: number;
+  /** The stored pauseOnFailure (absent: never pauses). */
+  pauseOnFailure?: number;
+  /** Set while the task is paused by failure (its row is disabled). */
+  pausedByFailure?: PauseMark;
 }
 
 /**

@@ -2,6 +2,7 @@ import type { Pool, PoolClient } from "pg";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { POLICY_DATA_KEY, policyOfData } from "../core/policies/catchUpAtStart.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
+import { pauseOfValue, thresholdOf } from "../core/policies/pauseOnFailure.js";
 import { rowSchedule } from "../core/policies/schedule.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { RunSummary, TaskJob } from "./engineApi.js";
@@ -16,6 +17,7 @@ type Queryable = Pool | PoolClient;
 
 /** The one mapping from a job row to the job as the rest of the code (and the planner) reads it. */
 export function taskJobOfRow(row: JobRow): TaskJob {
+  const pause = pauseOfValue(row.paused);
   return {
     id: row.id,
     name: row.name,
@@ -30,6 +32,7 @@ export function taskJobOfRow(row: JobRow): TaskJob {
     failReason: row.fail_reason,
     lastModifiedBy: row.last_modified_by,
     ...(row.policy ? storedPolicyView(row.policy) : {}),
+    ...(pause ? { pausedByFailure: pause } : {}),
   };
 }
 
@@ -38,9 +41,15 @@ function storedPolicyView(policy: unknown): {
   catchUp: CatchUpPolicy;
   jitterMs?: number;
   overlap: OverlapPolicy;
+  pauseOnFailure?: number;
 } {
   const stored = policyOfData({ [POLICY_DATA_KEY]: policy });
+  const pauseOnFailure =
+    typeof policy === "object" && policy !== null
+      ? thresholdOf((policy as Record<string, unknown>).pauseOnFailure)
+      : undefined;
   return {
+    ...(pauseOnFailure === undefined ? {} : { pauseOnFailure }),
     catchUp: stored.catchUp,
     overlap: stored.overlap,
     ...(stored.jitterMs ? { jitterMs: stored.jitterMs } : {}),

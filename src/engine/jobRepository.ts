@@ -3,7 +3,17 @@ import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
 import type { Logger } from "../core/logger.js";
 import { POLICY_DATA_KEY, planRunStart } from "../core/policies/catchUpAtStart.js";
+import {
+  decidePause,
+  errorSummary,
+  type PauseMark,
+  pauseOfData,
+  storedPause,
+  streakOfData,
+  thresholdOf,
+} from "../core/policies/pauseOnFailure.js";
 import { rowSchedule } from "../core/policies/schedule.js";
+import { redactSecrets } from "../observability/redact.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import type { RowAtStart, RunLedger } from "./runLedger.js";
 import {
@@ -15,6 +25,7 @@ import {
   releaseUnstartedRun,
   renewLock,
   saveJobRow,
+  selectEndState,
   selectLockableJobNames,
 } from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, StaleStartError } from "./staleStart.js";
@@ -70,6 +81,8 @@ export interface JobRepositoryLimits {
   onHandedOff?: (jobId: string, taskName: string) => void;
   /** A job was locked for a slot (`nextRunAt`, possibly ahead of now). */
   onLocked?: (jobId: string, taskName: string, slot: Date) => void;
+  /** A slot's end paused its task (pause on failure); called once per pause, after the save committed. */
+  onPaused?: (jobId: string, taskName: string, pause: PauseMark) => void;
   /** A slot at most this late is on time; older ones are missed and follow the task's catchUp policy. */
   catchUpGraceMs?: number;
 }
@@ -433,6 +446,14 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   ): Promise<RowAtStart | undefined> {
     const starting = startingSlot !== undefined;
     if (!job._id) throw new Error("Cannot save job state without job ID");
+    const entry = this.#ledger.get(String(job._id));
+    if (
+      !starting &&
+      fence &&
+      entry &&
+      (entry.outcome === "failed" || (entry.outcome === "succeeded" && streakOfData(job.data) > 0))
+    )
+      return this.#saveRunEnd(job, options, fence, entry);
     const row = await saveJobRow(this.#db, {
       job,
       lastModifiedBy: options?.lastModifiedBy ?? null,
@@ -449,6 +470,71 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     }
     // after the final save the lock is released: later writes (the next run) are not fenced on it
     if (!job.lockedAt) this.#ledger.renewed(String(job._id), undefined);
+    return row;
+  }
+
+  /**
+   * The save that ends a failed slot (or the first succeeded one after failures), with the pause
+   * on failure decided under the row lock in the same transaction (src/core/policies/pauseOnFailure.ts):
+   * the failure streak and, when it reaches the task's `pauseOnFailure`, the pause (row disabled,
+   * marked) are written by the save itself, so the save cannot undo the pause, and only the
+   * holder of the lock (one instance, one save per slot) can pause: once.
+   */
+  async #saveRunEnd(
+    job: JobParameters,
+    options: JobRepositoryOptions | undefined,
+    fence: Date[],
+    entry: NonNullable<ReturnType<RunLedger["get"]>>,
+  ): Promise<RowAtStart | undefined> {
+    const jobId = String(job._id);
+    const client = await this.#db.connect();
+    let broken: Error | undefined;
+    let mark: PauseMark | undefined;
+    let row: RowAtStart | null;
+    try {
+      await client.query("BEGIN");
+      const state = await selectEndState(client, jobId, fence);
+      if (!state) {
+        await client.query("ROLLBACK");
+        throw new Error(`job ${jobId} (${job.name}): not saved, this instance no longer holds its lock`);
+      }
+      const data = state.data as Record<string, unknown> | null;
+      const policy = data?.[POLICY_DATA_KEY] as Record<string, unknown> | undefined;
+      const decision = decidePause({
+        threshold: thresholdOf(policy?.pauseOnFailure),
+        streak: streakOfData(data),
+        outcome: entry.outcome ?? "succeeded",
+        paused: pauseOfData(data) !== undefined,
+        disabled: state.disabled,
+      });
+      if (decision.pause) {
+        const message = entry.error?.message ?? entry.detail;
+        mark = {
+          at: new Date(),
+          failures: decision.streak,
+          slot: entry.scheduledAt,
+          lastError: errorSummary(message === undefined ? undefined : redactSecrets(message)),
+        };
+      }
+      row = await saveJobRow(client, {
+        job,
+        lastModifiedBy: options?.lastModifiedBy ?? null,
+        fence,
+        startingSlot: null,
+        end: { streak: decision.streak, pause: mark ? storedPause(mark) : null },
+      });
+      if (!row)
+        throw new Error(`job ${jobId} (${job.name}): not saved, this instance no longer holds its lock`);
+      await client.query("COMMIT");
+    } catch (error) {
+      await client.query("ROLLBACK").catch(() => {});
+      if (isConnectionError(error)) broken = error as Error;
+      throw error;
+    } finally {
+      client.release(broken);
+    }
+    this.#ledger.renewed(jobId, undefined);
+    if (mark) this.#limits.onPaused?.(jobId, job.name, mark);
     return row;
   }
 

@@ -17,7 +17,8 @@ export const SCHEMA_TABLE = "cronwarden_schema";
 /**
  * The steps from one schema version to the next: cronwarden's tables (src/store/schema.ts), then
  * 3: the run history's index by task and slot, for the timeline (src/engine/timelineSql.ts);
- * 4: the registry of instances whose liveness lock tells whether they are alive (src/engine/liveness.ts).
+ * 4: the registry of instances whose liveness lock tells whether they are alive (src/engine/liveness.ts);
+ * 5: `resume` entries in the audit trail (a task paused by failure resumed through the API).
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -29,6 +30,12 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
         started_at        TIMESTAMPTZ NOT NULL DEFAULT now(),
         server_started_at TIMESTAMPTZ NOT NULL DEFAULT pg_postmaster_start_time()
       )`);
+  },
+  async (client) => {
+    await client.query(`ALTER TABLE "${AUDIT_TABLE}" DROP CONSTRAINT IF EXISTS "${AUDIT_TABLE}_kind_check"`);
+    await client.query(
+      `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume'))`,
+    );
   },
 ];
 /** The version this code needs (the number of MIGRATIONS). */

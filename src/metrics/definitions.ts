@@ -29,6 +29,12 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
       buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 300],
       registers,
     }),
+    pauses: new Counter({
+      name: "cronwarden_task_pauses_total",
+      help: "Times a task paused itself after its pauseOnFailure failed slots in a row (counted by the instance whose save paused it).",
+      labelNames: ["task"] as const,
+      registers,
+    }),
     runsInProgress: new Gauge({
       name: "cronwarden_runs_in_progress",
       help: "Runs whose handler is running on this instance now.",

@@ -39,6 +39,7 @@ export class EventFeed {
     events.on("run:abandoned", (event) => this.#metrics.abandoned.inc({ task: event.taskName }));
     events.on("lock:renewed", (event) => this.#metrics.lockRenewals.inc({ task: event.taskName }));
     events.on("missed-slot", (event) => this.#metrics.missedSlots.inc({ task: event.taskName }));
+    events.on("task:paused", (event) => this.#metrics.pauses.inc({ task: event.taskName }));
     events.on("slots:skipped", (event) =>
       this.#metrics.skippedSlots.inc({ task: event.taskName, policy: event.policy }, event.count),
     );

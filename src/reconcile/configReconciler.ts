@@ -2,6 +2,7 @@ import type { DesiredState } from "../config/desiredState.js";
 import type { Logger } from "../core/logger.js";
 import { type CatchUpPolicy, formatDuration } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
+import type { PauseMark } from "../core/policies/pauseOnFailure.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { forEachConcurrently } from "./concurrently.js";
 import {
@@ -29,6 +30,10 @@ export interface ReconcileTarget {
   setJitter(taskName: string, jitterMs: number, now: Date): Promise<void>;
   /** Stores a task's overlap policy in its job row (read by each run). */
   setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void>;
+  /** Stores a task's pauseOnFailure in its job row (null: never pauses). */
+  setPauseOnFailure(taskName: string, pauseOnFailure: number | null): Promise<void>;
+  /** Clears a pause by failure; the task is enabled, or stays disabled (`enabled` false). */
+  resume(taskName: string, enabled: boolean): Promise<{ status: string }>;
 }
 
 /** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
@@ -206,6 +211,23 @@ export class ConfigReconciler {
           after: { jitterMs: action.jitterMs },
         });
         return true;
+      case "pauseOnFailure":
+        await this.#target.setPauseOnFailure(action.task, action.pauseOnFailure);
+        say(`pauseOnFailure of "${action.task}": ${action.reason}`, {
+          before: { pauseOnFailure: action.from },
+          after: { pauseOnFailure: action.pauseOnFailure },
+        });
+        return true;
+      case "resume": {
+        // only a row still paused is changed: an instance that resumed it first wins, once
+        const result = await this.#target.resume(action.task, action.enabled);
+        if (result.status !== "resumed") return false;
+        say(`resumed "${action.task}" (paused by failure): ${action.reason}`, {
+          before: { enabled: false, pausedByFailure: action.pause },
+          after: { enabled: action.enabled },
+        });
+        return true;
+      }
       case "enable":
       case "disable":
         await this.#target.setEnabled(action.task, action.kind === "enable");
@@ -232,7 +254,12 @@ export class ConfigReconciler {
 function enabledAfter(live: readonly LiveJob[], applied: readonly ReconcileAction[]): Set<string> {
   const enabled = new Set(live.filter((job) => !job.disabled).map((job) => job.name));
   for (const action of applied) {
-    if (action.kind === "enable" || (action.kind === "create" && action.enabled)) enabled.add(action.task);
+    if (
+      action.kind === "enable" ||
+      (action.kind === "create" && action.enabled) ||
+      (action.kind === "resume" && action.enabled)
+    )
+      enabled.add(action.task);
     else if (action.kind === "disable") enabled.delete(action.task);
   }
   return enabled;
@@ -288,6 +315,24 @@ function auditEntries(
           newValue: action.jitterMs ? formatDuration(action.jitterMs) : null,
         },
       ];
+    case "pauseOnFailure":
+      return [
+        {
+          ...base,
+          field: "pauseOnFailure",
+          oldValue: action.from === null ? null : String(action.from),
+          newValue: action.pauseOnFailure === null ? null : String(action.pauseOnFailure),
+        },
+      ];
+    case "resume":
+      return [
+        {
+          ...base,
+          field: "pausedByFailure",
+          oldValue: describePause(action.pause),
+          newValue: action.enabled ? "resumed (config entry changed)" : "cleared (disabled in the config)",
+        },
+      ];
     case "enable":
     case "disable":
       return [
@@ -299,4 +344,9 @@ function auditEntries(
         },
       ];
   }
+}
+
+/** A pause mark as the audit trail shows it. */
+export function describePause(pause: PauseMark): string {
+  return `paused ${pause.at.toISOString()} after ${pause.failures} failed slot(s)${pause.lastError ? `: ${pause.lastError}` : ""}`;
 }

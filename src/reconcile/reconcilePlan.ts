@@ -3,6 +3,7 @@ import { describeRejection } from "../config/desiredState.js";
 import { closestName } from "../config/fleetGuard.js";
 import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../core/policies/catchUp.js";
 import { DEFAULT_OVERLAP, type OverlapPolicy } from "../core/policies/overlap.js";
+import type { PauseMark } from "../core/policies/pauseOnFailure.js";
 
 /**
  * The reconcile decision (docs/design.md, "Reconcile choices") as a pure function: desired state + the live job rows +
@@ -23,6 +24,10 @@ export interface LiveJob {
   jitterMs?: number;
   /** The overlap policy stored in the row; absent: the default (skip). */
   overlap?: OverlapPolicy;
+  /** The pauseOnFailure stored in the row; absent: never pauses. */
+  pauseOnFailure?: number;
+  /** Set while the task is paused by failure (the row is disabled): src/core/policies/pauseOnFailure.ts. */
+  pausedByFailure?: PauseMark;
 }
 
 export type ReconcileAction =
@@ -34,6 +39,19 @@ export type ReconcileAction =
   | { kind: "jitter"; task: string; jitterMs: number; fromMs: number; reason: string }
   /** The task's overlap policy changed (stored in its row). */
   | { kind: "overlap"; task: string; overlap: OverlapPolicy; from: OverlapPolicy; reason: string }
+  /** The task's pauseOnFailure changed (stored in its row; null: never pauses). */
+  | {
+      kind: "pauseOnFailure";
+      task: string;
+      pauseOnFailure: number | null;
+      from: number | null;
+      reason: string;
+    }
+  /**
+   * A task paused by failure whose config entry changed: the pause is cleared, and the task is
+   * enabled again, or stays disabled when its entry disables it (or left the config).
+   */
+  | { kind: "resume"; task: string; enabled: boolean; pause: PauseMark; reason: string }
   | { kind: "enable"; task: string; reason: string }
   | { kind: "disable"; task: string; reason: string }
   /** An entry refused (unknown name, invalid field); the task keeps its previous state. */
@@ -103,6 +121,7 @@ export function planReconcile(
       if (task.jitterMs) actions.push(jitterAction(task.name, task.jitterMs, 0));
       if (task.overlap && task.overlap !== DEFAULT_OVERLAP)
         actions.push(overlapAction(task.name, task.overlap, DEFAULT_OVERLAP));
+      if (task.pauseOnFailure) actions.push(pauseOnFailureAction(task.name, task.pauseOnFailure, null));
       continue;
     }
     const taskActions = planExistingJob(task, job);
@@ -113,7 +132,16 @@ export function planReconcile(
   for (const name of [...registered].sort()) {
     if (desiredNames.has(name) || refusedNames.has(name)) continue;
     const job = liveByName.get(name);
-    if (job && !job.disabled) {
+    if (job?.pausedByFailure) {
+      // out of the config counts as disabled by it: the pause is cleared, the task stays disabled
+      actions.push({
+        kind: "resume",
+        task: name,
+        enabled: false,
+        pause: job.pausedByFailure,
+        reason: `"${name}" is paused by failure and no longer in the config from ${desired.source}; the pause is cleared, the task stays disabled until the config enables it`,
+      });
+    } else if (job && !job.disabled) {
       actions.push({
         kind: "disable",
         task: name,
@@ -142,7 +170,14 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
   if (job.timezone !== task.timezone)
     changes.push({ field: "timezone", from: job.timezone, to: task.timezone });
   // a one-shot without a next run has run: it is completed, not lost
-  if (changes.length === 0 && job.nextRunAt === null && task.enabled && task.at === undefined) {
+  // (a paused task keeps what it had: a resume re-times it if needed)
+  if (
+    changes.length === 0 &&
+    job.nextRunAt === null &&
+    task.enabled &&
+    task.at === undefined &&
+    !job.pausedByFailure
+  ) {
     changes.push({ field: "nextRunAt", from: null, to: "next slot from now" });
   }
   if (changes.length > 0) {
@@ -164,6 +199,31 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
     actions.push(jitterAction(task.name, task.jitterMs ?? 0, job.jitterMs ?? 0));
   if ((task.overlap ?? DEFAULT_OVERLAP) !== (job.overlap ?? DEFAULT_OVERLAP))
     actions.push(overlapAction(task.name, task.overlap ?? DEFAULT_OVERLAP, job.overlap ?? DEFAULT_OVERLAP));
+  if ((task.pauseOnFailure ?? null) !== (job.pauseOnFailure ?? null))
+    actions.push(pauseOnFailureAction(task.name, task.pauseOnFailure ?? null, job.pauseOnFailure ?? null));
+  if (job.pausedByFailure) {
+    // Paused by failure: not drift. The row stays disabled until the entry changes (any field,
+    // as the row stores it) or the entry disables the task; then the pause is cleared first.
+    const pause = job.pausedByFailure;
+    if (!task.enabled)
+      actions.unshift({
+        kind: "resume",
+        task: task.name,
+        enabled: false,
+        pause,
+        reason:
+          "paused by failure and disabled in the config: the pause is cleared, the task stays disabled until the config enables it",
+      });
+    else if (actions.length > 0)
+      actions.unshift({
+        kind: "resume",
+        task: task.name,
+        enabled: true,
+        pause,
+        reason: `paused by failure; its config entry changed (${actions.map((action) => action.reason).join("; ")}): resumed`,
+      });
+    return actions;
+  }
   if (task.enabled && job.disabled) {
     actions.push({ kind: "enable", task: task.name, reason: "enabled in the config" });
   } else if (!task.enabled && !job.disabled) {
@@ -207,6 +267,21 @@ function jitterAction(task: string, jitterMs: number, fromMs: number): Reconcile
     jitterMs,
     fromMs,
     reason: `jitter ${fromMs ? formatDuration(fromMs) : "none"} -> ${jitterMs ? formatDuration(jitterMs) : "none"}`,
+  };
+}
+
+function pauseOnFailureAction(
+  task: string,
+  pauseOnFailure: number | null,
+  from: number | null,
+): ReconcileAction {
+  const show = (value: number | null) => (value === null ? "never" : `after ${value} failed slot(s)`);
+  return {
+    kind: "pauseOnFailure",
+    task,
+    pauseOnFailure,
+    from,
+    reason: `pauseOnFailure ${show(from)} -> ${show(pauseOnFailure)}`,
   };
 }
 

@@ -61,6 +61,18 @@ export interface SlotsSkippedEvent {
   reason: string;
 }
 
+/** A task paused itself after its pauseOnFailure failed slots in a row (docs/behaviour.md). */
+export interface TaskPausedEvent {
+  taskName: string;
+  at: Date;
+  /** Failed slots in a row that paused it. */
+  failures: number;
+  /** The slot whose failure paused it. */
+  slot: Date | null;
+  /** The last error's first line (redacted). */
+  lastError: string | null;
+}
+
 export interface ConfigRejectedEvent {
   taskName: string | undefined;
   reason: string;
@@ -90,6 +102,11 @@ export interface SchedulerEvents {
   "missed-slot": [MissedSlotEvent];
   /** Missed slots skipped by a task's catchUp policy (one event per decision, docs/behaviour.md). */
   "slots:skipped": [SlotsSkippedEvent];
+  /**
+   * A task paused itself after its pauseOnFailure failed slots in a row: emitted once per pause,
+   * by the instance whose save of the last failed slot paused it.
+   */
+  "task:paused": [TaskPausedEvent];
   reconciled: [ReconcileResult];
   "reconcile:failed": [{ error: Error; trigger: ReconcileTrigger }];
   /** A config entry was refused (invalid or unknown name); the task keeps its previous state. */

@@ -10,6 +10,7 @@ import { readTimeline, type TimelinePage, type TimelineQuery } from "../engine/t
 import type { HistoryQuery } from "../engine/timelineSql.js";
 import {
   ConfigReconciler,
+  describePause,
   type ReconcileResult,
   type ReconcileTrigger,
 } from "../reconcile/configReconciler.js";
@@ -24,7 +25,7 @@ import type { DesiredState } from "../config/desiredState.js";
 import { CronwardenError } from "../core/errors.js";
 import { createLogger, type Logger, redactingChild } from "../core/logger.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
-import type { Readiness, RunNowResult, TaskStatus } from "../status/statusModel.js";
+import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
 import { RunReporter } from "./runReporter.js";
 import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
@@ -130,6 +131,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         ...reporter.hooks(),
         missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: new Date() }),
         slotsSkipped: (skipped) => this.emit("slots:skipped", skipped),
+        taskPaused: (paused) => this.emit("task:paused", paused),
       },
     });
     this.#store = new DesiredStateStore(pool, settings.namespace);
@@ -401,11 +403,73 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
           taskName: name,
           reason: `"${name}" is running now; try again when it has finished`,
         };
-      case "disabled":
+      case "disabled": {
+        const paused = (await this.#engine.listJobs()).find((job) => job.name === name)?.pausedByFailure;
         return {
           status: "disabled",
           taskName: name,
-          reason: `"${name}" is disabled; enable it in the config to run it`,
+          reason: paused
+            ? `"${name}" is paused by failure (after ${paused.failures} failed slot(s)); resume it first (POST /tasks/${name}/resume, cronwarden resume ${name})`
+            : `"${name}" is disabled; enable it in the config to run it`,
+        };
+      }
+      case "missing":
+        return {
+          status: "unknown",
+          taskName: name,
+          reason: `"${name}" has no job yet: it is not in the config`,
+        };
+    }
+  }
+
+  /**
+   * Resumes a task paused by failure (docs/behaviour.md, "Pause on failure"): enabled again, its
+   * failure streak cleared; its next run follows catchUp, as after an enable. Audited (kind
+   * `resume`, with who asked) in the same transaction. Refused for an unknown task or one that is
+   * not paused.
+   */
+  async resume(name: string, options: RunNowOptions = {}): Promise<ResumeResult> {
+    if (!this.#registry.has(name)) {
+      return { status: "unknown", taskName: name, reason: `no task "${name}" is registered in this service` };
+    }
+    const requestedBy = options.requestedBy ?? IN_PROCESS_CALLER;
+    const via = options.via ?? "scheduler.resume()";
+    const outcome = await this.#engine.resume(name, true, (db, pause) =>
+      this.#audit.record(
+        [
+          {
+            task: name,
+            kind: "resume",
+            field: "pausedByFailure",
+            oldValue: describePause(pause),
+            newValue: "resumed",
+            source: via,
+            revision: this.#watcher.current?.revision ?? "-",
+            instance: this.instanceId,
+            actor: requestedBy,
+          },
+        ],
+        db,
+      ),
+    );
+    switch (outcome.status) {
+      case "resumed":
+        this.#logger.info(
+          { task: name, requestedBy, via, pause: outcome.pause },
+          `task "${name}" resumed by ${requestedBy} (it was paused after ${outcome.pause.failures} failed slot(s))`,
+        );
+        return {
+          status: "resumed",
+          taskName: name,
+          resumedBy: requestedBy,
+          pause: outcome.pause,
+          nextRunAt: outcome.nextRunAt,
+        };
+      case "not-paused":
+        return {
+          status: "not-paused",
+          taskName: name,
+          reason: `"${name}" is not paused by failure; nothing to resume (enable a disabled task in the config)`,
         };
       case "missing":
         return {

@@ -20,6 +20,8 @@ export interface TaskStatus {
     every?: string;
     /** The entry's catchUp policy, or the default (docs/behaviour.md). */
     catchUp?: { window: string; runs: string };
+    /** The entry's pauseOnFailure, if any. */
+    pauseOnFailure?: number;
   } | null;
   /** Runtime state from the job row; null when the task has no job yet. */
   job: {
@@ -30,10 +32,19 @@ export interface TaskStatus {
     catchUp?: { window: string; runs: string };
     /** For an `at:` one-shot: it has run and has no next run (done, not failed or lost). */
     completed?: boolean;
+    /** The pauseOnFailure stored in the row (absent: never pauses). */
+    pauseOnFailure?: number;
+    /** Set while the task is paused by failure (then `enabled` is false). */
+    pausedByFailure?: PauseView;
     nextRunAt: Date | null;
     lastRunAt: Date | null;
     lastFinishedAt: Date | null;
   } | null;
+  /**
+   * `paused`: paused by failure (see job.pausedByFailure); `disabled`: disabled by the config (or
+   * not in it); `enabled`; `no-job`: not created yet.
+   */
+  state: "enabled" | "disabled" | "paused" | "no-job";
   /** A run is in progress (on `runningOn`), not merely pre-locked. */
   running: boolean;
   runningOn: string | null;
@@ -48,6 +59,22 @@ export interface TaskStatus {
   /** Outcomes of the last slots, newest first (up to 10). */
   recentOutcomes: RunOutcome[];
 }
+
+/** A task paused by failure, as the API shows it (docs/behaviour.md, "Pause on failure"). */
+export interface PauseView {
+  at: Date;
+  /** Failed slots in a row that paused it. */
+  failures: number;
+  /** The slot whose failure paused it. */
+  slot: Date | null;
+  /** The last error's first line (redacted). */
+  lastError: string | null;
+}
+
+export type ResumeResult =
+  | { status: "resumed"; taskName: string; resumedBy: string; pause: PauseView; nextRunAt: Date | null }
+  | { status: "unknown"; taskName: string; reason: string }
+  | { status: "not-paused"; taskName: string; reason: string };
 
 export type RunNowResult =
   | { status: "queued"; taskName: string; requestedAt: Date; requestedBy: string }

@@ -42,6 +42,7 @@ export function buildTaskStatuses(input: {
             ...(entry.at ? { at: entry.at } : {}),
             ...(entry.jitterMs ? { jitter: formatDuration(entry.jitterMs) } : {}),
             catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
+            ...(entry.pauseOnFailure ? { pauseOnFailure: entry.pauseOnFailure } : {}),
           }
         : null,
       job: job
@@ -54,11 +55,14 @@ export function buildTaskStatuses(input: {
             ...(job.cron !== null && scheduleOf(job.cron).kind === "at"
               ? { completed: job.nextRunAt === null && job.lastFinishedAt !== null }
               : {}),
+            ...(job.pauseOnFailure ? { pauseOnFailure: job.pauseOnFailure } : {}),
+            ...(job.pausedByFailure ? { pausedByFailure: job.pausedByFailure } : {}),
             nextRunAt: job.nextRunAt,
             lastRunAt: job.lastRunAt,
             lastFinishedAt: job.lastFinishedAt,
           }
         : null,
+      state: !job ? "no-job" : job.pausedByFailure ? "paused" : job.disabled ? "disabled" : "enabled",
       running,
       // the instance that locked the job: Agenda writes it with the lock
       runningOn: running ? (job?.lastModifiedBy ?? null) : null,

@@ -1,13 +1,14 @@
 import type { Pool, PoolClient } from "pg";
 import { insertAuditRows, LIST_AUDIT } from "./statements.js";
 
-export type AuditKind = "change" | "drift" | "run-now";
+export type AuditKind = "change" | "drift" | "run-now" | "resume";
 
 export interface AuditEntry {
   task: string;
   /**
    * `change`: applied from a new config version; `drift`: repaired by the periodic full
-   * reconcile; `run-now`: a manual run was requested (and accepted).
+   * reconcile; `run-now`: a manual run was requested (and accepted); `resume`: a task paused by
+   * failure was resumed through the API or `scheduler.resume()`.
    */
   kind: AuditKind;
   field: string;
@@ -16,7 +17,7 @@ export interface AuditEntry {
   source: string;
   revision: string;
   instance: string;
-  /** Who asked, for a `run-now` (an admin token's name, never its secret); null for config changes. */
+  /** Who asked, for a `run-now` or `resume` (an admin token's name, never its secret); null for config changes. */
   actor?: string | null;
 }
 

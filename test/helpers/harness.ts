@@ -27,6 +27,7 @@ export interface ConfigEntry {
   jitter?: string;
   overlap?: string;
   at?: string;
+  pauseOnFailure?: number;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */

@@ -196,6 +196,8 @@ describe("ConfigReconciler against Agenda's table", () => {
       setPolicy: (...args) => engine.setPolicy(...args),
       setJitter: (...args) => engine.setJitter(...args),
       setOverlap: (...args) => engine.setOverlap(...args),
+      setPauseOnFailure: (...args) => engine.setPauseOnFailure(...args),
+      resume: (taskName, enabled) => engine.resume(taskName, enabled),
       createJob: async (taskName, ...rest) => {
         if (taskName === "digest") throw new Error("database went away");
         await engine.createJob(taskName, ...rest);

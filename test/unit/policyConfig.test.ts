@@ -71,6 +71,12 @@ describe("policy fields in the config", () => {
       /keep exactly one/,
     ],
     [{}, "cron", undefined, /schedule is required/],
+    [{ cron: "0 2 * * *", pauseOnFailure: 0 }, "pauseOnFailure", 0, /from 1 to 1000/],
+    [{ cron: "0 2 * * *", pauseOnFailure: -3 }, "pauseOnFailure", -3, /from 1 to 1000/],
+    [{ cron: "0 2 * * *", pauseOnFailure: 1001 }, "pauseOnFailure", 1001, /from 1 to 1000/],
+    [{ cron: "0 2 * * *", pauseOnFailure: 2.5 }, "pauseOnFailure", 2.5, /whole number/],
+    [{ cron: "0 2 * * *", pauseOnFailure: "3" }, "pauseOnFailure", "3", /whole number/],
+    [{ cron: "0 2 * * *", pauseOnFailure: true }, "pauseOnFailure", true, /leave it out to never pause/],
   ])("%j is rejected alone", (entry, field, value, reason) => {
     const state = parse(entry);
     expect(state.tasks.map((task) => task.name)).toEqual(["good"]);
@@ -141,6 +147,15 @@ describe("policy fields in the config", () => {
     const state = parse({ cron: "0 2 * * *", overlap: "cancelRunning", jitter: "30s" });
     expect(state.rejected).toEqual([]);
     expect(state.tasks[1]).toMatchObject({ overlap: "cancelRunning", jitterMs: 30_000 });
+  });
+});
+
+describe("pauseOnFailure in the config", () => {
+  it("is accepted as a whole number of failed slots; absent means never", () => {
+    const state = parse({ cron: "0 2 * * *", pauseOnFailure: 3 });
+    expect(state.rejected).toEqual([]);
+    expect(state.tasks[1]).toMatchObject({ pauseOnFailure: 3 });
+    expect(state.tasks[0]?.pauseOnFailure).toBeUndefined();
   });
 });
 

@@ -255,3 +255,131 @@ describe("planReconcile: jitter", () => {
     ).toEqual([]);
   });
 });
+
+describe("pause on failure (docs/behaviour.md, Pause on failure)", () => {
+  const pause = {
+    at: new Date("2026-03-01T00:10:00Z"),
+    failures: 3,
+    slot: new Date("2026-03-01T00:10:00Z"),
+    lastError: "partner API answered 503",
+  };
+  const paused = (overrides: Partial<LiveJob> = {}) =>
+    job("report", { disabled: true, pauseOnFailure: 3, pausedByFailure: pause, ...overrides });
+
+  it("a paused task whose entry did not change stays disabled: no enable, not drift", () => {
+    const plan = planReconcile(desired([task("report", { pauseOnFailure: 3 })]), [paused()], registered);
+    expect(plan.actions).toEqual([]);
+    expect(plan.unchanged).toEqual(["report"]);
+  });
+
+  it("a paused task whose next run is null is not 'repaired' either", () => {
+    const plan = planReconcile(
+      desired([task("report", { pauseOnFailure: 3 })]),
+      [paused({ nextRunAt: null })],
+      registered,
+    );
+    expect(plan.actions).toEqual([]);
+  });
+
+  it("a change of its cron resumes it first, then re-times it", () => {
+    const plan = planReconcile(
+      desired([task("report", { pauseOnFailure: 3, cron: "*/10 * * * *" })]),
+      [paused()],
+      registered,
+    );
+    expect(plan.actions.map((action) => action.kind)).toEqual(["resume", "update"]);
+    expect(plan.actions[0]).toEqual({
+      kind: "resume",
+      task: "report",
+      enabled: true,
+      pause,
+      reason: "paused by failure; its config entry changed (cron */5 * * * * -> */10 * * * *): resumed",
+    });
+  });
+
+  it.each([
+    ["timezone", { timezone: "Europe/Paris" }, "update"],
+    ["catchUp", { catchUp: { windowMs: 6 * 3_600_000, runs: "all" as const } }, "policy"],
+    ["overlap", { overlap: "queueOne" as const }, "overlap"],
+    ["jitter", { jitterMs: 30_000 }, "jitter"],
+    ["pauseOnFailure", { pauseOnFailure: 5 }, "pauseOnFailure"],
+    ["pauseOnFailure removed", { pauseOnFailure: undefined }, "pauseOnFailure"],
+  ])("a change of %s resumes it", (_field, change, kind) => {
+    const plan = planReconcile(
+      desired([task("report", { pauseOnFailure: 3, ...change })]),
+      [paused()],
+      registered,
+    );
+    expect(plan.actions.map((action) => action.kind)).toEqual(["resume", kind]);
+    expect(plan.actions[0]).toMatchObject({ kind: "resume", enabled: true });
+  });
+
+  it("enabled toggled: false clears the pause and leaves it disabled; true then enables it as usual", () => {
+    const off = planReconcile(
+      desired([task("report", { pauseOnFailure: 3, enabled: false })]),
+      [paused()],
+      registered,
+    );
+    expect(off.actions).toEqual([
+      {
+        kind: "resume",
+        task: "report",
+        enabled: false,
+        pause,
+        reason:
+          "paused by failure and disabled in the config: the pause is cleared, the task stays disabled until the config enables it",
+      },
+    ]);
+    // once cleared, the row is an ordinary disabled one
+    const on = planReconcile(
+      desired([task("report", { pauseOnFailure: 3 })]),
+      [job("report", { disabled: true, pauseOnFailure: 3 })],
+      registered,
+    );
+    expect(on.actions).toEqual([{ kind: "enable", task: "report", reason: "enabled in the config" }]);
+  });
+
+  it("an entry that leaves the config clears the pause; the task stays disabled", () => {
+    const plan = planReconcile(desired([task("cleanup")]), [paused(), job("cleanup")], registered);
+    expect(plan.actions).toEqual([
+      expect.objectContaining({ kind: "resume", task: "report", enabled: false }),
+    ]);
+  });
+
+  it("a refused entry keeps the pause (the task keeps its last valid state)", () => {
+    const rejected: RejectedEntry = { index: 0, name: "report", field: "cron", value: "bad", reason: "x" };
+    const plan = planReconcile(desired([], [rejected]), [paused()], registered);
+    expect(plan.actions.map((action) => action.kind)).toEqual(["reject"]);
+  });
+
+  it("pauseOnFailure is stored like the other policies: on create and when it changes", () => {
+    const created = planReconcile(desired([task("report", { pauseOnFailure: 3 })]), [], registered);
+    expect(created.actions).toContainEqual({
+      kind: "pauseOnFailure",
+      task: "report",
+      pauseOnFailure: 3,
+      from: null,
+      reason: "pauseOnFailure never -> after 3 failed slot(s)",
+    });
+    const unchanged = planReconcile(
+      desired([task("report", { pauseOnFailure: 3 })]),
+      [job("report", { pauseOnFailure: 3 })],
+      registered,
+    );
+    expect(unchanged.actions).toEqual([]);
+    const removed = planReconcile(
+      desired([task("report")]),
+      [job("report", { pauseOnFailure: 3 })],
+      registered,
+    );
+    expect(removed.actions).toEqual([
+      {
+        kind: "pauseOnFailure",
+        task: "report",
+        pauseOnFailure: null,
+        from: 3,
+        reason: "pauseOnFailure after 3 failed slot(s) -> never",
+      },
+    ]);
+  });
+});

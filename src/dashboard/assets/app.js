@@ -106,6 +106,9 @@ const strip = (outcomes) =>
 const duration = (ms) => (ms == null ? "" : ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`);
 
 function enabledCell(task) {
+  const pause = task.job?.pausedByFailure;
+  if (pause)
+    return `<span title="${html(`paused ${pause.at} after ${pause.failures} failed slot(s)${pause.lastError ? `: ${pause.lastError}` : ""}`)}">${badge("paused by failure", "failed")}</span>`;
   const live = task.job ? task.job.enabled : null;
   const wanted = task.configured ? task.configured.enabled : null;
   const text = live === null ? "no job" : live ? "on" : "off";
@@ -126,9 +129,11 @@ async function tasksView() {
           ? task.job?.enabled
           : state.show === "disabled"
             ? !task.job?.enabled
-            : state.show === "failing"
-              ? task.lastOutcome === "failed"
-              : task.running,
+            : state.show === "paused"
+              ? Boolean(task.job?.pausedByFailure)
+              : state.show === "failing"
+                ? task.lastOutcome === "failed"
+                : task.running,
     )
     .sort((a, b) => {
       const key = (task) =>
@@ -162,7 +167,7 @@ async function tasksView() {
     <div class="toolbar">
       <input id="filter" type="search" placeholder="Filter by name" value="${html(state.filter)}" aria-label="Filter by name">
       <select id="show" aria-label="Show">
-        ${["all", "enabled", "disabled", "failing", "running"].map((value) => `<option ${state.show === value ? "selected" : ""}>${value}</option>`).join("")}
+        ${["all", "enabled", "disabled", "paused", "failing", "running"].map((value) => `<option ${state.show === value ? "selected" : ""}>${value}</option>`).join("")}
       </select>
     </div>
     <div class="scroll"><table id="tasks">
@@ -221,6 +226,7 @@ async function taskView(name, params) {
   const zone = task.job?.timezone ?? task.configured?.timezone;
   const rejected = (config.desired?.rejected ?? []).filter((entry) => entry.name === name);
   const canRun = task.registered && task.job?.enabled && !task.running;
+  const pause = task.job?.pausedByFailure;
   const link = (extra) => {
     const next = new URLSearchParams(filters);
     for (const [key, value] of Object.entries(extra)) if (value) next.set(key, value);
@@ -246,8 +252,14 @@ async function taskView(name, params) {
   view.innerHTML = `<h1>${html(task.name)} ${task.running ? badge(`running on ${task.runningOn ?? "?"}`, "running") : ""}</h1>
     ${task.description ? `<p>${html(task.description)}</p>` : ""}
     <p><button id="run-now" class="primary" ${canRun ? "" : "disabled"}>Run now</button>
-      <span id="run-result" class="small">${canRun ? "" : task.running ? "running now" : !task.registered ? "not registered in this service" : "disabled in the config"}</span>
+      <span id="run-result" class="small">${canRun ? "" : task.running ? "running now" : !task.registered ? "not registered in this service" : pause ? "paused by failure" : "disabled in the config"}</span>
       <a href="#/timeline?tasks=${encodeURIComponent(name)}">Timeline</a></p>
+    ${
+      pause
+        ? `<p id="paused" class="error-text">Paused by failure ${at(pause.at, zone)} after ${html(String(pause.failures))} failed slot(s) in a row${pause.lastError ? `: ${html(pause.lastError)}` : ""}. It runs again when its config entry changes, or
+      <button id="resume">Resume</button> <span id="resume-result" class="small"></span></p>`
+        : ""
+    }
     <dl>
       <dt>Enabled</dt><dd>${enabledCell(task)}</dd>
       <dt>Schedule</dt><dd>${html(cronWords(task.job?.cron))} <code>${html(task.job?.cron ?? "")}</code> ${html(zone ?? "")}</dd>
@@ -282,6 +294,22 @@ async function taskView(name, params) {
     if (value("f-from")) next.set("from", new Date(value("f-from")).toISOString());
     if (value("f-to")) next.set("to", new Date(value("f-to")).toISOString());
     location.hash = `#/tasks/${encodeURIComponent(name)}${next.toString() ? `?${next}` : ""}`;
+  });
+  document.getElementById("resume")?.addEventListener("click", async (event) => {
+    const button = event.currentTarget;
+    const result = document.getElementById("resume-result");
+    button.disabled = true;
+    try {
+      await api(`/tasks/${encodeURIComponent(name)}/resume`, { method: "POST" });
+      result.textContent = "resumed";
+      setTimeout(render, 500);
+    } catch (error) {
+      result.textContent =
+        error.status === 401 || error.status === 403
+          ? `refused: ${error.message} (enter an operator token above)`
+          : error.message;
+      button.disabled = false;
+    }
   });
   document.getElementById("run-now").addEventListener("click", async (event) => {
     const button = event.currentTarget;

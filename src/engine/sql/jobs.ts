@@ -1,3 +1,4 @@
+import { FAILURE_STREAK_KEY, PAUSE_DATA_KEY } from "../../core/policies/pauseOnFailure.js";
 import { JOBS_TABLE, type Queryable } from "./tables.js";
 
 /**
@@ -20,13 +21,15 @@ export interface JobRow {
   last_modified_by: string | null;
   /** `data.policy` (src/core/policies/catchUpAtStart.ts). */
   policy: unknown;
+  /** `data.pausedByFailure` (src/core/policies/pauseOnFailure.ts). */
+  paused: unknown;
 }
 
 export async function selectTaskJobs(db: Queryable): Promise<JobRow[]> {
   const result = await db.query<JobRow>(
     `SELECT id, name, disabled, repeat_interval, repeat_timezone, next_run_at, locked_at,
             last_run_at, last_finished_at, fail_count, fail_reason, last_modified_by,
-            data->'policy' AS policy
+            data->'policy' AS policy, data->'${PAUSE_DATA_KEY}' AS paused
        FROM "${JOBS_TABLE}" WHERE type = 'single' ORDER BY name`,
   );
   return result.rows;
@@ -160,4 +163,26 @@ export async function armOneShot(
     [change.name, change.timezone, change.at, change.at.toISOString()],
   );
   return result.rowCount ?? 0;
+}
+
+/**
+ * Clears a task's pause by failure (and its failure streak): enabled again (`enabled`), or left
+ * disabled when the config disables it. Only a paused row matches: a resume is applied once, and
+ * a row that is not paused is never touched. Returns the pause mark it cleared.
+ */
+export async function clearPause(
+  db: Queryable,
+  name: string,
+  enabled: boolean,
+): Promise<{ id: string; paused: unknown; next_run_at: Date | null } | undefined> {
+  const result = await db.query<{ id: string; paused: unknown; next_run_at: Date | null }>(
+    `UPDATE "${JOBS_TABLE}" AS job SET disabled = NOT $2::boolean,
+            data = job.data - '${PAUSE_DATA_KEY}' - '${FAILURE_STREAK_KEY}'
+       FROM (SELECT id, data->'${PAUSE_DATA_KEY}' AS paused FROM "${JOBS_TABLE}"
+              WHERE name = $1 AND type = 'single' AND data ? '${PAUSE_DATA_KEY}' FOR UPDATE) AS before
+      WHERE job.id = before.id
+      RETURNING job.id, before.paused, job.next_run_at`,
+    [name, enabled],
+  );
+  return result.rows[0];
 }
