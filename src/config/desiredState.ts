@@ -1,7 +1,14 @@
 import { z } from "zod";
+import type { DependencySpec } from "../core/dependencies/spec.js";
 import { CronwardenError } from "../core/errors.js";
 import { TASK_NAME_PATTERN } from "../core/taskName.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
+import {
+  applyDependencies,
+  DEPENDENCY_FIELDS,
+  type EntryDependency,
+  readDependency,
+} from "./dependencyEntries.js";
 
 /** One task's entry in the desired state, after validation. */
 export interface DesiredTask {
@@ -10,6 +17,11 @@ export interface DesiredTask {
   cron: string;
   /** Always set: the entry's own timezone or the service default. */
   timezone: string;
+  /**
+   * Set for a task that runs after others (docs/dependencies.md): it has no cron of its own, and
+   * `cron`/`timezone` are its upstreams' shared schedule (the slots it runs for).
+   */
+  after?: DependencySpec;
 }
 
 /** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
@@ -63,8 +75,9 @@ const entrySchema = z.strictObject({
       "must be 1-200 ASCII letters (A-Z, a-z), digits, '.', '_', '-' or ':', starting with a letter or digit",
     ),
   enabled: z.boolean({ error: "must be true or false" }),
-  cron: z.string({ error: "must be a string" }).min(1, "must not be empty"),
+  cron: z.string({ error: "must be a string" }).min(1, "must not be empty").optional(),
   timezone: z.string({ error: "must be a string" }).optional(),
+  ...DEPENDENCY_FIELDS,
 });
 
 export interface ParseOptions {
@@ -94,6 +107,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   const tasks: DesiredTask[] = [];
   const rejected: RejectedEntry[] = [];
   const indexesByName = new Map<string, number[]>();
+  const dependencies = new Map<number, EntryDependency>();
 
   top.data.tasks.forEach((raw, index) => {
     const name = readableName(raw);
@@ -128,9 +142,17 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       });
       return;
     }
+    const dependency = readDependency(entry.data);
+    if (!dependency.ok) {
+      rejected.push({ index, name, ...dependency.problem });
+      return;
+    }
     const timezone = entry.data.timezone ?? options.defaultTimezone;
-    const check = checkSchedule(entry.data.cron, timezone, options.rules, options.now);
-    if (!check.ok) {
+    const check =
+      entry.data.cron === undefined
+        ? undefined
+        : checkSchedule(entry.data.cron, timezone, options.rules, options.now);
+    if (check && !check.ok) {
       rejected.push({ index, name, field: check.field, value: check.value, reason: check.reason });
       return;
     }
@@ -138,9 +160,10 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     tasks.push({
       name: entry.data.name,
       enabled: entry.data.enabled,
-      cron: check.cron,
-      timezone: check.timezone,
+      cron: check?.cron ?? "",
+      timezone: check?.timezone ?? timezone,
     });
+    if (dependency.spec) dependencies.set(index, dependency.spec);
   });
 
   const duplicates = new Set(
@@ -158,10 +181,16 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       });
     }
   }
+  const accepted = applyDependencies(
+    tasks.filter((task) => !duplicates.has(task.name)),
+    indexesByName,
+    dependencies,
+    rejected,
+  );
   rejected.sort((a, b) => a.index - b.index);
 
   return {
-    tasks: tasks.filter((task) => !duplicates.has(task.name)),
+    tasks: accepted,
     rejected,
     source: options.source,
     revision: options.revision,

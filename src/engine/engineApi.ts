@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import type { DependencySpec, SkipKind, UpstreamRun } from "../core/dependencies/index.js";
 import type { Logger } from "../core/logger.js";
 import type { PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
 import type { RunJournal } from "./runJournal.js";
@@ -25,6 +26,8 @@ export interface EngineOptions {
    * change it; start-up fails (SCHEMA_NOT_CURRENT) unless `cronwarden migrate` brought it current.
    */
   migrate?: boolean;
+  /** How often the dependency sweeper runs (waitAtMost, queued downstream runs); default 1 s. */
+  dependencySweepMs?: number;
   logger: Logger;
   hooks?: EngineHooks;
   /** Called when the missed-slot check finds a job without a next run: a reconcile re-times it. */
@@ -49,6 +52,10 @@ export interface EngineRun {
   rerunOf: PreviousRun | undefined;
   /** Collects what the handler logs through ctx.logger during this attempt, for the run record. */
   journal?: RunJournal;
+  /** A downstream's run (docs/dependencies.md): the upstream runs it waited for. */
+  upstreams?: UpstreamRun[] | undefined;
+  /** A manual run asked with its downstreams: they follow this run's slot. */
+  withDownstream?: boolean | undefined;
 }
 
 export interface RunResult {
@@ -77,6 +84,36 @@ export interface EngineHooks {
   lockLost?(run: EngineRun, reason: string): void;
   abandoned?(run: EngineRun, reason: string): void;
   missedSlot?(missed: MissedSlot): void;
+  /** A downstream started waiting for its upstreams' slot. */
+  dependencyWaitOpened?(taskName: string, scheduledAt: Date): void;
+  /** A downstream's slot was decided: its run queued, or skipped with the reason. */
+  dependencyDecided?(decision: DependencyDecisionEvent): void;
+}
+
+export interface DependencyDecisionEvent {
+  taskName: string;
+  scheduledAt: Date;
+  decision: "queued" | "skipped";
+  skipKind?: SkipKind | undefined;
+  reason?: string | undefined;
+  upstreams: UpstreamRun[];
+}
+
+/** One downstream's wait for one slot, as the chain view shows it. */
+export interface ChainSlot {
+  taskName: string;
+  scheduledAt: Date;
+  /** waiting: upstreams not settled; queued/running: its run is due or going; ran; skipped. */
+  state: "waiting" | "queued" | "running" | "ran" | "skipped";
+  upstreams: { name: string; runKey: string; outcome: string | null; disabled: boolean }[];
+  condition: string;
+  reason: string | null;
+  skipKind: string | null;
+  outcome: string | null;
+  manual: boolean;
+  openedAt: Date;
+  deadlineAt: Date | null;
+  decidedAt: Date | null;
 }
 
 export type RunHandler = (run: EngineRun) => Promise<void>;
@@ -101,6 +138,8 @@ export interface TaskJob {
   failCount: number;
   failReason: string | null;
   lastModifiedBy: string | null;
+  /** A downstream's dependency (docs/dependencies.md); null for a task with its own cron. */
+  after: DependencySpec | null;
 }
 
 /**
@@ -142,4 +181,4 @@ export interface DrainOutcome {
 }
 
 /** The engine's modules name these through this file; they are declared in src/core/runTypes.ts. */
-export type { PreviousRun, RetryPolicy };
+export type { DependencySpec, PreviousRun, RetryPolicy, UpstreamRun };

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import { specOf } from "../core/dependencies/spec.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { RunSummary, TaskJob } from "./engineApi.js";
 import { type JobRow, selectRunSummaries, selectTaskJobs } from "./sql.js";
@@ -25,6 +26,7 @@ export function taskJobOfRow(row: JobRow): TaskJob {
     failCount: row.fail_count ?? 0,
     failReason: row.fail_reason,
     lastModifiedBy: row.last_modified_by,
+    after: specOf((row.data as Record<string, unknown> | null | undefined)?.after) ?? null,
   };
 }
 

@@ -5,6 +5,7 @@
  * reads the rest to enrich Agenda's log rows.
  */
 
+import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { PreviousRun } from "./engineApi.js";
 import type { RunJournal } from "./runJournal.js";
@@ -81,6 +82,8 @@ export interface RunEntry {
   slotAlreadyFinished?: boolean;
   /** Cut off at shutdown: recorded interrupted, and the final save hands the slot to another instance. */
   handedOff?: boolean;
+  /** A downstream's run: the upstream runs it waited for (docs/dependencies.md). */
+  upstreams?: UpstreamRun[] | undefined;
 }
 
 export class RunLedger {
@@ -127,6 +130,7 @@ export class RunLedger {
     entry.handedOff = false;
     entry.journal = undefined;
     entry.error = undefined;
+    entry.upstreams = undefined;
     this.#entries.set(jobId, entry);
     return entry;
   }

@@ -1,6 +1,8 @@
 import type { DesiredState, DesiredTask } from "../config/desiredState.js";
 import { describeRejection } from "../config/desiredState.js";
 import { closestName } from "../config/fleetGuard.js";
+import { type DependencySpec, describeSpec, sameSpec } from "../core/dependencies/spec.js";
+import { unregisteredUpstreams } from "./dependencyPlan.js";
 
 /**
  * The reconcile decision (docs/design.md, "Reconcile choices") as a pure function: desired state + the live job rows +
@@ -15,11 +17,30 @@ export interface LiveJob {
   cron: string | null;
   timezone: string | null;
   nextRunAt: Date | null;
+  /** The dependency the row keeps (docs/dependencies.md); null or absent for a task with its own cron. */
+  after?: DependencySpec | null;
 }
 
 export type ReconcileAction =
-  | { kind: "create"; task: string; cron: string; timezone: string; enabled: boolean; reason: string }
-  | { kind: "update"; task: string; cron: string; timezone: string; changes: FieldChange[]; reason: string }
+  | {
+      kind: "create";
+      task: string;
+      cron: string;
+      timezone: string;
+      enabled: boolean;
+      reason: string;
+      /** A downstream: its row has no cron of its own, and keeps this spec. */
+      after?: DependencySpec;
+    }
+  | {
+      kind: "update";
+      task: string;
+      cron: string;
+      timezone: string;
+      changes: FieldChange[];
+      reason: string;
+      after?: DependencySpec;
+    }
   | { kind: "enable"; task: string; reason: string }
   | { kind: "disable"; task: string; reason: string }
   /** An entry refused (unknown name, invalid field); the task keeps its previous state. */
@@ -28,7 +49,7 @@ export type ReconcileAction =
   | { kind: "orphan"; task: string; reason: string };
 
 export interface FieldChange {
-  field: "cron" | "timezone" | "nextRunAt";
+  field: "cron" | "timezone" | "nextRunAt" | "after";
   from: string | null;
   to: string;
 }
@@ -57,7 +78,17 @@ export function planReconcile(
     actions.push({ kind: "reject", task: entry.name, reason: describeRejection(entry) });
   }
 
+  const unregisteredUpstream = unregisteredUpstreams(desired.tasks, registered);
   for (const task of desired.tasks) {
+    const upstreamProblem = unregisteredUpstream.get(task.name);
+    if (upstreamProblem && registered.has(task.name)) {
+      actions.push({
+        kind: "reject",
+        task: task.name,
+        reason: `config entry "${task.name}" is rejected: after ${upstreamProblem}`,
+      });
+      continue;
+    }
     if (!registered.has(task.name)) {
       const guess = closestName(task.name, registered);
       actions.push({
@@ -76,6 +107,7 @@ export function planReconcile(
         timezone: task.timezone,
         enabled: task.enabled,
         reason: `no job yet for "${task.name}"`,
+        ...(task.after ? { after: task.after } : {}),
       });
       continue;
     }
@@ -112,10 +144,18 @@ export function planReconcile(
 function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
   const actions: ReconcileAction[] = [];
   const changes: FieldChange[] = [];
-  if (job.cron !== task.cron) changes.push({ field: "cron", from: job.cron, to: task.cron });
-  if (job.timezone !== task.timezone)
+  if (!sameSpec(job.after, task.after))
+    changes.push({
+      field: "after",
+      from: job.after ? describeSpec(job.after) : null,
+      to: describeSpec(task.after),
+    });
+  // a downstream's row has no schedule of its own: its runs are queued by its upstreams
+  const downstream = task.after !== undefined;
+  if (!downstream && job.cron !== task.cron) changes.push({ field: "cron", from: job.cron, to: task.cron });
+  if (!downstream && job.timezone !== task.timezone)
     changes.push({ field: "timezone", from: job.timezone, to: task.timezone });
-  if (changes.length === 0 && job.nextRunAt === null && task.enabled) {
+  if (!downstream && changes.length === 0 && job.nextRunAt === null && task.enabled) {
     changes.push({ field: "nextRunAt", from: null, to: "next slot from now" });
   }
   if (changes.length > 0) {
@@ -125,6 +165,7 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
       cron: task.cron,
       timezone: task.timezone,
       changes,
+      ...(task.after ? { after: task.after } : {}),
       reason: changes
         .map((change) => `${change.field} ${change.from ?? "(none)"} -> ${change.to}`)
         .join(", "),

@@ -193,6 +193,7 @@ describe("ConfigReconciler against Agenda's table", () => {
       listJobs: () => engine.listJobs(),
       updateSchedule: (...args) => engine.updateSchedule(...args),
       setEnabled: (...args) => engine.setEnabled(...args),
+      setDependency: (...args) => engine.setDependency(...args),
       createJob: async (taskName, ...rest) => {
         if (taskName === "digest") throw new Error("database went away");
         await engine.createJob(taskName, ...rest);
