@@ -22,6 +22,10 @@ export interface ConfigEntry {
   enabled?: boolean;
   cron?: string;
   timezone?: string;
+  /** A downstream (docs/dependencies.md): no default cron is added to it. */
+  after?: string[];
+  when?: string;
+  waitAtMost?: string;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */
@@ -119,7 +123,13 @@ export class SchedulerHarness {
 }
 
 export function yamlOf(config: ConfigEntry[]): string {
-  return YAML.stringify({ tasks: config.map((entry) => ({ enabled: true, cron: "* * * * * *", ...entry })) });
+  return YAML.stringify({
+    tasks: config.map((entry) => ({
+      enabled: true,
+      ...(entry.after ? {} : { cron: "* * * * * *" }),
+      ...entry,
+    })),
+  });
 }
 
 export { pollUntil };

@@ -1,0 +1,217 @@
+import { describe, expect, it } from "vitest";
+import type { TaskContext } from "../../src/index.js";
+import { harnessSuite, pollUntil } from "../helpers/harness.js";
+
+/**
+ * Task dependencies in one process against a real PostgreSQL (docs/dependencies.md). Every figure
+ * asserted is read from the database's record: the run log and the waits table.
+ */
+
+const suite = harnessSuite();
+const db = () => suite.db();
+
+interface OutcomeRow {
+  slot: string;
+  outcome: string;
+  detail: string | null;
+  upstreams: { name: string; runKey: string; outcome: string }[] | null;
+}
+
+async function outcomes(task: string): Promise<OutcomeRow[]> {
+  const result = await db().pool.query<OutcomeRow>(
+    `SELECT meta->>'scheduledAt' AS slot, meta->>'outcome' AS outcome, meta->>'detail' AS detail,
+            meta->'upstreams' AS upstreams
+       FROM agenda_logs WHERE job_name = $1 AND event IN ('success', 'fail') ORDER BY timestamp`,
+    [task],
+  );
+  return result.rows;
+}
+
+async function waitRow(task: string, slot: string) {
+  const result = await db().pool.query(
+    "SELECT * FROM cronwarden_dependency_waits WHERE task = $1 AND slot = $2",
+    [task, slot],
+  );
+  return result.rows[0];
+}
+
+const EVERY_2S = "*/2 * * * * *";
+const NEVER_SOON = "0 0 1 1 *";
+
+describe("task dependencies", () => {
+  it("fan-in: C runs once for its upstreams' slot, with both upstream run keys in its context", async () => {
+    const contexts: TaskContext[] = [];
+    await suite.start(
+      [
+        { name: "fan-a", handler: async () => {} },
+        { name: "fan-b", handler: async () => {} },
+        { name: "fan-c", handler: async (ctx) => void contexts.push(ctx) },
+      ],
+      [
+        { name: "fan-a", cron: EVERY_2S },
+        { name: "fan-b", cron: EVERY_2S },
+        { name: "fan-c", after: ["fan-a", "fan-b"] },
+      ],
+    );
+    const [first] = await pollUntil("a run of fan-c", async () => {
+      const rows = await outcomes("fan-c");
+      return rows.length > 0 ? rows : undefined;
+    });
+    if (!first) throw new Error("no run of fan-c");
+    expect(first.outcome).toBe("succeeded");
+    const slot = first.slot;
+    const upstreamOutcomes = [...(await outcomes("fan-a")), ...(await outcomes("fan-b"))].filter(
+      (row) => row.slot === slot,
+    );
+    expect(upstreamOutcomes.map((row) => row.outcome)).toEqual(["succeeded", "succeeded"]);
+    expect(first.upstreams?.map((run) => run.runKey).sort()).toEqual([`fan-a@${slot}`, `fan-b@${slot}`]);
+    const context = contexts.find((ctx) => ctx.scheduledAt.toISOString() === slot);
+    expect(context?.upstreams.map((run) => run.runKey).sort()).toEqual([`fan-a@${slot}`, `fan-b@${slot}`]);
+    expect(context?.upstreams.every((run) => run.outcome === "succeeded")).toBe(true);
+    expect(context?.runKey).toBe(`fan-c@${slot}`);
+    // once for the slot, per the record
+    await pollUntil("the next slot of fan-c", async () => (await outcomes("fan-c")).length >= 2 || undefined);
+    expect((await outcomes("fan-c")).filter((row) => row.slot === slot)).toHaveLength(1);
+    expect(await waitRow("fan-c", slot)).toMatchObject({ state: "ran", outcome: "succeeded" });
+  });
+
+  it("an upstream failing after its retries skips the downstream (allSucceeded); allDone runs it", async () => {
+    await suite.start(
+      [
+        {
+          name: "fail-a",
+          retry: { maxRetries: 1, delayMs: 100 },
+          handler: async () => {
+            throw new Error("source unavailable");
+          },
+        },
+        { name: "fail-c", handler: async () => {} },
+        { name: "fail-done", handler: async () => {} },
+      ],
+      [
+        { name: "fail-a", cron: EVERY_2S },
+        { name: "fail-c", after: ["fail-a"] },
+        { name: "fail-done", after: ["fail-a"], when: "allDone" },
+      ],
+    );
+    const [skipped] = await pollUntil("fail-c decided", async () => {
+      const rows = await outcomes("fail-c");
+      return rows.length > 0 ? rows : undefined;
+    });
+    expect(skipped).toMatchObject({ outcome: "skipped", detail: "upstream fail-a failed" });
+    // after the retry: the upstream's final outcome is the failure of its second attempt
+    const retries = await db().pool.query(
+      `SELECT count(*)::int AS n FROM agenda_logs WHERE job_name = 'fail-a' AND event = 'retry' AND meta->>'scheduledAt' = $1`,
+      [skipped?.slot],
+    );
+    expect(retries.rows[0].n).toBe(1);
+    const [ran] = await pollUntil("fail-done decided", async () => {
+      const rows = await outcomes("fail-done");
+      return rows.length > 0 ? rows : undefined;
+    });
+    expect(ran).toMatchObject({ outcome: "succeeded" });
+    expect(ran?.upstreams).toEqual([{ name: "fail-a", runKey: `fail-a@${ran?.slot}`, outcome: "failed" }]);
+  });
+
+  it("waitAtMost passing while the upstream runs skips the slot; the upstream's end does not run it later", async () => {
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const h = await suite.start(
+      [
+        { name: "slow-a", handler: () => released },
+        { name: "slow-c", handler: async () => {} },
+      ],
+      [
+        { name: "slow-a", cron: EVERY_2S },
+        { name: "slow-c", after: ["slow-a"], waitAtMost: "1s" },
+      ],
+    );
+    const [skipped] = await pollUntil("slow-c skipped", async () => {
+      const rows = await outcomes("slow-c");
+      return rows.length > 0 ? rows : undefined;
+    });
+    expect(skipped).toMatchObject({ outcome: "skipped", detail: "upstream not done within 1s" });
+    const slot = skipped?.slot as string;
+    expect((await outcomes("slow-a")).filter((row) => row.slot === slot)).toHaveLength(0); // still running
+    release();
+    await pollUntil("slow-a's outcome", async () =>
+      (await outcomes("slow-a")).some((row) => row.slot === slot) ? true : undefined,
+    );
+    for (let sweep = 0; sweep < 5; sweep++) await h.scheduler.sweepDependencies(); // the 5th re-decides open waits
+    expect(await waitRow("slow-c", slot)).toMatchObject({ state: "skipped" });
+    expect((await outcomes("slow-c")).filter((row) => row.slot === slot)).toEqual([
+      expect.objectContaining({ outcome: "skipped" }),
+    ]);
+  });
+
+  it("removing a dependency closes the open wait as skipped, and is audited", async () => {
+    let release: () => void = () => {};
+    const released = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    const h = await suite.start(
+      [
+        { name: "rm-a", handler: () => released },
+        { name: "rm-c", handler: async () => {} },
+      ],
+      [
+        { name: "rm-a", cron: EVERY_2S },
+        { name: "rm-c", after: ["rm-a"] },
+      ],
+    );
+    const open = await pollUntil("rm-c waiting", async () => {
+      const result = await db().pool.query(
+        "SELECT * FROM cronwarden_dependency_waits WHERE task = 'rm-c' AND state = 'waiting'",
+      );
+      return result.rows[0];
+    });
+    await h.writeConfig([
+      { name: "rm-a", cron: EVERY_2S },
+      { name: "rm-c", cron: NEVER_SOON },
+    ]);
+    const closed = await waitRow("rm-c", open.slot.toISOString());
+    expect(closed).toMatchObject({ state: "skipped", skip_kind: "dependency_removed" });
+    expect(closed.reason).toBe("dependency removed: rm-c no longer runs after rm-a");
+    const skippedRuns = (await outcomes("rm-c")).filter((row) => row.slot === open.slot.toISOString());
+    expect(skippedRuns).toEqual([expect.objectContaining({ outcome: "skipped" })]);
+    const audit = await h.scheduler.auditTrail({ task: "rm-c" });
+    expect(audit.some((entry) => entry.field === "after" && entry.newValue === "(none)")).toBe(true);
+    const job = (await h.scheduler.jobs()).find((row) => row.name === "rm-c");
+    expect(job).toMatchObject({ cron: NEVER_SOON, after: null });
+    release();
+  });
+
+  it("run now of an upstream: downstreams follow only with withDownstream", async () => {
+    const h = await suite.start(
+      [
+        { name: "man-a", handler: async () => {} },
+        { name: "man-c", handler: async () => {} },
+      ],
+      [
+        { name: "man-a", cron: NEVER_SOON },
+        { name: "man-c", after: ["man-a"] },
+      ],
+    );
+    expect(await h.scheduler.runNow("man-a")).toMatchObject({ status: "queued" });
+    const [alone] = await pollUntil("man-a's manual run", async () => {
+      const rows = await outcomes("man-a");
+      return rows.length > 0 ? rows : undefined;
+    });
+    expect(await h.scheduler.runNow("man-a", { withDownstream: true })).toMatchObject({ status: "queued" });
+    const followed = await pollUntil("man-c's run", async () => {
+      const rows = await outcomes("man-c");
+      return rows.length > 0 ? rows : undefined;
+    });
+    const [withDownstream] = (await outcomes("man-a")).slice(1);
+    expect(followed).toEqual([
+      expect.objectContaining({
+        slot: withDownstream?.slot,
+        outcome: "succeeded",
+        upstreams: [{ name: "man-a", runKey: `man-a@${withDownstream?.slot}`, outcome: "succeeded" }],
+      }),
+    ]);
+    expect(await waitRow("man-c", alone?.slot as string)).toBeUndefined();
+  });
+});
