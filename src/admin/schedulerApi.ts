@@ -16,4 +16,5 @@ export type AdminScheduler = SchedulerEventSource &
     | "desiredState"
     | "lastReconcile"
     | "auditTrail"
+    | "chains"
   >;

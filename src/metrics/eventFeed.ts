@@ -39,6 +39,11 @@ export class EventFeed {
     events.on("run:abandoned", (event) => this.#metrics.abandoned.inc({ task: event.taskName }));
     events.on("lock:renewed", (event) => this.#metrics.lockRenewals.inc({ task: event.taskName }));
     events.on("missed-slot", (event) => this.#metrics.missedSlots.inc({ task: event.taskName }));
+    events.on("dependency:wait", (event) => this.#metrics.dependencyWaits.inc({ task: event.taskName }));
+    events.on("dependency:decided", (event) => {
+      if (event.decision === "queued") this.#metrics.dependencyRuns.inc({ task: event.taskName });
+      else this.#metrics.dependencySkips.inc({ task: event.taskName, reason: event.skipKind ?? "unknown" });
+    });
     events.on("reconciled", (result) =>
       this.#metrics.reconciles.inc({
         trigger: result.trigger,

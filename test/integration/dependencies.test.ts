@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
-import type { TaskContext } from "../../src/index.js";
-import { harnessSuite, pollUntil } from "../helpers/harness.js";
+import { createAdminServer, createMetrics, type TaskContext } from "../../src/index.js";
+import { parsePrometheus, sample } from "../helpers/admin.js";
+import { harnessSuite, pollUntil, SchedulerHarness, yamlOf } from "../helpers/harness.js";
 
 /**
  * Task dependencies in one process against a real PostgreSQL (docs/dependencies.md). Every figure
@@ -213,5 +214,137 @@ describe("task dependencies", () => {
       }),
     ]);
     expect(await waitRow("man-c", alone?.slot as string)).toBeUndefined();
+  });
+
+  it("the API: upstreams and downstreams per task, the chain per slot, run now with downstream, metrics", async () => {
+    let failing = true;
+    const h = suite.track(
+      SchedulerHarness.create(db().pool, [
+        {
+          name: "api-a",
+          handler: async () => {
+            if (failing) throw new Error("no data yet");
+          },
+        },
+        { name: "api-b", handler: async () => {} },
+        { name: "api-c", handler: async () => {} },
+      ]),
+    );
+    const metrics = createMetrics(h.scheduler);
+    const token = "operator-secret-for-dependency-tests";
+    const auth = { authorization: `Bearer ${token}` };
+    const admin = createAdminServer({
+      scheduler: h.scheduler,
+      metrics,
+      port: 0,
+      logger: h.logs.logger,
+      tokens: [{ name: "ops", role: "operator", secret: token }],
+    });
+    await h.writeRaw(
+      yamlOf([
+        { name: "api-a", cron: EVERY_2S },
+        { name: "api-b", after: ["api-a"], waitAtMost: "1h" },
+        { name: "api-c", after: ["api-b"], when: "allDone" },
+      ]),
+    );
+    await h.scheduler.start();
+    const { url } = await admin.listen();
+    try {
+      const get = async (path: string) => {
+        const response = await fetch(`${url}${path}`, { headers: auth });
+        return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+      };
+      const b = await get("/tasks/api-b");
+      expect(b.body.dependencies).toEqual({
+        upstreams: ["api-a"],
+        downstreams: ["api-c"],
+        when: "allSucceeded",
+        waitAtMost: "1h",
+      });
+      expect((b.body.nextRuns as string[]).length).toBeGreaterThan(0); // the slots it runs for: its upstream's
+      expect((await get("/tasks/api-a")).body.dependencies).toMatchObject({
+        upstreams: [],
+        downstreams: ["api-b"],
+      });
+
+      // a slot where A failed: B skipped, C (allDone) ran after B's skip
+      const chain = await pollUntil("a decided chain slot", async () => {
+        const { body } = await get("/chains?task=api-a&limit=20");
+        const slots = body.slots as { taskName: string; scheduledAt: string; state: string }[];
+        const ran = slots.find((slot) => slot.taskName === "api-c" && slot.state === "ran");
+        return ran ? body : undefined;
+      });
+      expect((chain.tasks as { name: string }[]).map((task) => task.name)).toEqual([
+        "api-a",
+        "api-b",
+        "api-c",
+      ]);
+      const slots = chain.slots as {
+        taskName: string;
+        scheduledAt: string;
+        state: string;
+        reason: string | null;
+        upstreams: { name: string; runKey: string; outcome: string | null }[];
+      }[];
+      const ranC = slots.find((slot) => slot.taskName === "api-c" && slot.state === "ran");
+      const skippedB = slots.find(
+        (slot) => slot.taskName === "api-b" && slot.scheduledAt === ranC?.scheduledAt,
+      );
+      expect(skippedB).toMatchObject({ state: "skipped", reason: "upstream api-a failed" });
+      expect(skippedB?.upstreams).toEqual([
+        { name: "api-a", runKey: `api-a@${ranC?.scheduledAt}`, outcome: "failed", disabled: false },
+      ]);
+      expect(ranC?.upstreams).toEqual([
+        { name: "api-b", runKey: `api-b@${ranC?.scheduledAt}`, outcome: "skipped", disabled: false },
+      ]);
+
+      const samples = parsePrometheus(await (await fetch(`${url}/metrics`, { headers: auth })).text());
+      expect(
+        sample(samples, "cronwarden_dependency_skips_total", { task: "api-b", reason: "upstream_failed" }),
+      ).toBeGreaterThan(0);
+      expect(sample(samples, "cronwarden_dependency_waits_total", { task: "api-b" })).toBeGreaterThan(0);
+      expect(sample(samples, "cronwarden_dependency_runs_queued_total", { task: "api-c" })).toBeGreaterThan(
+        0,
+      );
+
+      expect((await fetch(`${url}/chains?limit=0`, { headers: auth })).status).toBe(400);
+      expect((await fetch(`${url}/chains?task=nope`, { headers: auth })).status).toBe(404);
+      expect(
+        (await fetch(`${url}/tasks/api-a/run?withDownstream=maybe`, { method: "POST", headers: auth }))
+          .status,
+      ).toBe(400);
+      failing = false;
+      await h.writeConfig([
+        { name: "api-a", cron: NEVER_SOON },
+        { name: "api-b", after: ["api-a"], waitAtMost: "1h" },
+        { name: "api-c", after: ["api-b"], when: "allDone" },
+      ]);
+      await pollUntil("api-a idle", async () =>
+        (await get("/tasks/api-a")).body.running === false ? true : undefined,
+      );
+      const asked = await fetch(`${url}/tasks/api-a/run?withDownstream=true`, {
+        method: "POST",
+        headers: auth,
+      });
+      expect(asked.status).toBe(202);
+      expect(await asked.json()).toMatchObject({ status: "queued", withDownstream: true });
+      const manual = await pollUntil("the manual chain down to api-c", async () => {
+        const { body } = await get("/chains?task=api-c&limit=50");
+        const rows = body.slots as {
+          taskName: string;
+          state: string;
+          manual: boolean;
+          scheduledAt: string;
+        }[];
+        const c = rows.find((slot) => slot.taskName === "api-c" && slot.manual && slot.state === "ran");
+        return c ? rows.filter((slot) => slot.scheduledAt === c.scheduledAt) : undefined;
+      });
+      expect(manual.map((slot) => [slot.taskName, slot.state]).sort()).toEqual([
+        ["api-b", "ran"],
+        ["api-c", "ran"],
+      ]);
+    } finally {
+      await admin.close();
+    }
   });
 });
