@@ -139,7 +139,11 @@ async function tasksView() {
       return `<tr data-task="${html(task.name)}">
         <td><a href="#/tasks/${encodeURIComponent(task.name)}">${html(task.name)}</a>${task.registered ? "" : ` ${badge("not registered", "warn")}`}${task.running ? `<span class="narrow-only"> ${badge("running", "running")}</span>` : ""}</td>
         <td>${enabledCell(task)}</td>
-        <td class="opt">${html(cronWords(cron))}<br><code>${html(cron ?? "")}</code></td>
+        <td class="opt">${
+          task.dependencies?.upstreams?.length
+            ? `after ${html(task.dependencies.upstreams.join(", "))}<br><span class="small">slots of <code>${html(cron ?? "")}</code></span>`
+            : `${html(cronWords(cron))}<br><code>${html(cron ?? "")}</code>`
+        }</td>
         <td class="wide">${html(zone ?? "")}</td>
         <td class="opt">${task.job?.nextRunAt ? `${html(relative(task.job.nextRunAt))}<br><span class="small">${at(task.job.nextRunAt, zone)}</span>` : ""}</td>
         <td class="outcome">${badge(task.lastOutcome ?? "")}</td>
