@@ -327,11 +327,11 @@ export class DependencyCoordinator {
     for (const row of rows) {
       const spec = specOf(row.after);
       if (!spec) continue;
-      for (const upstream of spec.upstreams)
-        byUpstream.set(upstream, [
-          ...(byUpstream.get(upstream) ?? []),
-          { name: row.name, spec, disabled: row.disabled },
-        ]);
+      for (const upstream of new Set(spec.upstreams)) {
+        const list = byUpstream.get(upstream) ?? [];
+        list.push({ name: row.name, spec, disabled: row.disabled });
+        byUpstream.set(upstream, list);
+      }
     }
     const fresh = { at: Date.now(), byUpstream, any: rows.length > 0 };
     this.#downstreams = fresh;

@@ -18,7 +18,7 @@ export function buildTaskStatuses(input: {
   const downstreams = new Map<string, string[]>();
   for (const job of input.jobs)
     for (const upstream of job.after?.upstreams ?? [])
-      downstreams.set(upstream, [...(downstreams.get(upstream) ?? []), job.name]);
+      downstreams.set(upstream, downstreams.get(upstream)?.concat(job.name) ?? [job.name]);
 
   return names.map((name) => {
     const job = jobs.get(name);

@@ -219,6 +219,17 @@ describe("checkDependencyGraph", () => {
     expect(check.schedules.get("n19999")).toEqual({ cron: "* * * * *", timezone: "UTC" });
   });
 
+  it("a wide fan-out and a huge after list are checked in linear time (hostile documents)", () => {
+    const started = Date.now();
+    const wide = [{ name: "root", cron: "* * * * *", timezone: "UTC" }];
+    for (let index = 0; index < 50_000; index++) wide.push({ name: `d${index}`, after: ["root"] } as never);
+    expect(checkDependencyGraph(wide).downstreams.get("root")).toHaveLength(50_000);
+    const names = Array.from({ length: 50_000 }, (_, index) => `u${index}`);
+    const state = parse([{ name: "huge", enabled: true, after: names }]);
+    expect(state.rejected[0]?.reason).toMatch(/^upstream "u0" is not in the config/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
   it("a long cycle is named in full", () => {
     const check = checkDependencyGraph([
       { name: "x", after: ["z"] },

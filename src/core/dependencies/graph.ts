@@ -48,7 +48,7 @@ export function checkDependencyGraph(nodes: readonly GraphNode[], options: Graph
   for (const node of byName.values()) {
     const ups = [...new Set(node.after ?? [])].filter((up) => byName.has(up));
     waitingOn.set(node.name, ups.length);
-    for (const up of ups) dependents.set(up, [...(dependents.get(up) ?? []), node.name]);
+    for (const up of ups) append(dependents, up, node.name);
   }
   const order: string[] = [];
   const ready = [...waitingOn].filter(([, count]) => count === 0).map(([name]) => name);
@@ -113,7 +113,7 @@ export function checkDependencyGraph(nodes: readonly GraphNode[], options: Graph
   const downstreams = new Map<string, string[]>();
   for (const node of nodes) {
     if (node.after === undefined || problems.has(node.name) || byName.get(node.name) !== node) continue;
-    for (const up of new Set(node.after)) downstreams.set(up, [...(downstreams.get(up) ?? []), node.name]);
+    for (const up of new Set(node.after)) append(downstreams, up, node.name);
   }
   return { problems, schedules, downstreams };
 }
@@ -130,7 +130,8 @@ function checkDownstream(
     return 'is empty: list at least one upstream task, or remove "after" and give the task a cron';
   if (node.cron !== undefined)
     return `is given together with cron "${node.cron}": a downstream runs for its upstreams' slots; remove one of the two`;
-  const duplicate = after.find((up, index) => after.indexOf(up) !== index);
+  const listed = new Set<string>();
+  const duplicate = after.find((up) => listed.has(up) || (listed.add(up), false));
   if (duplicate) return `lists "${duplicate}" twice; list each upstream once`;
   for (const up of after) {
     if (!byName.has(up)) {
@@ -144,13 +145,28 @@ function checkDownstream(
     const schedule = schedules.get(up);
     if (!schedule) return `upstream "${up}" has no schedule: ${node.name} cannot tell which slots to run`;
     const key = `"${schedule.cron}" (${schedule.timezone})`;
-    seen.set(key, [...(seen.get(key) ?? []), up]);
+    append(seen, key, up);
   }
   if (seen.size > 1)
-    return `upstreams run on different schedules: ${[...seen].map(([key, names]) => `${names.join(", ")} on ${key}`).join("; ")}; a downstream runs for one shared slot, so all its upstreams need the same cron and timezone`;
+    return `upstreams run on different schedules: ${[...seen]
+      .slice(0, 5)
+      .map(
+        ([key, names]) =>
+          `${names.slice(0, 5).join(", ")}${names.length > 5 ? ` and ${names.length - 5} more` : ""} on ${key}`,
+      )
+      .join(
+        "; ",
+      )}; a downstream runs for one shared slot, so all its upstreams need the same cron and timezone`;
   return schedules.get(after[0] as string) as SlotSchedule;
 }
 
 function rejectedUpstream(name: string, upstream: string): string {
   return `upstream "${upstream}" is rejected (see its entry), so ${upstream} -> ${name} cannot apply`;
+}
+
+/** Adds to a map of lists in place (a spread per call would be quadratic on a wide fan-out). */
+function append<K>(map: Map<K, string[]>, key: K, value: string): void {
+  const list = map.get(key);
+  if (list) list.push(value);
+  else map.set(key, [value]);
 }
