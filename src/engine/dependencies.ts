@@ -135,7 +135,8 @@ export class DependencyCoordinator {
     const chain = this.#manualChains.has(key);
     this.#manualChains.delete(key);
     if (meta.trigger === "manual" && !chain) return;
-    this.#track(this.#settled(taskName, slot, outcome, chain));
+    // a downstream's run of a queued slot carries its upstream runs in its record
+    this.#track(this.#settled(taskName, slot, outcome, chain, Array.isArray(meta.upstreams)));
   }
 
   /**
@@ -235,14 +236,25 @@ export class DependencyCoordinator {
     return opened;
   }
 
-  async #settled(taskName: string, slot: Date, outcome: string, chain: boolean): Promise<void> {
+  /**
+   * A task settled a slot. `ranAsDownstream`: it was a downstream's run of a queued slot; its wait
+   * is closed and its row may take its next queued slot. A task with neither downstreams nor
+   * upstreams costs no statement here.
+   */
+  async #settled(
+    taskName: string,
+    slot: Date,
+    outcome: string,
+    chain: boolean,
+    ranAsDownstream = false,
+  ): Promise<void> {
     const { pool } = this.#options;
-    if (outcome !== "skipped") await finishWait(pool, taskName, slot, outcome);
+    if (ranAsDownstream) await finishWait(pool, taskName, slot, outcome);
     for (const downstream of await this.#openDownstreams(taskName, slot, chain)) {
       const wait = await selectWait(pool, downstream.name, slot);
       if (wait) await this.#decide(wait);
     }
-    await this.#pump();
+    if (ranAsDownstream) await this.#pump();
   }
 
   async #decide(wait: WaitRow): Promise<void> {
