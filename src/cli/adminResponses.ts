@@ -51,4 +51,5 @@ export const runNowSchema = z.object({
   task: z.string(),
   requestedAt: isoDate,
   requestedBy: z.string().optional(),
+  withDownstream: z.boolean().optional(),
 });

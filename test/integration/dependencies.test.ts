@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { runCli } from "../../src/cli/main.js";
 import { createAdminServer, createMetrics, type TaskContext } from "../../src/index.js";
 import { parsePrometheus, sample } from "../helpers/admin.js";
 import { harnessSuite, pollUntil, SchedulerHarness, yamlOf } from "../helpers/harness.js";
@@ -357,12 +358,22 @@ describe("task dependencies", () => {
         const { rows } = await db().pool.query("SELECT locked_at FROM agenda_jobs WHERE name = 'api-a'");
         return rows[0]?.locked_at === null || undefined;
       });
-      const asked = await fetch(`${url}/tasks/api-a/run?withDownstream=true`, {
-        method: "POST",
-        headers: auth,
+      // through the CLI, which prints what the API answered (withDownstream: true)
+      const out: string[] = [];
+      const code = await runCli(["run", "api-a", "--with-downstream", "--url", url, "--token", token], {
+        out: (line) => out.push(line),
+        err: (line) => out.push(line),
+        env: {},
+        cwd: process.cwd(),
       });
-      expect(asked.status).toBe(202);
-      expect(await asked.json()).toMatchObject({ status: "queued", withDownstream: true });
+      expect({ code, out }).toEqual({
+        code: 0,
+        out: [
+          expect.stringMatching(
+            /^queued a run of api-a \(requested \S+Z by ops, with its downstream tasks\)$/,
+          ),
+        ],
+      });
       const manual = await pollUntil("the manual chain down to api-c", async () => {
         const { body } = await get("/chains?task=api-c&limit=50");
         const rows = body.slots as {

@@ -131,7 +131,11 @@ function checkDownstream(
   if (node.cron !== undefined)
     return `is given together with cron "${node.cron}": a downstream runs for its upstreams' slots; remove one of the two`;
   const listed = new Set<string>();
-  const duplicate = after.find((up) => listed.has(up) || (listed.add(up), false));
+  const duplicate = after.find((up) => {
+    if (listed.has(up)) return true;
+    listed.add(up);
+    return false;
+  });
   if (duplicate) return `lists "${duplicate}" twice; list each upstream once`;
   for (const up of after) {
     if (!byName.has(up)) {
