@@ -393,4 +393,30 @@ describe("task dependencies", () => {
       await admin.close();
     }
   });
+
+  it("the run-log retention prunes decided waits with their slots' records (last: it empties the log)", async () => {
+    const h = await suite.start(
+      [{ name: "prune-a", handler: async () => {} }],
+      [{ name: "prune-a", cron: NEVER_SOON }],
+    );
+    const count = async (where: string) =>
+      (await db().pool.query(`SELECT count(*)::int AS n FROM cronwarden_dependency_waits WHERE ${where}`))
+        .rows[0].n;
+    expect(await count("state IN ('ran', 'skipped')")).toBeGreaterThan(0);
+    const { rows } = await db().pool.query<{ now: Date }>("SELECT now()");
+    const before = (rows[0] as { now: Date }).now;
+    // a prune as of 31 days from now (retention 30 days) removes every wait decided until now
+    await pollUntil(
+      "a prune by this instance",
+      async () =>
+        (await h.scheduler.pruneRunHistory(new Date(Date.now() + 31 * 86_400_000))) !== null || undefined,
+    );
+    const left = await db().pool.query(
+      // skipped is final when decided; man-c ran once, long before (its upstream has no slot of its own)
+      `SELECT count(*)::int AS n FROM cronwarden_dependency_waits
+        WHERE (state = 'skipped' AND decided_at < $1) OR (task = 'man-c' AND state = 'ran')`,
+      [before],
+    );
+    expect(left.rows[0].n).toBe(0);
+  });
 });
