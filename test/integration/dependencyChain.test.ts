@@ -94,9 +94,13 @@ it(`three instances, a chain A -> B -> C on a 2 s cron, ${SLOTS} slots: each tas
     expect(runB.started?.getTime()).toBeGreaterThanOrEqual(runA.finished.getTime());
     expect(runC.started?.getTime()).toBeGreaterThanOrEqual(runB.finished.getTime());
   }
-  // the window has no gap: the slots are consecutive 2 s slots of A's cron
-  for (let index = 1; index < slots.length; index++)
-    expect(Date.parse(slots[index] as string) - Date.parse(slots[index - 1] as string)).toBe(2000);
+  // nothing dropped: every slot A ran in the window was run by B and C too (in a loaded machine A
+  // itself may skip a slot by the catch-up rule; its downstreams never skip one of its runs)
+  const window = outcomes.filter(
+    (row) =>
+      row.task === "chain-a" && row.slot >= (slots[0] as string) && row.slot <= (slots.at(-1) as string),
+  );
+  expect(window.map((row) => row.slot).sort()).toEqual(slots);
   // the claims: one decided wait per downstream and slot
   const { rows: waits } = await suite.db.pool.query<{ task: string; n: number }>(
     `SELECT task, count(*)::int AS n FROM cronwarden_dependency_waits
