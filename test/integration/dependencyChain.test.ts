@@ -45,6 +45,13 @@ async function writeChain(): Promise<string> {
   return configFile;
 }
 
+/** The suite drops the job and log tables after each test; the waits of the last test go too. */
+async function clearWaits(): Promise<void> {
+  await suite.db.pool.query(
+    "DO $$ BEGIN IF to_regclass('cronwarden_dependency_waits') IS NOT NULL THEN TRUNCATE cronwarden_dependency_waits; END IF; END $$",
+  );
+}
+
 interface RunRow {
   task: string;
   slot: string;
@@ -114,8 +121,7 @@ it(`three instances, a chain A -> B -> C on a 2 s cron, ${SLOTS} slots: each tas
 }, 120_000);
 
 it("an instance SIGKILLed while B runs: B is re-run for the same slot, and C waits for that re-run", async () => {
-  // the suite drops the job and log tables after each test; the waits of the last test go too
-  await suite.db.pool.query("TRUNCATE cronwarden_dependency_waits");
+  await clearWaits();
   const configFile = await writeChain();
   const ids = ["k1", "k2", "k3"];
   const fleet = await Promise.all(ids.map((id) => instance(configFile, id, { CHAIN_B_MS: "3000" })));
@@ -166,4 +172,52 @@ it("an instance SIGKILLed while B runs: B is re-run for the same slot, and C wai
   expect(context[0]?.upstreams).toEqual([
     { name: "chain-b", runKey: `chain-b@${slot}`, outcome: "succeeded" },
   ]);
+}, 90_000);
+
+it("an instance stopped (SIGTERM) while B runs past its drain: B is handed off and re-run for the slot, C waits for it", async () => {
+  await clearWaits();
+  const configFile = await writeChain();
+  const ids = ["h1", "h2", "h3"];
+  const fleet = await Promise.all(
+    ids.map((id) => instance(configFile, id, { CHAIN_B_MS: "3000", CRONWARDEN_DRAIN_TIMEOUT_MS: "500" })),
+  );
+  const running = await pollUntil(
+    "a run of chain-b in progress",
+    async () => {
+      const rows = await runRows();
+      return rows.find(
+        (row) =>
+          row.task === "chain-b" &&
+          row.event === "start" &&
+          !rows.some(
+            (other) => other.task === "chain-b" && other.event !== "start" && other.slot === row.slot,
+          ),
+      );
+    },
+    { timeoutMs: 30_000, intervalMs: 50 },
+  );
+  const victim = fleet[ids.indexOf(String(running.instance))];
+  if (!victim) throw new Error(`no process for instance ${running.instance}`);
+  victim.child.kill("SIGTERM");
+  expect(await victim.exited).toEqual({ code: 0, signal: null });
+  const slot = running.slot;
+  const settled = await pollUntil(
+    "chain-c's run of the handed-off slot",
+    async () => {
+      const rows = await runRows();
+      return rows.some((row) => row.task === "chain-c" && row.slot === slot && row.event !== "start")
+        ? rows
+        : undefined;
+    },
+    { timeoutMs: 40_000, intervalMs: 250 },
+  );
+  const b = settled.filter((row) => row.task === "chain-b" && row.slot === slot && row.event !== "start");
+  expect(b.map((row) => [row.outcome, row.instance === running.instance])).toEqual([
+    ["interrupted", true],
+    ["succeeded", false],
+  ]);
+  expect(b[1]?.rerun).toBe(true);
+  const c = settled.filter((row) => row.task === "chain-c" && row.slot === slot && row.event !== "start");
+  expect(c).toHaveLength(1);
+  expect(c[0]?.started?.getTime()).toBeGreaterThanOrEqual(b[1]?.finished.getTime() as number);
 }, 90_000);
