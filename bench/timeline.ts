@@ -97,6 +97,7 @@ try {
     lastError: null,
     consecutiveFailures: 0,
     recentOutcomes: [],
+    dependencies: { upstreams: [], downstreams: [], when: null, waitAtMost: null },
   }));
   // the admin server over the seeded database: the timeline as the scheduler reads it, a fixed task list
   const scheduler = Object.assign(new EventEmitter(), {

@@ -5,6 +5,7 @@ import { DASHBOARD_PREFIX, dashboardRoutes } from "../dashboard/dashboardRoutes.
 import { redactSecrets, registerSecret } from "../observability/redact.js";
 import { AccessPolicy, type Caller } from "./auth.js";
 import { configRoutes } from "./configRoutes.js";
+import { dependencyRoutes } from "./dependencyRoutes.js";
 import { EventLoopMonitor } from "./eventLoopMonitor.js";
 import { errorHandler, notFoundHandler } from "./httpErrors.js";
 import { MissedSlotTracker } from "./missedSlots.js";
@@ -90,6 +91,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     server.setNotFoundHandler(notFoundHandler);
     taskRoutes(server, options.scheduler, missed, callerOf);
     timelineRoutes(server, options.scheduler);
+    dependencyRoutes(server, options.scheduler);
     configRoutes(server, options.scheduler);
     monitor = stallMs > 0 ? new EventLoopMonitor() : undefined;
     probeRoutes(server, options.scheduler, options.metrics, monitor && { monitor, stallMs });

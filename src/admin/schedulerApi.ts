@@ -17,4 +17,5 @@ export type AdminScheduler = SchedulerEventSource &
     | "desiredState"
     | "lastReconcile"
     | "auditTrail"
+    | "chains"
   >;

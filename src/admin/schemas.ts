@@ -61,6 +61,35 @@ export const runsQuery = z
 /** POST /tasks/:name/run takes no options: no body, null, or an empty object. */
 export const runNowBody = z.union([z.undefined(), z.null(), z.object({}).strict()]);
 
+/** POST /tasks/:name/run?withDownstream=true: the downstreams follow the manual run (docs/dependencies.md). */
+export const runNowQuery = z
+  .object({
+    withDownstream: z
+      .enum(["true", "false"], { error: "withDownstream must be true or false" })
+      .transform((text) => text === "true")
+      .optional(),
+  })
+  .strict();
+
+/** GET /chains: the recent slots of one task's chain (or of every chain), newest first. */
+export const chainsQuery = z
+  .object({
+    task: taskParams.shape.name.optional(),
+    limit: z
+      .string()
+      .regex(/^\d+$/, "limit must be a whole number from 1 to 500")
+      .transform(Number)
+      .pipe(
+        z
+          .number()
+          .int()
+          .min(1, "limit must be a whole number from 1 to 500")
+          .max(500, "limit must be a whole number from 1 to 500"),
+      )
+      .default(50),
+  })
+  .strict();
+
 /** Parses `input` or answers 400 with the first problem, naming where it is. */
 export function parseOr400<T extends z.ZodType>(schema: T, input: unknown, where: string): z.output<T> {
   const result = schema.safeParse(input);

@@ -6,13 +6,13 @@ import { type Caller, callerName } from "./auth.js";
 import { HttpError } from "./httpErrors.js";
 import type { MissedSlotTracker } from "./missedSlots.js";
 import type { AdminScheduler } from "./schedulerApi.js";
-import { parseOr400, runNowBody, runsQuery, taskParams } from "./schemas.js";
+import { parseOr400, runNowBody, runNowQuery, runsQuery, taskParams } from "./schemas.js";
 import { decodeCursor, encodeCursor } from "./timelineRoutes.js";
 
 const NEXT_RUNS = 5;
 const historyCursor = z.object({ timestamp: z.string(), id: z.string().uuid() });
 
-/** GET /tasks, GET /tasks/:name, GET /tasks/:name/runs, POST /tasks/:name/run, POST /tasks/:name/resume. */
+/** GET /tasks, GET /tasks/:name, GET /tasks/:name/runs, POST /tasks/:name/run[?withDownstream=true], POST /tasks/:name/resume. */
 export function taskRoutes(
   app: FastifyInstance,
   scheduler: AdminScheduler,
@@ -54,9 +54,11 @@ export function taskRoutes(
   app.post("/tasks/:name/run", async (request, reply) => {
     const { name } = parseOr400(taskParams, request.params, "path");
     parseOr400(runNowBody, request.body, "body");
+    const { withDownstream = false } = parseOr400(runNowQuery, request.query, "query");
     const result = await scheduler.runNow(name, {
       requestedBy: callerName(callerOf(request)),
       via: "admin API",
+      withDownstream,
     });
     switch (result.status) {
       case "queued":
@@ -65,6 +67,8 @@ export function taskRoutes(
           task: result.taskName,
           requestedAt: result.requestedAt,
           requestedBy: result.requestedBy,
+          // said explicitly: a manual run of an upstream starts its downstreams only when asked
+          withDownstream,
         });
       case "unknown":
         throw new HttpError(404, `cannot run "${name}": ${result.reason}`);

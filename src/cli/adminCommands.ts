@@ -100,13 +100,19 @@ export async function runsCommand(
 /** `cronwarden run <task>`: queues a run now; exit 1 when refused (unknown, running, disabled). */
 export async function runNowCommand(
   task: string,
-  options: AdminConnectionOptions,
+  options: AdminConnectionOptions & { "with-downstream"?: boolean | undefined },
   io: CliIo,
 ): Promise<number> {
   const client = new AdminClient(options, io);
-  const { body } = await client.request("POST", `/tasks/${encodeURIComponent(task)}/run`, runNowSchema);
+  const query = options["with-downstream"] ? "?withDownstream=true" : "";
+  const { body } = await client.request(
+    "POST",
+    `/tasks/${encodeURIComponent(task)}/run${query}`,
+    runNowSchema,
+  );
   const by = body.requestedBy ? ` by ${body.requestedBy}` : "";
-  io.out(`queued a run of ${body.task} (requested ${time(body.requestedAt)}${by})`);
+  const following = body.withDownstream ? ", with its downstream tasks" : "";
+  io.out(`queued a run of ${body.task} (requested ${time(body.requestedAt)}${by}${following})`);
   return 0;
 }
 

@@ -59,6 +59,7 @@ export const runNowSchema = z.object({
   task: z.string(),
   requestedAt: isoDate,
   requestedBy: z.string().optional(),
+  withDownstream: z.boolean().optional(),
 });
 
 export const resumeSchema = z.object({

@@ -1,11 +1,14 @@
 import { DEFAULT_MIN_INTERVAL_MS } from "../config/cronValidator.js";
 import type { DesiredState } from "../config/desiredState.js";
 import { describeProblems, parseDesiredState } from "../config/desiredState.js";
+import { describeSpec } from "../core/dependencies/spec.js";
 import { readTaskJobs } from "../engine/jobReads.js";
+import { unregisteredUpstreams } from "../reconcile/dependencyPlan.js";
 import { type LiveJob, planReconcile, type ReconcileAction } from "../reconcile/reconcilePlan.js";
 import { FileConfigSource } from "../sources/fileSource.js";
 import { AuditLog } from "../store/auditLog.js";
 import { CliError, type CliIo, databasePool, registeredNames, table } from "./common.js";
+import { graphLines } from "./dependencyGraph.js";
 
 export interface ConfigOptions {
   tasks?: string | undefined;
@@ -49,17 +52,23 @@ export async function validateCommand(file: string, options: ConfigOptions, io: 
   const desired = await readDesired(file, options, io);
   const registered = await registeredNames(options, io);
   const problems = desired.rejected.flatMap(describeProblems);
+  const refusedInCode = new Set<string>();
   if (registered) {
+    const upstreamProblems = unregisteredUpstreams(desired.tasks, registered);
     for (const task of desired.tasks) {
-      if (!registered.has(task.name))
+      if (!registered.has(task.name)) {
         problems.push(`config entry "${task.name}": no task of that name is registered in code`);
+        refusedInCode.add(task.name);
+      } else if (upstreamProblems.has(task.name)) {
+        problems.push(`config entry "${task.name}": after ${upstreamProblems.get(task.name)}`);
+        refusedInCode.add(task.name);
+      }
     }
   }
   for (const problem of problems) io.err(`invalid: ${problem}`);
+  for (const line of graphLines(desired, refusedInCode)) io.out(line);
   const rejectedEntries = new Set(desired.rejected.map((entry) => entry.index)).size;
-  const valid =
-    desired.tasks.length -
-    (registered ? desired.tasks.filter((task) => !registered.has(task.name)).length : 0);
+  const valid = desired.tasks.length - refusedInCode.size;
   const unregistered = problems.length - desired.rejected.flatMap(describeProblems).length;
   io.out(
     `${file}: ${valid} valid entr${valid === 1 ? "y" : "ies"}, ${rejectedEntries + unregistered} rejected, ${problems.length} problem(s) (revision ${desired.revision})`,
@@ -96,6 +105,10 @@ export async function planCommand(file: string, options: ConfigOptions, io: CliI
   )) {
     io.out(line);
   }
+  const rejected = new Set(
+    plan.actions.flatMap((action) => (action.kind === "reject" && action.task ? [action.task] : [])),
+  );
+  for (const line of graphLines(desired, rejected)) io.out(line);
   io.out(
     `${changes.length} change(s), ${plan.unchanged.length} unchanged, ${plan.actions.length - changes.length} reported`,
   );
@@ -105,7 +118,9 @@ export async function planCommand(file: string, options: ConfigOptions, io: CliI
 function describe(action: ReconcileAction): string {
   switch (action.kind) {
     case "create":
-      return `${action.cron} (${action.timezone}), ${action.enabled ? "enabled" : "disabled"}`;
+      return action.after
+        ? `${describeSpec(action.after)}, ${action.enabled ? "enabled" : "disabled"}`
+        : `${action.cron} (${action.timezone}), ${action.enabled ? "enabled" : "disabled"}`;
     default:
       return action.reason;
   }

@@ -44,9 +44,10 @@ ${ADMIN}`,
 
 The task's finished runs, newest first (N 1-500, default 20); --json prints a JSON array.
 ${ADMIN}`,
-  run: `usage: cronwarden run <task> [--url URL] [--token TOKEN]
+  run: `usage: cronwarden run <task> [--with-downstream] [--url URL] [--token TOKEN]
 
 Runs the task now; exit 0 queued, 1 refused (unknown task, running, disabled), 2 error.
+--with-downstream: the tasks that run after it follow this run (docs/dependencies.md).
 ${ADMIN}`,
   resume: `usage: cronwarden resume <task> [--url URL] [--token TOKEN]
 

@@ -117,6 +117,7 @@ function parseCommandLine(args: string[], usage: string) {
         token: { type: "string" },
         config: { type: "string" },
         json: { type: "boolean" },
+        "with-downstream": { type: "boolean" },
         check: { type: "boolean" },
         help: { type: "boolean", short: "h" },
         version: { type: "boolean" },

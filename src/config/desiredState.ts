@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { DependencySpec } from "../core/dependencies/spec.js";
 import { CronwardenError } from "../core/errors.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { formatDuration } from "../core/policies/catchUp.js";
@@ -6,6 +7,12 @@ import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { atSchedule, storedEvery } from "../core/policies/schedule.js";
 import { TASK_NAME_PATTERN } from "../core/taskName.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
+import {
+  applyDependencies,
+  DEPENDENCY_FIELDS,
+  type EntryDependency,
+  readDependency,
+} from "./dependencyEntries.js";
 import { checkPolicyFields } from "./policyConfig.js";
 
 /** One task's entry in the desired state, after validation. */
@@ -33,6 +40,11 @@ export interface DesiredTask {
   catchUp?: CatchUpPolicy;
   /** Pause after this many failed slots in a row (docs/behaviour.md, "Pause on failure"); absent: never. */
   pauseOnFailure?: number;
+  /**
+   * Set for a task that runs after others (docs/dependencies.md): it has no cron of its own, and
+   * `cron`/`timezone` are its upstreams' shared schedule (the slots it runs for).
+   */
+  after?: DependencySpec;
 }
 
 /** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
@@ -95,6 +107,7 @@ const entrySchema = z.strictObject({
   overlap: z.unknown().optional(),
   jitter: z.unknown().optional(),
   pauseOnFailure: z.unknown().optional(),
+  ...DEPENDENCY_FIELDS,
 });
 
 export interface ParseOptions {
@@ -124,6 +137,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   const tasks: DesiredTask[] = [];
   const rejected: RejectedEntry[] = [];
   const indexesByName = new Map<string, number[]>();
+  const dependencies = new Map<number, EntryDependency>();
 
   top.data.tasks.forEach((raw, index) => {
     const name = readableName(raw);
@@ -162,6 +176,11 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       });
       return;
     }
+    const dependency = readDependency(entry.data);
+    if (!dependency.ok) {
+      rejected.push({ index, name, ...dependency.problem });
+      return;
+    }
     const policy = checkPolicyFields(entry.data, options.rules);
     const timezone = entry.data.timezone ?? options.defaultTimezone;
     const check =
@@ -171,13 +190,16 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     const problems = [...policy.problems];
     if (check && !check.ok)
       problems.unshift({ field: check.field, value: check.value, reason: check.reason });
+    // a downstream (after) has no schedule of its own: its upstreams' is filled in below
     const schedule = check?.ok
       ? { cron: check.cron, timezone: check.timezone }
       : policy.fields.every !== undefined
         ? { cron: storedEvery(policy.fields.every), timezone, every: formatDuration(policy.fields.every) }
         : policy.fields.at !== undefined
           ? { cron: atSchedule(policy.fields.at), timezone, at: new Date(policy.fields.at).toISOString() }
-          : undefined;
+          : dependency.spec
+            ? { cron: "", timezone }
+            : undefined;
     // a jitter as long as the gap between two slots would let one slot's run start after the next one's
     const shortestGapMs = check?.ok ? check.shortestGapMs : policy.fields.every;
     if (
@@ -212,6 +234,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
       ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
     });
+    if (dependency.spec) dependencies.set(index, dependency.spec);
   });
 
   const duplicates = new Set(
@@ -229,10 +252,16 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       });
     }
   }
+  const accepted = applyDependencies(
+    tasks.filter((task) => !duplicates.has(task.name)),
+    indexesByName,
+    dependencies,
+    rejected,
+  );
   rejected.sort((a, b) => a.index - b.index);
 
   return {
-    tasks: tasks.filter((task) => !duplicates.has(task.name)),
+    tasks: accepted,
     rejected,
     source: options.source,
     revision: options.revision,

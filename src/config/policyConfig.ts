@@ -52,13 +52,33 @@ export function checkPolicyFields(entry: Record<string, unknown>, rules: CronRul
       value: Object.fromEntries(kinds.map((key) => [key, entry[key]])),
       reason: `${kinds.join(" and ")} are both set; a task has one schedule: keep exactly one of cron, every, at`,
     });
-  } else if (kinds.length === 0) {
+  } else if (entry.after !== undefined && (entry.every !== undefined || entry.at !== undefined)) {
+    // `after` with `cron` is the dependency graph's to refuse (src/core/dependencies/graph.ts)
+    const kind = entry.every !== undefined ? "every" : "at";
+    problems.push({
+      field: kind,
+      value: entry[kind],
+      reason: `a task with "after" runs for its upstreams' slots and has no schedule of its own; remove "${kind}" or "after"`,
+    });
+  } else if (kinds.length === 0 && entry.after === undefined) {
     problems.push({
       field: "cron",
       value: undefined,
       reason:
         'a schedule is required: cron (e.g. "*/5 * * * *"), every (e.g. "15m") or at (e.g. "2026-12-01T03:00:00Z")',
     });
+  }
+
+  if (entry.after !== undefined) {
+    // a downstream runs when its upstreams settle a slot (docs/dependencies.md): these policies of
+    // a schedule of its own have nothing to act on
+    for (const key of ["catchUp", "overlap", "jitter"] as const)
+      if (entry[key] !== undefined)
+        problems.push({
+          field: key,
+          value: entry[key],
+          reason: `applies to a task with a schedule of its own; a task with "after" runs once per slot when its upstreams settle: remove "${key}"`,
+        });
   }
 
   if (entry.every !== undefined) {

@@ -13,7 +13,10 @@ import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js"
 import { withAdvisoryLock } from "./advisoryLock.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
+import { DependencyCoordinator } from "./dependencies.js";
 import type {
+  ChainSlot,
+  DependencySpec,
   DrainOutcome,
   EngineOptions,
   RunHandler,
@@ -90,6 +93,7 @@ export class AgendaEngine {
   #runner: TaskRunner | undefined;
   #missedSlots: MissedSlotDetector | undefined;
   #liveness: InstanceLiveness | undefined;
+  #dependencies: DependencyCoordinator | undefined;
   #repository: CronwardenJobRepository | undefined;
   #agenda: Agenda | undefined;
   #recorder: RunRecorder | undefined;
@@ -153,6 +157,23 @@ export class AgendaEngine {
     }
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
     this.#recorder = new RunRecorder(jobLogger, this.#ledger, instanceId, this.#logger);
+    const hooks = this.#options.hooks ?? {};
+    const dependencies = new DependencyCoordinator({
+      pool,
+      instanceId,
+      logger: this.#logger,
+      hooks,
+      sweepEveryMs: this.#options.dependencySweepMs,
+      wake: (rows) => {
+        this.#repository?.invalidateLockable();
+        for (const row of rows)
+          void this.#wake({ id: row.id, name: row.name, nextRunAt: row.next_run_at, priority: 0 }).catch(
+            () => {},
+          );
+      },
+    });
+    this.#dependencies = dependencies;
+    this.#recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
     const notificationChannel = new JobNotificationChannel({ pool });
     // The channel is an EventEmitter that emits 'error' when its LISTEN connection drops (a
     // database restart); without a listener that is an uncaught exception. It reconnects itself.
@@ -214,7 +235,14 @@ export class AgendaEngine {
         watchdog: new Watchdog({ renewer: repository, lockLifetimeMs, logger: this.#logger }),
         recorder: this.#recorder,
         logger: this.#logger,
-        hooks: this.#options.hooks ?? {},
+        hooks: {
+          ...hooks,
+          runStarted: (run) => {
+            hooks.runStarted?.(run);
+            dependencies.runStarted(run);
+          },
+        },
+        dependencies,
         timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
         lockLifetimeMs,
       },
@@ -286,6 +314,7 @@ export class AgendaEngine {
     await this.#requireAgenda().start();
     this.#health.start();
     this.#missedSlots?.start();
+    this.#dependencies?.start();
     this.#started = true;
     this.#logger.info(
       { processEveryMs: this.#options.processEveryMs, lockLifetimeMs: this.#options.lockLifetimeMs },
@@ -322,6 +351,7 @@ export class AgendaEngine {
     while ((this.#running.size > 0 || (this.#repository?.pendingEnds ?? 0) > 0) && Date.now() < waitUntil) {
       await sleep(50);
     }
+    await this.#dependencies?.stop();
     const abandoned = [...this.#running.values()].map((run) => run.taskName);
     const handedOff = cutOff.map(([, run]) => run.taskName).filter((name) => !abandoned.includes(name));
     await this.#recorder?.flush();
@@ -334,26 +364,60 @@ export class AgendaEngine {
     return readTaskJobs(this.#options.pool);
   }
 
-  /** Creates the repeating `single` job of a task; its first run is the next slot after now. */
-  async createJob(taskName: string, cron: string, timezone: string, enabled: boolean): Promise<void> {
-    const job = this.#requireAgenda().create(taskName);
+  /**
+   * Creates the repeating `single` job of a task; its first run is the next slot after now. A
+   * downstream's job (`after`) has no schedule: its runs are queued by its upstreams.
+   */
+  async createJob(
+    taskName: string,
+    cron: string,
+    timezone: string,
+    enabled: boolean,
+    after?: DependencySpec,
+  ): Promise<void> {
+    const agenda = this.#requireAgenda();
+    const job = after ? agenda.create(taskName, { after }) : agenda.create(taskName);
     job.attrs.type = "single";
-    const schedule = scheduleOf(cron);
-    if (schedule.kind === "at") {
-      // a one-shot: no repeat interval, so Agenda runs it once and leaves no next run
-      job.attrs.nextRunAt = new Date(schedule.at);
-      job.attrs.repeatTimezone = timezone;
-      (job.attrs as { data: unknown }).data = {
-        [POLICY_DATA_KEY]: { at: new Date(schedule.at).toISOString() },
-      };
-      if (!enabled) job.disable();
-      await job.save();
-      return;
+    if (after) job.attrs.nextRunAt = null;
+    else {
+      const schedule = scheduleOf(cron);
+      if (schedule.kind === "at") {
+        // a one-shot: no repeat interval, so Agenda runs it once and leaves no next run
+        job.attrs.nextRunAt = new Date(schedule.at);
+        job.attrs.repeatTimezone = timezone;
+        (job.attrs as { data: unknown }).data = {
+          [POLICY_DATA_KEY]: { at: new Date(schedule.at).toISOString() },
+        };
+        if (!enabled) job.disable();
+        await job.save();
+        return;
+      }
+      job.repeatEvery(cron, { timezone });
+      job.attrs.nextRunAt = nextSlotAfter(cron, timezone, new Date()) ?? job.attrs.nextRunAt;
     }
-    job.repeatEvery(cron, { timezone });
-    job.attrs.nextRunAt = nextSlotAfter(cron, timezone, new Date()) ?? job.attrs.nextRunAt;
     if (!enabled) job.disable();
     await job.save();
+    if (after) await this.setDependency(taskName, after); // a row that existed already is converted too
+  }
+
+  /** Makes a task's row a downstream with `after`, or a plain row again (null); see DependencyCoordinator. */
+  async setDependency(taskName: string, after: DependencySpec | null): Promise<void> {
+    await this.#requireDependencies().setDependency(taskName, after);
+  }
+
+  /** Per slot, the state of each downstream's wait for its upstreams, newest first. */
+  async chains(query: { tasks?: string[]; limit: number }): Promise<ChainSlot[]> {
+    return this.#requireDependencies().chains(query);
+  }
+
+  /** Runs the dependency sweeper now (tests; it also runs every second). */
+  sweepDependencies(): Promise<void> {
+    return this.#requireDependencies().sweep();
+  }
+
+  #requireDependencies(): DependencyCoordinator {
+    if (!this.#dependencies) throw new Error("AgendaEngine.prepare() must complete first");
+    return this.#dependencies;
   }
 
   /**
@@ -517,12 +581,17 @@ export class AgendaEngine {
     taskName: string,
     requestedBy: string,
     record?: (db: PoolClient) => Promise<void>,
+    options: { withDownstream?: boolean } = {},
   ): Promise<"queued" | "running" | "disabled" | "missing"> {
     const client = await this.#options.pool.connect();
     let queued: Awaited<ReturnType<typeof sql.requestManualRun>>;
     try {
       await client.query("BEGIN");
-      queued = await sql.requestManualRun(client, taskName, { by: requestedBy, instance: this.instanceId });
+      queued = await sql.requestManualRun(client, taskName, {
+        by: requestedBy,
+        instance: this.instanceId,
+        withDownstream: options.withDownstream === true,
+      });
       if (queued) await record?.(client);
       await client.query("COMMIT");
     } catch (error) {

@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import type { DependencySpec, SkipKind, UpstreamRun } from "../core/dependencies/index.js";
 import type { Logger } from "../core/logger.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
@@ -28,6 +29,8 @@ export interface EngineOptions {
    * change it; start-up fails (SCHEMA_NOT_CURRENT) unless `cronwarden migrate` brought it current.
    */
   migrate?: boolean;
+  /** How often the dependency sweeper runs (waitAtMost, queued downstream runs); default 1 s. */
+  dependencySweepMs?: number;
   logger: Logger;
   hooks?: EngineHooks;
   /** Called when the missed-slot check finds a job without a next run: a reconcile re-times it. */
@@ -52,6 +55,10 @@ export interface EngineRun {
   rerunOf: PreviousRun | undefined;
   /** Collects what the handler logs through ctx.logger during this attempt, for the run record. */
   journal?: RunJournal;
+  /** A downstream's run (docs/dependencies.md): the upstream runs it waited for. */
+  upstreams?: UpstreamRun[] | undefined;
+  /** A manual run asked with its downstreams: they follow this run's slot. */
+  withDownstream?: boolean | undefined;
 }
 
 export interface RunResult {
@@ -80,10 +87,14 @@ export interface EngineHooks {
   lockLost?(run: EngineRun, reason: string): void;
   abandoned?(run: EngineRun, reason: string): void;
   missedSlot?(missed: MissedSlot): void;
-  /** Missed slots were skipped by the task's catchUp policy (one call per decision). */
+  /** Slots were skipped by the task's catchUp or overlap policy (one call per decision). */
   slotsSkipped?(skipped: SkippedSlots): void;
   /** A task paused itself after its pauseOnFailure failed slots in a row (once per pause). */
   taskPaused?(paused: TaskPaused): void;
+  /** A downstream started waiting for its upstreams' slot. */
+  dependencyWaitOpened?(taskName: string, scheduledAt: Date): void;
+  /** A downstream's slot was decided: its run queued, or skipped with the reason. */
+  dependencyDecided?(decision: DependencyDecisionEvent): void;
 }
 
 /** A pause by failure (src/core/policies/pauseOnFailure.ts), as the slot's end saved it. */
@@ -104,6 +115,32 @@ export interface SkippedSlots {
   /** The missed slot that runs instead, if any. */
   runs: Date | null;
   reason: string;
+}
+
+export interface DependencyDecisionEvent {
+  taskName: string;
+  scheduledAt: Date;
+  decision: "queued" | "skipped";
+  skipKind?: SkipKind | undefined;
+  reason?: string | undefined;
+  upstreams: UpstreamRun[];
+}
+
+/** One downstream's wait for one slot, as the chain view shows it. */
+export interface ChainSlot {
+  taskName: string;
+  scheduledAt: Date;
+  /** waiting: upstreams not settled; queued/running: its run is due or going; ran; skipped. */
+  state: "waiting" | "queued" | "running" | "ran" | "skipped";
+  upstreams: { name: string; runKey: string; outcome: string | null; disabled: boolean }[];
+  condition: string;
+  reason: string | null;
+  skipKind: string | null;
+  outcome: string | null;
+  manual: boolean;
+  openedAt: Date;
+  deadlineAt: Date | null;
+  decidedAt: Date | null;
 }
 
 export type RunHandler = (run: EngineRun) => Promise<void>;
@@ -136,6 +173,8 @@ export interface TaskJob {
   pauseOnFailure?: number;
   /** Set while the task is paused by failure (its row is disabled). */
   pausedByFailure?: PauseMark;
+  /** A downstream's dependency (docs/dependencies.md); null for a task with its own cron. */
+  after: DependencySpec | null;
 }
 
 /**
@@ -177,4 +216,4 @@ export interface DrainOutcome {
 }
 
 /** The engine's modules name these through this file; they are declared in src/core/runTypes.ts. */
-export type { PreviousRun, RetryPolicy };
+export type { DependencySpec, PreviousRun, RetryPolicy, UpstreamRun };

@@ -1,4 +1,5 @@
 import type { Pool, PoolClient } from "pg";
+import { specOf } from "../core/dependencies/spec.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { POLICY_DATA_KEY, policyOfData } from "../core/policies/catchUpAtStart.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
@@ -31,6 +32,7 @@ export function taskJobOfRow(row: JobRow): TaskJob {
     failCount: row.fail_count ?? 0,
     failReason: row.fail_reason,
     lastModifiedBy: row.last_modified_by,
+    after: specOf((row.data as Record<string, unknown> | null | undefined)?.after) ?? null,
     ...(row.policy ? storedPolicyView(row.policy) : {}),
     ...(pause ? { pausedByFailure: pause } : {}),
   };

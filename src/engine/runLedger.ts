@@ -5,6 +5,7 @@
  * reads the rest to enrich Agenda's log rows.
  */
 
+import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { CatchUpDecision } from "../core/policies/catchUp.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { PreviousRun } from "./engineApi.js";
@@ -84,6 +85,8 @@ export interface RunEntry {
   handedOff?: boolean;
   /** The catch-up decision made at the start save (src/core/policies/catchUp.ts); the runner applies it. */
   catchUp?: CatchUpDecision;
+  /** A downstream's run: the upstream runs it waited for (docs/dependencies.md). */
+  upstreams?: UpstreamRun[] | undefined;
 }
 
 export class RunLedger {
@@ -130,6 +133,7 @@ export class RunLedger {
     entry.handedOff = false;
     entry.journal = undefined;
     entry.error = undefined;
+    entry.upstreams = undefined;
     this.#entries.set(jobId, entry);
     return entry;
   }

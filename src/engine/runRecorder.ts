@@ -36,6 +36,8 @@ export class RunRecorder implements JobLogger {
   readonly #instanceId: string;
   readonly #logger: Logger;
   readonly #pending = new Set<Promise<void>>();
+  /** Called once a run's outcome row is written (task dependencies decide on the written record). */
+  onOutcome: ((taskName: string, meta: Record<string, unknown>) => void) | undefined;
 
   constructor(inner: PostgresJobLogger, ledger: RunLedger, instanceId: string, logger: Logger) {
     this.#inner = inner;
@@ -48,7 +50,12 @@ export class RunRecorder implements JobLogger {
     if (entry.event === "complete" && entry.jobId) this.#ledger.forget(entry.jobId);
     if (UNRECORDED_EVENTS.has(entry.event) || isNotStarted(entry.error)) return Promise.resolve();
     const enriched = this.#enrich(entry);
-    return enriched ? this.#write(enriched) : Promise.resolve();
+    if (!enriched) return Promise.resolve();
+    const written = this.#write(enriched);
+    const onOutcome = this.onOutcome;
+    if (onOutcome && (enriched.event === "success" || enriched.event === "fail") && enriched.meta)
+      void written.then(() => onOutcome(enriched.jobName, enriched.meta as Record<string, unknown>));
+    return written;
   }
 
   /** The handler of a run is about to start (its first attempt): the run's `start` row. */
@@ -186,6 +193,7 @@ export class RunRecorder implements JobLogger {
       ...(run.rerun ? { rerun: true } : {}),
       ...(run.trigger === "manual" ? { trigger: "manual" } : {}),
       ...(run.trigger === "manual" && run.requestedBy ? { requestedBy: run.requestedBy } : {}),
+      ...(run.upstreams ? { upstreams: run.upstreams } : {}),
     };
   }
 

@@ -9,7 +9,14 @@ import type { Pool, PoolClient } from "pg";
 import { CronwardenError } from "../core/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
-import { INSTANCES_TABLE, JOBS_TABLE, LOGS_TABLE, SCHEMA_LOCK_KEY } from "./sql.js";
+import {
+  CREATE_DEPENDENCY_WAITS,
+  DEPENDENCY_WAITS_TABLE,
+  INSTANCES_TABLE,
+  JOBS_TABLE,
+  LOGS_TABLE,
+  SCHEMA_LOCK_KEY,
+} from "./sql.js";
 import { createTimelineIndexes } from "./timelineSql.js";
 
 /** One row: the schema version `migrateSchema` last brought the database to. */
@@ -37,6 +44,10 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
       `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume'))`,
     );
   },
+  // task dependencies: one row per (downstream, slot), the claim (docs/dependencies.md)
+  async (client) => {
+    await client.query(CREATE_DEPENDENCY_WAITS);
+  },
 ];
 /** The version this code needs (the number of MIGRATIONS). */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -48,6 +59,7 @@ export const SERVICE_TABLES = [
   AUDIT_TABLE,
   SCHEMA_TABLE,
   INSTANCES_TABLE,
+  DEPENDENCY_WAITS_TABLE,
 ] as const;
 
 /** The command that creates or upgrades the schema, named by every refusal. */

@@ -4,6 +4,7 @@
  * the run log, the silent-stop check, and instance liveness. Agenda's repository does the rest.
  */
 export * from "./sql/claim.js";
+export * from "./sql/dependencies.js";
 export * from "./sql/instances.js";
 export * from "./sql/jobs.js";
 export * from "./sql/missedSlots.js";

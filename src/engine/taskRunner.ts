@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import type { Pool } from "pg";
+import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import {
   POLICY_DATA_KEY,
@@ -38,6 +39,14 @@ export interface TaskRunnerDeps {
   hooks: EngineHooks;
   timeoutGraceMs: number;
   lockLifetimeMs: number;
+  /** Task dependencies: a downstream run's upstream runs, and manual runs with their downstreams. */
+  dependencies?: {
+    beforeRun(
+      taskName: string,
+      slot: Date,
+      options: { withDownstream: boolean; downstream: boolean },
+    ): Promise<UpstreamRun[] | undefined>;
+  };
 }
 
 /** The runs in progress on this instance, by job id: the drain aborts them at its deadline. */
@@ -138,6 +147,8 @@ export class TaskRunner {
           signal: slot.signal,
           rerunOf,
           journal: new RunJournal(),
+          ...(entry.upstreams ? { upstreams: entry.upstreams } : {}),
+          ...(prepared.withDownstream ? { withDownstream: true } : {}),
         };
         entry.attempt = attempt;
         entry.startedAt = run.startedAt;
@@ -272,7 +283,10 @@ export class TaskRunner {
     job: Job,
     entry: RunEntry,
     slotStartedAt: Date,
-  ): Promise<{ kind: "skipped" | "finished" } | { kind: "run"; rerunOf: PreviousRun | undefined }> {
+  ): Promise<
+    | { kind: "skipped" | "finished" }
+    | { kind: "run"; rerunOf: PreviousRun | undefined; withDownstream: boolean }
+  > {
     const { ledger, logger, pool } = this.#deps;
     const jobId = String(job.attrs._id);
     const lockedAt = entry.heldLockAt?.getTime() ?? slotStartedAt.getTime();
@@ -294,7 +308,20 @@ export class TaskRunner {
       if (manual) await beforeStart(() => sql.clearManualRun(pool, jobId));
       entry.trigger = manual ? "manual" : "schedule";
       entry.requestedBy = manual?.by;
-      if (!entry.previousRunUnfinished) return { kind: "run", rerunOf: undefined };
+      const withDownstream = manual?.withDownstream === true;
+      const downstream =
+        typeof job.attrs.data === "object" && job.attrs.data !== null && "after" in job.attrs.data;
+      const upstreamsOf = async (slot: Date) => {
+        entry.upstreams = await beforeStart(
+          () =>
+            this.#deps.dependencies?.beforeRun(taskName, slot, { withDownstream, downstream }) ??
+            Promise.resolve(undefined),
+        );
+      };
+      if (!entry.previousRunUnfinished) {
+        await upstreamsOf(entry.scheduledAt);
+        return { kind: "run", rerunOf: undefined, withDownstream };
+      }
       // the dead run's identity is in the job row since its start save; rows from before that
       // are read from the run log's last start row
       const rerunOf =
@@ -312,7 +339,8 @@ export class TaskRunner {
         );
         return { kind: "finished" };
       }
-      return { kind: "run", rerunOf };
+      await upstreamsOf(slot ?? entry.scheduledAt);
+      return { kind: "run", rerunOf, withDownstream };
     } catch (error) {
       if (!isConnectionError(error)) throw error;
       entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
@@ -478,12 +506,12 @@ function isRetryable(error: Error, lockLostReason: string | undefined, slotSigna
 }
 
 /** The run-now request the job row carries, if any, with who asked (absent in rows from older versions). */
-function manualRunOf(data: unknown): { by: string | undefined } | undefined {
+function manualRunOf(data: unknown): { by: string | undefined; withDownstream: boolean } | undefined {
   if (typeof data !== "object" || data === null || !("manualRun" in data)) return undefined;
   const request = (data as { manualRun: unknown }).manualRun;
-  const by =
-    typeof request === "object" && request !== null && typeof (request as { by?: unknown }).by === "string"
-      ? (request as { by: string }).by
-      : undefined;
-  return { by };
+  const fields = typeof request === "object" && request !== null ? (request as Record<string, unknown>) : {};
+  return {
+    by: typeof fields.by === "string" ? fields.by : undefined,
+    withDownstream: fields.withDownstream === true,
+  };
 }

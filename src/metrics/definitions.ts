@@ -89,6 +89,24 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
       collect,
       registers,
     }),
+    dependencyWaits: new Counter({
+      name: "cronwarden_dependency_waits_total",
+      help: "Slots a downstream task started waiting for its upstreams (docs/dependencies.md), counted by the instance that opened the wait.",
+      labelNames: ["task"] as const,
+      registers,
+    }),
+    dependencyRuns: new Counter({
+      name: "cronwarden_dependency_runs_queued_total",
+      help: "Slots whose upstreams settled so that the downstream's run was queued, counted by the instance that claimed the decision.",
+      labelNames: ["task"] as const,
+      registers,
+    }),
+    dependencySkips: new Counter({
+      name: "cronwarden_dependency_skips_total",
+      help: "Slots a downstream task was recorded skipped for, by reason (upstream_failed, upstream_skipped, upstream_disabled, upstream_not_done, no_upstream_failed, dependency_removed), counted by the instance that claimed the decision.",
+      labelNames: ["task", "reason"] as const,
+      registers,
+    }),
     missedSlots: new Counter({
       name: "cronwarden_missed_slots_total",
       help: "Slots of an enabled task that passed without a run starting.",

@@ -43,6 +43,11 @@ export class EventFeed {
     events.on("slots:skipped", (event) =>
       this.#metrics.skippedSlots.inc({ task: event.taskName, policy: event.policy }, event.count),
     );
+    events.on("dependency:wait", (event) => this.#metrics.dependencyWaits.inc({ task: event.taskName }));
+    events.on("dependency:decided", (event) => {
+      if (event.decision === "queued") this.#metrics.dependencyRuns.inc({ task: event.taskName });
+      else this.#metrics.dependencySkips.inc({ task: event.taskName, reason: event.skipKind ?? "unknown" });
+    });
     events.on("reconciled", (result) =>
       this.#metrics.reconciles.inc({
         trigger: result.trigger,

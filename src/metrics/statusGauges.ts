@@ -24,7 +24,8 @@ export function setStatusGauges(
     const labels = { task: task.name };
     const enabled = task.job?.enabled ?? task.configured?.enabled;
     if (enabled !== undefined) metrics.enabled.set(labels, enabled ? 1 : 0);
-    if (task.job?.enabled && task.job.nextRunAt) {
+    // a downstream's next run is a queued slot of its upstreams (in the past by design), not a schedule
+    if (task.job?.enabled && task.job.nextRunAt && task.dependencies.upstreams.length === 0) {
       metrics.nextRun.set(labels, seconds(task.job.nextRunAt));
       metrics.nextRunOverdue.set(labels, Math.max(0, (now.getTime() - task.job.nextRunAt.getTime()) / 1000));
       const interval = expectedIntervalSeconds(task.job.cron, task.job.timezone, now);

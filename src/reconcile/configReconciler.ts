@@ -1,4 +1,5 @@
 import type { DesiredState } from "../config/desiredState.js";
+import { type DependencySpec, describeSpec } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import { type CatchUpPolicy, formatDuration } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
@@ -21,8 +22,16 @@ export interface ReconcileTarget {
   readonly instanceId: string;
   withReconcileLock<T>(work: () => Promise<T>): Promise<T>;
   listJobs(): Promise<LiveJob[]>;
-  createJob(taskName: string, cron: string, timezone: string, enabled: boolean): Promise<void>;
+  createJob(
+    taskName: string,
+    cron: string,
+    timezone: string,
+    enabled: boolean,
+    after?: DependencySpec,
+  ): Promise<void>;
   updateSchedule(taskName: string, cron: string, timezone: string, now: Date): Promise<Date>;
+  /** Makes the row a downstream keeping `after` (no schedule of its own), or a plain row again (null). */
+  setDependency(taskName: string, after: DependencySpec | null): Promise<void>;
   setEnabled(taskName: string, enabled: boolean): Promise<void>;
   /** Stores a task's catchUp policy in its job row (read back at each run's start). */
   setPolicy(taskName: string, catchUp: CatchUpPolicy): Promise<void>;
@@ -171,9 +180,9 @@ export class ConfigReconciler {
         : this.#logger.info({ ...context, ...extra }, message);
     switch (action.kind) {
       case "create":
-        await this.#target.createJob(action.task, action.cron, action.timezone, action.enabled);
+        await this.#target.createJob(action.task, action.cron, action.timezone, action.enabled, action.after);
         say(
-          `created job "${action.task}" (${action.cron}, ${action.timezone}, ${action.enabled ? "enabled" : "disabled"})`,
+          `created job "${action.task}" (${action.after ? describeSpec(action.after) : action.cron}, ${action.timezone}, ${action.enabled ? "enabled" : "disabled"})`,
           {
             before: null,
             after: { cron: action.cron, timezone: action.timezone, enabled: action.enabled },
@@ -181,6 +190,12 @@ export class ConfigReconciler {
         );
         return true;
       case "update": {
+        if (action.changes.some((change) => change.field === "after"))
+          await this.#target.setDependency(action.task, action.after ?? null);
+        if (action.after) {
+          say(`changed the dependency of "${action.task}": ${action.reason}`, { changes: action.changes });
+          return true;
+        }
         const nextRunAt = await this.#target.updateSchedule(
           action.task,
           action.cron,
@@ -287,6 +302,9 @@ function auditEntries(
         { ...base, field: "cron", oldValue: null, newValue: action.cron },
         { ...base, field: "timezone", oldValue: null, newValue: action.timezone },
         { ...base, field: "enabled", oldValue: null, newValue: String(action.enabled) },
+        ...(action.after
+          ? [{ ...base, field: "after", oldValue: null, newValue: describeSpec(action.after) }]
+          : []),
       ];
     case "update":
       return action.changes.map((change) => ({

@@ -1,9 +1,11 @@
 import type { DesiredState, DesiredTask } from "../config/desiredState.js";
 import { describeRejection } from "../config/desiredState.js";
 import { closestName } from "../config/fleetGuard.js";
+import { type DependencySpec, describeSpec, sameSpec } from "../core/dependencies/spec.js";
 import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../core/policies/catchUp.js";
 import { DEFAULT_OVERLAP, type OverlapPolicy } from "../core/policies/overlap.js";
 import type { PauseMark } from "../core/policies/pauseOnFailure.js";
+import { unregisteredUpstreams } from "./dependencyPlan.js";
 
 /**
  * The reconcile decision (docs/design.md, "Reconcile choices") as a pure function: desired state + the live job rows +
@@ -28,11 +30,30 @@ export interface LiveJob {
   pauseOnFailure?: number;
   /** Set while the task is paused by failure (the row is disabled): src/core/policies/pauseOnFailure.ts. */
   pausedByFailure?: PauseMark;
+  /** The dependency the row keeps (docs/dependencies.md); null or absent for a task with its own cron. */
+  after?: DependencySpec | null;
 }
 
 export type ReconcileAction =
-  | { kind: "create"; task: string; cron: string; timezone: string; enabled: boolean; reason: string }
-  | { kind: "update"; task: string; cron: string; timezone: string; changes: FieldChange[]; reason: string }
+  | {
+      kind: "create";
+      task: string;
+      cron: string;
+      timezone: string;
+      enabled: boolean;
+      reason: string;
+      /** A downstream: its row has no cron of its own, and keeps this spec. */
+      after?: DependencySpec;
+    }
+  | {
+      kind: "update";
+      task: string;
+      cron: string;
+      timezone: string;
+      changes: FieldChange[];
+      reason: string;
+      after?: DependencySpec;
+    }
   /** The task's policies changed (stored in its row; the schedule and next run stay). */
   | { kind: "policy"; task: string; catchUp: CatchUpPolicy; from: CatchUpPolicy; reason: string }
   /** The task's jitter changed (stored in its row; an idle future next run is re-timed to it). */
@@ -60,7 +81,7 @@ export type ReconcileAction =
   | { kind: "orphan"; task: string; reason: string };
 
 export interface FieldChange {
-  field: "cron" | "timezone" | "nextRunAt";
+  field: "cron" | "timezone" | "nextRunAt" | "after";
   from: string | null;
   to: string;
 }
@@ -91,7 +112,17 @@ export function planReconcile(
     actions.push({ kind: "reject", task: entry.name, reason: describeRejection(entry) });
   }
 
+  const unregisteredUpstream = unregisteredUpstreams(desired.tasks, registered);
   for (const task of desired.tasks) {
+    const upstreamProblem = unregisteredUpstream.get(task.name);
+    if (upstreamProblem && registered.has(task.name)) {
+      actions.push({
+        kind: "reject",
+        task: task.name,
+        reason: `config entry "${task.name}" is rejected: after ${upstreamProblem}`,
+      });
+      continue;
+    }
     if (!registered.has(task.name)) {
       const guess = closestName(task.name, registered);
       actions.push({
@@ -115,6 +146,7 @@ export function planReconcile(
         timezone: task.timezone,
         enabled: task.enabled,
         reason: `no job yet for "${task.name}"`,
+        ...(task.after ? { after: task.after } : {}),
       });
       if (task.catchUp && !samePolicy(task.catchUp, DEFAULT_CATCH_UP))
         actions.push(policyAction(task.name, task.catchUp, DEFAULT_CATCH_UP));
@@ -166,12 +198,21 @@ export function planReconcile(
 function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
   const actions: ReconcileAction[] = [];
   const changes: FieldChange[] = [];
-  if (job.cron !== task.cron) changes.push({ field: "cron", from: job.cron, to: task.cron });
-  if (job.timezone !== task.timezone)
+  if (!sameSpec(job.after, task.after))
+    changes.push({
+      field: "after",
+      from: job.after ? describeSpec(job.after) : null,
+      to: describeSpec(task.after),
+    });
+  // a downstream's row has no schedule of its own: its runs are queued by its upstreams
+  const downstream = task.after !== undefined;
+  if (!downstream && job.cron !== task.cron) changes.push({ field: "cron", from: job.cron, to: task.cron });
+  if (!downstream && job.timezone !== task.timezone)
     changes.push({ field: "timezone", from: job.timezone, to: task.timezone });
   // a one-shot without a next run has run: it is completed, not lost
   // (a paused task keeps what it had: a resume re-times it if needed)
   if (
+    !downstream &&
     changes.length === 0 &&
     job.nextRunAt === null &&
     task.enabled &&
@@ -187,6 +228,7 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
       cron: task.cron,
       timezone: task.timezone,
       changes,
+      ...(task.after ? { after: task.after } : {}),
       reason: changes
         .map((change) => `${change.field} ${change.from ?? "(none)"} -> ${change.to}`)
         .join(", "),

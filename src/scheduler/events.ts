@@ -1,3 +1,4 @@
+import type { DependencyDecisionEvent } from "../engine/engineApi.js";
 import type { ReconcileResult, ReconcileTrigger } from "../reconcile/configReconciler.js";
 
 /** The scheduler's typed events: the hook for logs, metrics, alerts and tests. */
@@ -115,4 +116,8 @@ export interface SchedulerEvents {
   "config:error": [ConfigErrorEvent];
   /** A config version was read and validated. */
   "config:loaded": [{ revision: string; valid: number; rejected: number }];
+  /** A downstream started waiting for its upstreams' slot (docs/dependencies.md); one instance emits it. */
+  "dependency:wait": [{ taskName: string; scheduledAt: Date }];
+  /** A downstream's slot was decided, by this instance: its run queued, or skipped with the reason. */
+  "dependency:decided": [DependencyDecisionEvent];
 }

@@ -33,6 +33,7 @@ export class RunReporter {
       instanceId: this.#instanceId,
       runKey: `${task.name}@${run.scheduledAt.toISOString()}`,
       rerunOf: run.rerunOf,
+      upstreams: run.upstreams ?? [],
       logger: run.journal ? capturingLogger(this.#runLogger(run), run.journal) : this.#runLogger(run),
     };
     await task.handler(context);
@@ -84,6 +85,9 @@ export class RunReporter {
       lockRenewed: (taskName) => events.emit("lock:renewed", { taskName }),
       lockLost: (run, reason) => events.emit("run:lock-lost", { ...this.#describe(run), reason }),
       abandoned: (run, reason) => events.emit("run:abandoned", { ...this.#describe(run), reason }),
+      dependencyWaitOpened: (taskName, scheduledAt) =>
+        events.emit("dependency:wait", { taskName, scheduledAt }),
+      dependencyDecided: (decision) => events.emit("dependency:decided", decision),
     };
   }
 

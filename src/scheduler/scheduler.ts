@@ -4,7 +4,7 @@ import type { Pool } from "pg";
 import { ConfigWatcher } from "../config/configWatcher.js";
 import { parseDesiredState } from "../config/desiredState.js";
 import { checkFleetGuard } from "../config/fleetGuard.js";
-import { AgendaEngine, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
+import { AgendaEngine, type ChainSlot, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
 import { type HistoryPage, type RunDetail, readHistory, readRunDetail } from "../engine/runHistory.js";
 import { readTimeline, type TimelinePage, type TimelineQuery } from "../engine/timeline.js";
 import type { HistoryQuery } from "../engine/timelineSql.js";
@@ -57,6 +57,11 @@ export interface RunNowOptions {
   requestedBy?: string;
   /** Through what: the audit row's source. Default "scheduler.runNow()". */
   via?: string;
+  /**
+   * Its downstreams follow this manual run's slot (docs/dependencies.md, "Run now"); default false:
+   * a manual run of an upstream starts no downstream.
+   */
+  withDownstream?: boolean;
 }
 
 /** Who a runNow() without `requestedBy` is recorded as: the process's own code. */
@@ -375,23 +380,27 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const requestedBy = options.requestedBy ?? IN_PROCESS_CALLER;
     const via = options.via ?? "scheduler.runNow()";
     const requestedAt = new Date();
-    const outcome = await this.#engine.requestRun(name, requestedBy, (db) =>
-      this.#audit.record(
-        [
-          {
-            task: name,
-            kind: "run-now",
-            field: "run",
-            oldValue: null,
-            newValue: requestedAt.toISOString(),
-            source: via,
-            revision: this.#watcher.current?.revision ?? "-",
-            instance: this.instanceId,
-            actor: requestedBy,
-          },
-        ],
-        db,
-      ),
+    const outcome = await this.#engine.requestRun(
+      name,
+      requestedBy,
+      (db) =>
+        this.#audit.record(
+          [
+            {
+              task: name,
+              kind: "run-now",
+              field: "run",
+              oldValue: null,
+              newValue: `${requestedAt.toISOString()}${options.withDownstream ? " with downstream" : ""}`,
+              source: via,
+              revision: this.#watcher.current?.revision ?? "-",
+              instance: this.instanceId,
+              actor: requestedBy,
+            },
+          ],
+          db,
+        ),
+      { withDownstream: options.withDownstream === true },
     );
     switch (outcome) {
       case "queued":
@@ -491,6 +500,16 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       desiredStateLoaded,
       workersStarted,
     };
+  }
+
+  /** Per slot, the state of each downstream's wait for its upstreams, newest first (docs/dependencies.md). */
+  chains(query: { tasks?: string[]; limit?: number } = {}): Promise<ChainSlot[]> {
+    return this.#engine.chains({ ...query, limit: Math.min(Math.max(query.limit ?? 50, 1), 500) });
+  }
+
+  /** Runs the dependency sweeper now (waitAtMost, queued downstream runs); it also runs every second. */
+  sweepDependencies(): Promise<void> {
+    return this.#engine.sweepDependencies();
   }
 
   /** Runs the missed-slot check now, instead of waiting for its next period. */

@@ -1,3 +1,4 @@
+import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import type { PreviousRun, RetryPolicy } from "../core/runTypes.js";
 
@@ -21,6 +22,11 @@ export interface TaskContext {
   readonly logger: Logger;
   /** The instance that runs this slot. */
   readonly instanceId: string;
+  /**
+   * For a task that runs after others (docs/dependencies.md): the upstream runs of this slot it
+   * waited for (name, run key, outcome). Empty for a task with its own cron and for a manual run.
+   */
+  readonly upstreams: readonly UpstreamRun[];
 }
 
 export type TaskHandler = (context: TaskContext) => Promise<void> | void;

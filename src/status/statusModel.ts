@@ -58,6 +58,18 @@ export interface TaskStatus {
   consecutiveFailures: number;
   /** Outcomes of the last slots, newest first (up to 10). */
   recentOutcomes: RunOutcome[];
+  /**
+   * Task dependencies in force (the job rows, docs/dependencies.md): the tasks this one runs after
+   * (with `when` and `waitAtMost`), and the tasks that run after it.
+   */
+  dependencies: TaskDependencies;
+}
+
+export interface TaskDependencies {
+  upstreams: string[];
+  downstreams: string[];
+  when: string | null;
+  waitAtMost: string | null;
 }
 
 /** A task paused by failure, as the API shows it (docs/behaviour.md, "Pause on failure"). */

@@ -17,6 +17,10 @@ export function buildTaskStatuses(input: {
   const summaries = new Map(input.summaries.map((summary) => [summary.taskName, summary]));
   const registered = new Map(input.registered.map((task) => [task.name, task]));
   const names = [...new Set([...registered.keys(), ...jobs.keys()])].sort();
+  const downstreams = new Map<string, string[]>();
+  for (const job of input.jobs)
+    for (const upstream of job.after?.upstreams ?? [])
+      downstreams.set(upstream, downstreams.get(upstream)?.concat(job.name) ?? [job.name]);
 
   return names.map((name) => {
     const job = jobs.get(name);
@@ -70,6 +74,12 @@ export function buildTaskStatuses(input: {
       lastError: lastOutcome === "failed" ? (summary?.lastError ?? null) : null,
       consecutiveFailures: summary?.consecutiveFailures ?? 0,
       recentOutcomes: summary?.recentOutcomes ?? [],
+      dependencies: {
+        upstreams: job?.after?.upstreams ?? [],
+        downstreams: downstreams.get(name) ?? [],
+        when: job?.after?.when ?? null,
+        waitAtMost: job?.after?.waitAtMost ?? null,
+      },
     };
   });
 }

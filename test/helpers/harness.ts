@@ -28,6 +28,10 @@ export interface ConfigEntry {
   overlap?: string;
   at?: string;
   pauseOnFailure?: number;
+  /** A downstream (docs/dependencies.md): no default cron is added to it. */
+  after?: string[];
+  when?: string;
+  waitAtMost?: string;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */
@@ -128,7 +132,7 @@ export function yamlOf(config: ConfigEntry[]): string {
   return YAML.stringify({
     tasks: config.map((entry) => ({
       enabled: true,
-      ...(entry.every || entry.at ? {} : { cron: "* * * * * *" }),
+      ...(entry.every || entry.at || entry.after ? {} : { cron: "* * * * * *" }),
       ...entry,
     })),
   });

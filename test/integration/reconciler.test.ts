@@ -198,6 +198,7 @@ describe("ConfigReconciler against Agenda's table", () => {
       setOverlap: (...args) => engine.setOverlap(...args),
       setPauseOnFailure: (...args) => engine.setPauseOnFailure(...args),
       resume: (taskName, enabled) => engine.resume(taskName, enabled),
+      setDependency: (...args) => engine.setDependency(...args),
       createJob: async (taskName, ...rest) => {
         if (taskName === "digest") throw new Error("database went away");
         await engine.createJob(taskName, ...rest);

@@ -39,6 +39,7 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "agenda_jobs",
     "agenda_logs",
     "cronwarden_audit",
+    "cronwarden_dependency_waits",
     "cronwarden_desired_state",
     "cronwarden_instances",
     "cronwarden_schema",
@@ -73,11 +74,11 @@ it("upgrades a database from before schema versions in place, keeping its rows",
     expect(refused).toBe("23514"); // version 1's check: no run-now rows yet
     expect(await inspectSchema(old.pool)).toEqual({
       version: null,
-      missingTables: ["cronwarden_schema", "cronwarden_instances"],
+      missingTables: ["cronwarden_schema", "cronwarden_instances", "cronwarden_dependency_waits"],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });

@@ -153,7 +153,11 @@ async function tasksView() {
       return `<tr data-task="${html(task.name)}">
         <td><a href="#/tasks/${encodeURIComponent(task.name)}">${html(task.name)}</a>${task.registered ? "" : ` ${badge("not registered", "warn")}`}${task.running ? `<span class="narrow-only"> ${badge("running", "running")}</span>` : ""}</td>
         <td>${enabledCell(task)}</td>
-        <td class="opt">${html(cronWords(cron))}<br><code>${html(cron ?? "")}</code></td>
+        <td class="opt">${
+          task.dependencies?.upstreams?.length
+            ? `after ${html(task.dependencies.upstreams.join(", "))}<br><span class="small">slots of <code>${html(cron ?? "")}</code></span>`
+            : `${html(cronWords(cron))}<br><code>${html(cron ?? "")}</code>`
+        }</td>
         <td class="wide">${html(zone ?? "")}</td>
         <td class="opt">${task.job?.nextRunAt ? `${html(relative(task.job.nextRunAt))}<br><span class="small">${at(task.job.nextRunAt, zone)}</span>` : task.job?.completed ? "completed (one-shot)" : ""}</td>
         <td class="outcome">${badge(task.lastOutcome ?? "")}</td>
@@ -216,11 +220,15 @@ async function taskView(name, params) {
   const query = new URLSearchParams(filters);
   query.set("limit", String(HISTORY_PAGE));
   if (cursor) query.set("cursor", cursor);
-  const [task, answer, config] = await Promise.all([
+  const [task, answer, config, chain] = await Promise.all([
     api(`/tasks/${encodeURIComponent(name)}`),
     apiAnswer(`/tasks/${encodeURIComponent(name)}/runs?${query}`),
     api("/config"),
+    api(`/chains?task=${encodeURIComponent(name)}&limit=60`),
   ]);
+  const deps = task.dependencies ?? { upstreams: [], downstreams: [] };
+  const taskLinks = (names) =>
+    names.map((other) => `<a href="#/tasks/${encodeURIComponent(other)}">${html(other)}</a>`).join(", ");
   const runs = answer.body;
   const nextCursor = answer.headers.get("x-next-cursor");
   const zone = task.job?.timezone ?? task.configured?.timezone;
@@ -252,6 +260,7 @@ async function taskView(name, params) {
   view.innerHTML = `<h1>${html(task.name)} ${task.running ? badge(`running on ${task.runningOn ?? "?"}`, "running") : ""}</h1>
     ${task.description ? `<p>${html(task.description)}</p>` : ""}
     <p><button id="run-now" class="primary" ${canRun ? "" : "disabled"}>Run now</button>
+      ${deps.downstreams.length ? `<label class="small"><input id="with-downstream" type="checkbox"> with its downstream tasks</label>` : ""}
       <span id="run-result" class="small">${canRun ? "" : task.running ? "running now" : !task.registered ? "not registered in this service" : pause ? "paused by failure" : "disabled in the config"}</span>
       <a href="#/timeline?tasks=${encodeURIComponent(name)}">Timeline</a></p>
     ${
@@ -262,13 +271,20 @@ async function taskView(name, params) {
     }
     <dl>
       <dt>Enabled</dt><dd>${enabledCell(task)}</dd>
-      <dt>Schedule</dt><dd>${html(cronWords(task.job?.cron))} <code>${html(task.job?.cron ?? "")}</code> ${html(zone ?? "")}</dd>
+      <dt>Schedule</dt><dd>${
+        deps.upstreams.length
+          ? `after its upstreams, for their slots: ${html(cronWords(task.configured?.cron))} <code>${html(task.configured?.cron ?? "")}</code> ${html(task.configured?.timezone ?? "")}`
+          : `${html(cronWords(task.job?.cron))} <code>${html(task.job?.cron ?? "")}</code> ${html(zone ?? "")}`
+      }</dd>
+      ${deps.upstreams.length ? `<dt>Upstream</dt><dd id="upstreams">runs after ${taskLinks(deps.upstreams)} when <code>${html(deps.when)}</code>${deps.waitAtMost ? `, waits at most ${html(deps.waitAtMost)}` : ""}</dd>` : ""}
+      ${deps.downstreams.length ? `<dt>Downstream</dt><dd id="downstreams">${taskLinks(deps.downstreams)} run${deps.downstreams.length === 1 ? "s" : ""} after this task</dd>` : ""}
       <dt>Config entry</dt><dd>${task.configured ? `<code>${html(JSON.stringify(task.configured))}</code>` : "none (not in the config)"}</dd>
       ${rejected.map((entry) => `<dt>Rejected entry</dt><dd class="error-text">${html(entry.field)} ${html(JSON.stringify(entry.value))}: ${html(entry.reason)}</dd>`).join("")}
       <dt>Last outcome</dt><dd>${badge(task.lastOutcome ?? "")} ${task.lastError ? `<span class="error-text">${html(task.lastError)}</span>` : ""}</dd>
       <dt>Failed slots in a row</dt><dd>${task.consecutiveFailures}</dd>
       <dt>Next runs</dt><dd>${(task.nextRuns ?? []).map((time) => `${at(time, zone)}`).join("<br>") || "none"}</dd>
     </dl>
+    ${chainSection(chain, zone)}
     <h2>History</h2>
     <form id="history-filter" class="toolbar">
       ${select("f-outcome", "Outcome", ["all", "succeeded", "failed", "skipped", "interrupted"], params.get("outcome") ?? "all")}
@@ -316,8 +332,11 @@ async function taskView(name, params) {
     const result = document.getElementById("run-result");
     button.disabled = true;
     try {
-      await api(`/tasks/${encodeURIComponent(name)}/run`, { method: "POST" });
-      result.textContent = "run requested";
+      const withDownstream = document.getElementById("with-downstream")?.checked === true;
+      await api(`/tasks/${encodeURIComponent(name)}/run${withDownstream ? "?withDownstream=true" : ""}`, {
+        method: "POST",
+      });
+      result.textContent = withDownstream ? "run requested, with its downstream tasks" : "run requested";
       setTimeout(render, 500);
     } catch (error) {
       result.textContent =
@@ -329,6 +348,59 @@ async function taskView(name, params) {
   });
   // an older page stays put (no refresh moves it)
   return { refresh: !cursor };
+}
+
+/**
+ * The per-slot view of a chain (GET /chains?task=): one row per slot, one column per task of the
+ * chain, upstreams first. A downstream's cell is its wait's state; an upstream's is its outcome.
+ */
+function chainSection(chain, zone) {
+  if (!chain || chain.tasks.length === 0) return "";
+  const links = new Map(chain.tasks.map((task) => [task.name, task]));
+  const depth = (name, seen = new Set()) => {
+    const ups = links.get(name)?.upstreams ?? [];
+    if (seen.has(name) || ups.length === 0) return 0;
+    seen.add(name);
+    return 1 + Math.max(...ups.map((up) => depth(up, seen)));
+  };
+  const names = [...links.keys()].sort((a, b) => depth(a) - depth(b) || a.localeCompare(b));
+  const bySlot = new Map();
+  for (const wait of chain.slots) {
+    const row = bySlot.get(wait.scheduledAt) ?? new Map();
+    row.set(wait.taskName, { kind: "wait", wait });
+    for (const up of wait.upstreams)
+      if (!row.has(up.name) || row.get(up.name).kind === "upstream")
+        row.set(up.name, row.get(up.name)?.kind === "wait" ? row.get(up.name) : { kind: "upstream", up });
+    bySlot.set(wait.scheduledAt, row);
+  }
+  const cell = (entry) => {
+    if (!entry) return "&ndash;";
+    if (entry.kind === "upstream")
+      return entry.up.outcome
+        ? badge(entry.up.outcome)
+        : entry.up.disabled
+          ? badge("disabled", "warn")
+          : badge("running", "running");
+    const wait = entry.wait;
+    if (wait.state === "ran") return badge(wait.outcome ?? "succeeded");
+    if (wait.state === "skipped")
+      return `${badge("skipped")} <span class="small">${html(wait.reason ?? "")}</span>`;
+    if (wait.state === "running") return badge("running", "running");
+    if (wait.state === "queued") return badge("queued", "upcoming");
+    return `${badge("waiting", "upcoming")}${wait.deadlineAt ? ` <span class="small">until ${html(new Date(wait.deadlineAt).toLocaleTimeString())}</span>` : ""}`;
+  };
+  const rows = [...bySlot.entries()]
+    .sort(([a], [b]) => b.localeCompare(a))
+    .map(
+      ([slot, row]) =>
+        `<tr data-slot="${html(slot)}"><td>${at(slot, zone)}${[...row.values()].some((entry) => entry.kind === "wait" && entry.wait.manual) ? ' <span class="small">manual</span>' : ""}</td>${names.map((task) => `<td data-task="${html(task)}">${cell(row.get(task))}</td>`).join("")}</tr>`,
+    )
+    .join("");
+  return `<h2>Chain by slot</h2>
+    <div class="scroll"><table id="chain">
+      <thead><tr><th>Slot</th>${names.map((task) => `<th><a href="#/tasks/${encodeURIComponent(task)}">${html(task)}</a></th>`).join("")}</tr></thead>
+      <tbody>${rows || `<tr><td colspan="${names.length + 1}">No slot of this chain yet.</td></tr>`}</tbody>
+    </table></div>`;
 }
 
 /** An ISO time as the value of a datetime-local input (the viewer's time). */

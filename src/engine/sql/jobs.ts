@@ -23,13 +23,16 @@ export interface JobRow {
   policy: unknown;
   /** `data.pausedByFailure` (src/core/policies/pauseOnFailure.ts). */
   paused: unknown;
+  /** Only the dependency a downstream row keeps (data.after), not the whole data. */
+  data: { after?: unknown } | null;
 }
 
 export async function selectTaskJobs(db: Queryable): Promise<JobRow[]> {
   const result = await db.query<JobRow>(
     `SELECT id, name, disabled, repeat_interval, repeat_timezone, next_run_at, locked_at,
             last_run_at, last_finished_at, fail_count, fail_reason, last_modified_by,
-            data->'policy' AS policy, data->'${PAUSE_DATA_KEY}' AS paused
+            data->'policy' AS policy, data->'${PAUSE_DATA_KEY}' AS paused,
+            CASE WHEN data ? 'after' THEN jsonb_build_object('after', data->'after') END AS data
        FROM "${JOBS_TABLE}" WHERE type = 'single' ORDER BY name`,
   );
   return result.rows;
@@ -107,16 +110,17 @@ export async function setDisabled(db: Queryable, name: string, disabled: boolean
 export async function requestManualRun(
   db: Queryable,
   name: string,
-  request: { by: string; instance: string },
+  request: { by: string; instance: string; withDownstream?: boolean },
 ): Promise<{ id: string; next_run_at: Date } | undefined> {
   const result = await db.query<{ id: string; next_run_at: Date }>(
     `UPDATE "${JOBS_TABLE}"
         SET next_run_at = now(),
             data = coalesce(data, '{}'::jsonb) || jsonb_build_object('manualRun',
-              jsonb_build_object('requestedAt', now(), 'by', $2::text, 'instance', $3::text))
+              jsonb_build_object('requestedAt', now(), 'by', $2::text, 'instance', $3::text,
+                'withDownstream', $4::boolean))
       WHERE name = $1 AND type = 'single' AND locked_at IS NULL AND disabled = FALSE
       RETURNING id, next_run_at`,
-    [name, request.by, request.instance],
+    [name, request.by, request.instance, request.withDownstream === true],
   );
   return result.rows[0];
 }

@@ -23,6 +23,7 @@ export async function selectOverdueJobs(
   const result = await db.query<OverdueRow>(
     `SELECT id, name, next_run_at, locked_at, priority FROM "${JOBS_TABLE}"
       WHERE type = 'single' AND disabled = FALSE AND name = ANY($1::text[])
+        AND NOT (coalesce(data, '{}'::jsonb) ? 'after')
         AND ((next_run_at IS NULL AND NOT coalesce(data->'policy' ? 'at', false))
              OR next_run_at < now() - make_interval(secs => $2::double precision / 1000))
         AND (locked_at IS NULL OR locked_at < now() - make_interval(secs => $3::double precision / 1000))`,

@@ -1,6 +1,12 @@
 import type { Pool } from "pg";
 import { withAdvisoryTryLock } from "../advisoryLock.js";
-import { JOBS_TABLE, LOGS_TABLE, type Queryable, RETENTION_LOCK_KEY } from "./tables.js";
+import {
+  DEPENDENCY_WAITS_TABLE,
+  JOBS_TABLE,
+  LOGS_TABLE,
+  type Queryable,
+  RETENTION_LOCK_KEY,
+} from "./tables.js";
 
 /** The run log (Agenda's job log table): history, status figures, a slot's outcome, pruning. */
 
@@ -136,8 +142,14 @@ export async function pruneRunLog(pool: Pool, before: Date): Promise<number | nu
           [before],
         );
         total += result.rowCount ?? 0;
-        if ((result.rowCount ?? 0) < PRUNE_BATCH) return total;
+        if ((result.rowCount ?? 0) < PRUNE_BATCH) break;
       }
+      // the dependency waits of the same slots (docs/dependencies.md), once decided
+      await client.query(
+        `DELETE FROM "${DEPENDENCY_WAITS_TABLE}" WHERE slot < $1 AND state IN ('ran', 'skipped')`,
+        [before],
+      );
+      return total;
     });
     return pruned.acquired ? pruned.value : null;
   } finally {

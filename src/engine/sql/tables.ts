@@ -21,3 +21,6 @@ export const RETENTION_LOCK_KEY = 0x6377_0003;
 export const LIVENESS_LOCK_NAMESPACE = 0x6377_0004;
 
 export type Queryable = Pool | ClientBase;
+
+/** A downstream task's wait for one slot, and its claim: one row per (downstream, slot) (docs/dependencies.md). */
+export const DEPENDENCY_WAITS_TABLE = "cronwarden_dependency_waits";

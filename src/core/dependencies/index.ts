@@ -1,0 +1,3 @@
+export * from "./decide.js";
+export * from "./graph.js";
+export * from "./spec.js";
