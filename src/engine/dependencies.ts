@@ -134,9 +134,10 @@ export class DependencyCoordinator {
     const key = runKey(taskName, slot);
     const chain = this.#manualChains.has(key);
     this.#manualChains.delete(key);
-    if (meta.trigger === "manual" && !chain) return;
     // a downstream's run of a queued slot carries its upstream runs in its record
-    this.#track(this.#settled(taskName, slot, outcome, chain, Array.isArray(meta.upstreams)));
+    const ranAsDownstream = Array.isArray(meta.upstreams);
+    if (meta.trigger === "manual" && !chain && !ranAsDownstream) return;
+    this.#track(this.#settled(taskName, slot, outcome, chain, ranAsDownstream));
   }
 
   /**
