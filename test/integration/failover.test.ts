@@ -191,14 +191,7 @@ describe("several instances", () => {
       peers.find((peer) => peer.find((line) => line.task === "slow" && line.msg === "run started")),
     );
     const slot = owner.find((line) => line.task === "slow" && line.msg === "run started")?.slot;
-    // the start row is written beside the log line, not before it: a kill between the two would
-    // leave no record of the killed run
-    await pollUntil("the killed run's start row", async () => {
-      const { rows } = await suite.db.pool.query(
-        "SELECT 1 FROM agenda_logs WHERE job_name = 'slow' AND event = 'start'",
-      );
-      return rows.length > 0;
-    });
+    await slowStartRowWritten();
     await owner.kill("SIGKILL");
     const killedAt = Date.now();
     const survivors = peers.filter((peer) => peer !== owner);
@@ -249,6 +242,7 @@ describe("several instances", () => {
     );
     const ownerId = owner === peers[0] ? "p1" : "p2";
     const survivor = peers.find((peer) => peer !== owner) as ServiceProcess;
+    await slowStartRowWritten();
     owner.child.kill("SIGSTOP");
     // the last lock time the stopped process wrote (a renewal in flight may still land)
     await new Promise((resolve) => setTimeout(resolve, 200));
@@ -335,3 +329,16 @@ describe("several instances", () => {
     );
   }, 90_000);
 });
+
+/**
+ * The start row of the `slow` task's run is written beside its "run started" log line, not before
+ * it: a process killed or stopped between the two would leave no record of that run.
+ */
+async function slowStartRowWritten(): Promise<void> {
+  await pollUntil("the slow run's start row", async () => {
+    const { rows } = await suite.db.pool.query(
+      "SELECT 1 FROM agenda_logs WHERE job_name = 'slow' AND event = 'start'",
+    );
+    return rows.length > 0;
+  });
+}
