@@ -24,6 +24,7 @@ import type {
 import { readRunSummaries, readTaskJobs } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
+import { pollLockableNamesOnly } from "./lockablePoll.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
@@ -263,7 +264,13 @@ export class AgendaEngine {
     this.#repository?.holdTakeovers(this.#options.lockLifetimeMs);
     // live before the first lock: a lock under this id must never look like a dead instance's
     await this.#liveness?.start();
-    await this.#requireAgenda().start();
+    const agenda = this.#requireAgenda();
+    await agenda.start();
+    const repository = this.#repository;
+    if (repository && !pollLockableNamesOnly(agenda, (nextScanAt) => repository.dueNamesToLock(nextScanAt)))
+      this.#logger.warn(
+        "Agenda's job processor has an unexpected shape: its own poll (one call per task) stays",
+      );
     this.#health.start();
     this.#missedSlots?.start();
     this.#started = true;
