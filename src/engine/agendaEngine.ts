@@ -24,7 +24,7 @@ import type {
 import { readRunSummaries, readTaskJobs } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
-import { pollLockableNamesOnly } from "./lockablePoll.js";
+import { startWithLockablePoll } from "./lockablePoll.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
@@ -269,10 +269,10 @@ export class AgendaEngine {
     this.#repository?.holdTakeovers(this.#options.lockLifetimeMs);
     // live before the first lock: a lock under this id must never look like a dead instance's
     await this.#liveness?.start();
-    const agenda = this.#requireAgenda();
-    await agenda.start();
     const repository = this.#repository;
-    if (repository && !pollLockableNamesOnly(agenda, (nextScanAt) => repository.dueNamesToLock(nextScanAt)))
+    if (!repository) throw new Error("AgendaEngine.prepare() must complete first");
+    const lockableNames = (nextScanAt: Date) => repository.dueNamesToLock(nextScanAt);
+    if (!(await startWithLockablePoll(this.#requireAgenda(), lockableNames)))
       this.#logger.warn(
         "Agenda's job processor has an unexpected shape: its own poll (one call per task) stays",
       );

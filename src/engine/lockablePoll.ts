@@ -11,6 +11,32 @@ interface AgendaJobProcessor {
 }
 
 /**
+ * Starts Agenda with the poll below. Agenda's job processor runs its first poll inside its
+ * constructor, in `agenda.start()`: that one would still call `jobQueueFilling` for every name,
+ * all at once (10,000 pending calls of a few kilobytes each, alive together until the statement
+ * they share returns, so V8 promotes them to the old generation: the largest single step of the
+ * heap's growth at start). Agenda sees no definitions during its own start (nothing runs yet: the
+ * processor is created at its end), and the first poll is this module's, right after.
+ */
+export async function startWithLockablePoll(
+  agenda: Agenda,
+  lockableNames: (nextScanAt: Date) => Promise<string[]>,
+): Promise<boolean> {
+  const writable = agenda as unknown as { definitions: Agenda["definitions"] };
+  const definitions = writable.definitions;
+  writable.definitions = {};
+  try {
+    await agenda.start();
+  } finally {
+    writable.definitions = definitions;
+  }
+  const processor = (agenda as unknown as { jobProcessor?: Partial<AgendaJobProcessor> }).jobProcessor;
+  const patched = pollLockableNamesOnly(agenda, lockableNames);
+  void processor?.process?.();
+  return patched;
+}
+
+/**
  * Agenda's poll (`JobProcessor.process`) calls `jobQueueFilling` for every defined job name, and
  * each call allocates a few kilobytes (new `debug` loggers, a `Date` turned into a string for a
  * debug line, promises) even when the repository answers at once that the name has nothing to
