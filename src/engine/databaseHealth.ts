@@ -34,8 +34,9 @@ export class DatabaseHealth {
   start(): void {
     if (this.#timer) return;
     this.#timer = setInterval(() => {
-      // a confirmation within the last period says the same as the probe would
-      if (Date.now() - this.#confirmedAt >= this.#options.probeEveryMs) void this.probe();
+      // a recent confirmation says the same as the probe would (half a period of slack: the
+      // liveness check runs on a timer of the same period, which drifts against this one)
+      if (Date.now() - this.#confirmedAt >= 1.5 * this.#options.probeEveryMs) void this.probe();
     }, this.#options.probeEveryMs);
     this.#timer.unref();
   }
