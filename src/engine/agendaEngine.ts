@@ -519,21 +519,12 @@ export class AgendaEngine {
   ): Promise<
     { status: "resumed"; pause: PauseMark; nextRunAt: Date | null } | { status: "not-paused" | "missing" }
   > {
-    const client = await this.#options.pool.connect();
-    let cleared: Awaited<ReturnType<typeof sql.clearPause>>;
-    let pause: PauseMark | undefined;
-    try {
-      await client.query("BEGIN");
-      cleared = await sql.clearPause(client, taskName, enabled);
-      pause = cleared ? (pauseOfValue(cleared.paused) ?? undefined) : undefined;
-      if (cleared && pause) await record?.(client, pause);
-      await client.query("COMMIT");
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+    const { cleared, pause } = await sql.inTransaction(this.#options.pool, async (client) => {
+      const row = await sql.clearPause(client, taskName, enabled);
+      const mark = row ? (pauseOfValue(row.paused) ?? undefined) : undefined;
+      if (row && mark) await record?.(client, mark);
+      return { cleared: row, pause: mark };
+    });
     if (cleared && pause) {
       if (enabled && cleared.next_run_at)
         await this.#wake({
@@ -595,23 +586,15 @@ export class AgendaEngine {
     record?: (db: PoolClient) => Promise<void>,
     options: { withDownstream?: boolean } = {},
   ): Promise<"queued" | "running" | "disabled" | "missing"> {
-    const client = await this.#options.pool.connect();
-    let queued: Awaited<ReturnType<typeof sql.requestManualRun>>;
-    try {
-      await client.query("BEGIN");
-      queued = await sql.requestManualRun(client, taskName, {
+    const queued = await sql.inTransaction(this.#options.pool, async (client) => {
+      const request = await sql.requestManualRun(client, taskName, {
         by: requestedBy,
         instance: this.instanceId,
         withDownstream: options.withDownstream === true,
       });
-      if (queued) await record?.(client);
-      await client.query("COMMIT");
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      throw error;
-    } finally {
-      client.release();
-    }
+      if (request) await record?.(client);
+      return request;
+    });
     if (queued) {
       await this.#wake({ id: queued.id, name: taskName, nextRunAt: queued.next_run_at, priority: 0 });
       return "queued";

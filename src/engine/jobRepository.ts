@@ -19,6 +19,7 @@ import type { RowAtStart, RunLedger } from "./runLedger.js";
 import {
   closeFinishedSlot,
   handOffRun,
+  inTransaction,
   JOBS_TABLE,
   lockNextJob,
   releaseLock,
@@ -487,17 +488,11 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     entry: NonNullable<ReturnType<RunLedger["get"]>>,
   ): Promise<RowAtStart | undefined> {
     const jobId = String(job._id);
-    const client = await this.#db.connect();
-    let broken: Error | undefined;
-    let mark: PauseMark | undefined;
-    let row: RowAtStart | null;
-    try {
-      await client.query("BEGIN");
+    const notHeld = () =>
+      new Error(`job ${jobId} (${job.name}): not saved, this instance no longer holds its lock`);
+    const { row, mark } = await inTransaction(this.#db, async (client) => {
       const state = await selectEndState(client, jobId, fence);
-      if (!state) {
-        await client.query("ROLLBACK");
-        throw new Error(`job ${jobId} (${job.name}): not saved, this instance no longer holds its lock`);
-      }
+      if (!state) throw notHeld();
       const data = state.data as Record<string, unknown> | null;
       const policy = data?.[POLICY_DATA_KEY] as Record<string, unknown> | undefined;
       const decision = decidePause({
@@ -507,32 +502,26 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
         paused: pauseOfData(data) !== undefined,
         disabled: state.disabled,
       });
+      let pause: PauseMark | undefined;
       if (decision.pause) {
         const message = entry.error?.message ?? entry.detail;
-        mark = {
+        pause = {
           at: new Date(),
           failures: decision.streak,
           slot: entry.scheduledAt,
           lastError: errorSummary(message === undefined ? undefined : redactSecrets(message)),
         };
       }
-      row = await saveJobRow(client, {
+      const saved = await saveJobRow(client, {
         job,
         lastModifiedBy: options?.lastModifiedBy ?? null,
         fence,
         startingSlot: null,
-        end: { streak: decision.streak, pause: mark ? storedPause(mark) : null },
+        end: { streak: decision.streak, pause: pause ? storedPause(pause) : null },
       });
-      if (!row)
-        throw new Error(`job ${jobId} (${job.name}): not saved, this instance no longer holds its lock`);
-      await client.query("COMMIT");
-    } catch (error) {
-      await client.query("ROLLBACK").catch(() => {});
-      if (isConnectionError(error)) broken = error as Error;
-      throw error;
-    } finally {
-      client.release(broken);
-    }
+      if (!saved) throw notHeld();
+      return { row: saved, mark: pause };
+    });
     this.#ledger.renewed(jobId, undefined);
     if (mark) this.#limits.onPaused?.(jobId, job.name, mark);
     return row;

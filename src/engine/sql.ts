@@ -12,3 +12,4 @@ export * from "./sql/runEnd.js";
 export * from "./sql/runLog.js";
 export * from "./sql/save.js";
 export * from "./sql/tables.js";
+export * from "./sql/transaction.js";

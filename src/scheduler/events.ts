@@ -1,4 +1,4 @@
-import type { DependencyDecisionEvent } from "../engine/engineApi.js";
+import type { DependencyDecisionEvent, SkippedSlots } from "../engine/engineApi.js";
 import type { ReconcileResult, ReconcileTrigger } from "../reconcile/configReconciler.js";
 
 /** The scheduler's typed events: the hook for logs, metrics, alerts and tests. */
@@ -48,19 +48,8 @@ export interface MissedSlotEvent {
   reason: string;
 }
 
-export interface SlotsSkippedEvent {
-  taskName: string;
-  /** Which policy skipped them. */
-  policy: "catchUp" | "overlap";
-  /** How many slots; `atLeast` when there were too many to count. */
-  count: number;
-  atLeast: boolean;
-  first: Date;
-  last: Date;
-  /** The missed slot that runs instead, if any. */
-  runs: Date | null;
-  reason: string;
-}
+/** One policy decision's skipped slots (catchUp or overlap), as the engine reports it. */
+export type SlotsSkippedEvent = SkippedSlots;
 
 /** A task paused itself after its pauseOnFailure failed slots in a row (docs/behaviour.md). */
 export interface TaskPausedEvent {
