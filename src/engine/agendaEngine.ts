@@ -28,7 +28,6 @@ import type {
 import { readRunSummaries, readTaskJobs } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
-import { startWithLockablePoll } from "./lockablePoll.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
@@ -212,11 +211,6 @@ export class AgendaEngine {
         instanceId,
         checkEveryMs: livenessCheckMs,
         logger: this.#logger,
-        // the check's answer is the health probe's; a failed check asks the pool at once
-        onChecked: (answered) => {
-          if (answered) this.#health.confirmUp();
-          else void this.#health.probe();
-        },
         onReleased: (rows) => {
           repository.invalidateLockable();
           const soon = Date.now() + processEveryMs;
@@ -317,13 +311,7 @@ export class AgendaEngine {
     this.#repository?.holdTakeovers(this.#options.lockLifetimeMs);
     // live before the first lock: a lock under this id must never look like a dead instance's
     await this.#liveness?.start();
-    const repository = this.#repository;
-    if (!repository) throw new Error("AgendaEngine.prepare() must complete first");
-    const lockableNames = (nextScanAt: Date) => repository.dueNamesToLock(nextScanAt);
-    if (!(await startWithLockablePoll(this.#requireAgenda(), lockableNames)))
-      this.#logger.warn(
-        "Agenda's job processor has an unexpected shape: its own poll (one call per task) stays",
-      );
+    await this.#requireAgenda().start();
     this.#health.start();
     this.#missedSlots?.start();
     this.#dependencies?.start();
