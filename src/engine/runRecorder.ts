@@ -85,11 +85,11 @@ export class RunRecorder implements JobLogger {
     slots: Date[],
     reason: string,
     more: string | null,
-  ): void {
+  ): Promise<void> {
     const finishedAt = new Date();
-    slots.forEach((slot, index) => {
+    const writes = slots.map((slot, index) => {
       const detail = more && index === slots.length - 1 ? `${reason} (${more})` : reason;
-      void this.#write({
+      return this.#write({
         timestamp: finishedAt,
         level: "info",
         event: "success",
@@ -106,6 +106,7 @@ export class RunRecorder implements JobLogger {
         },
       });
     });
+    return Promise.all(writes).then(() => {});
   }
 
   #write(entry: Omit<JobLogEntry, "_id">): Promise<void> {

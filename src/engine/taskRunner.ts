@@ -218,7 +218,9 @@ export class TaskRunner {
       clearTimeout(cancelTimer);
       // a run that lost its lock or was handed off does not decide the row's next run: its owner does
       if (lockLostReason === undefined && !entry.handedOff)
-        this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
+        // the skipped records land before the run's final save moves the row past their slots: a
+        // process killed in between leaves its slot to the taker, not a slot without a record
+        await this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
       await stopWatchdog();
       this.#running.delete(jobId);
     }
@@ -229,7 +231,13 @@ export class TaskRunner {
    * while it ran are recorded skipped (one log line, one event), and for `skip` the next run moves
    * to the first slot after now. Written by the run's final save (the same job object).
    */
-  #applyOverlapAtEnd(taskName: string, jobId: string, job: Job, startedAt: Date, policy: StoredPolicy): void {
+  async #applyOverlapAtEnd(
+    taskName: string,
+    jobId: string,
+    job: Job,
+    startedAt: Date,
+    policy: StoredPolicy,
+  ): Promise<void> {
     try {
       const data = job.attrs.data as Record<string, unknown> | undefined;
       const repeat = job.attrs.repeatInterval;
@@ -263,7 +271,7 @@ export class TaskRunner {
         job.attrs.nextRunAt = next === undefined ? null : new Date(dueAt(taskName, next, jitterMs));
       }
       const runs = decision.nextAfter === undefined && pendingSlot !== null ? pendingSlot : null;
-      this.#reportSkipped(jobId, taskName, "overlap", decision, decision.skipped, runs);
+      await this.#reportSkipped(jobId, taskName, "overlap", decision, decision.skipped, runs);
     } catch (error) {
       this.#deps.logger.warn(
         { err: error, task: taskName },
@@ -359,16 +367,16 @@ export class TaskRunner {
     decision: { skipped: number[]; skippedCount: number; atLeast: boolean; reason: string },
     recorded: number[],
     runs: number | null,
-  ): void {
+  ): Promise<void> {
     const { skipped, skippedCount, atLeast, reason } = decision;
     const first = skipped[0];
-    if (first === undefined) return;
+    if (first === undefined) return Promise.resolve();
     const unlisted = skippedCount - skipped.length;
     const more =
       unlisted > 0 || atLeast
         ? `and ${atLeast ? "at least " : ""}${unlisted} more slot(s) not listed one by one`
         : null;
-    this.#deps.recorder.recordSkippedSlots(
+    const written = this.#deps.recorder.recordSkippedSlots(
       jobId,
       taskName,
       recorded.map((slot) => new Date(slot)),
@@ -403,6 +411,7 @@ export class TaskRunner {
       message,
     );
     this.#deps.hooks.slotsSkipped?.(skippedSlots);
+    return written;
   }
 
   /**
@@ -415,7 +424,14 @@ export class TaskRunner {
     if (decision?.kind !== "catch-up") return true;
     const { run, skipped, reason } = decision;
     // without a run, the run's own outcome row records the first skipped slot
-    this.#reportSkipped(jobId, taskName, "catchUp", decision, run === null ? skipped.slice(1) : skipped, run);
+    void this.#reportSkipped(
+      jobId,
+      taskName,
+      "catchUp",
+      decision,
+      run === null ? skipped.slice(1) : skipped,
+      run,
+    );
     if (run !== null) return true;
     this.#deps.ledger.settle(jobId, "skipped", reason);
     return false;
