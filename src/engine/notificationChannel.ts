@@ -1,5 +1,5 @@
 import { PostgresNotificationChannel } from "@agendajs/postgres-backend";
-import type { JobId, JobNotification, JobStateNotification } from "agenda";
+import type { JobStateNotification } from "agenda";
 
 /**
  * Agenda's PostgreSQL LISTEN/NOTIFY channel without the job-state broadcast: Agenda publishes
