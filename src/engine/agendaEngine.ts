@@ -32,6 +32,7 @@ import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
+import { RunLogBatch } from "./runLogBatch.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
 import * as sql from "./sql.js";
@@ -146,7 +147,13 @@ export class AgendaEngine {
         );
     }
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
-    this.#recorder = new RunRecorder(jobLogger, this.#ledger, instanceId, this.#logger);
+    this.#recorder = new RunRecorder(
+      jobLogger,
+      this.#ledger,
+      instanceId,
+      this.#logger,
+      new RunLogBatch((rows) => sql.insertRunLogRows(pool, rows)),
+    );
     const hooks = this.#options.hooks ?? {};
     const dependencies = new DependencyCoordinator({
       pool,

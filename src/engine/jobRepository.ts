@@ -236,7 +236,6 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       void this.#releaseUnstarted(job, [heldLock, renewed]);
       throw new DatabaseUnreachableBeforeStartError(job.name, error as Error);
     }
-    job.lockedAt = renewed; // Agenda's Job shares this object: its expiry check reads it
     const jobId = String(job._id);
     this.#ledger.renewed(jobId, renewed);
     this.#ledger.startSaved(jobId, row);
