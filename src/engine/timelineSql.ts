@@ -157,16 +157,14 @@ export async function selectHistoryPage(db: Queryable, query: HistoryQuery): Pro
 }
 
 export interface RunDetailRow extends SlotRow {
-  logs: unknown;
-  logs_dropped: number | null;
-  error_stack: string | null;
+  /** The whole `meta` (its log lines and error stack are decoded by src/engine/runLogMeta.ts). */
+  meta: unknown;
 }
 
 /** One run record (or a start row) by id, with its log lines and error stack. */
 export async function selectRunDetail(db: Queryable, id: string): Promise<RunDetailRow | undefined> {
   const result = await db.query<RunDetailRow & { slot: string | null; outcome: string | null }>(
-    `SELECT ${SLOT_COLUMNS}, ${metaJson("logs")} AS logs, (${metaText("logsDropped")})::int AS logs_dropped,
-            ${metaText("errorStack")} AS error_stack
+    `SELECT ${SLOT_COLUMNS}, meta
        FROM "${LOGS_TABLE}" WHERE id = $1::uuid AND event IN ('success', 'fail', 'retry', 'start')`,
     [id],
   );

@@ -262,6 +262,28 @@ describe("status", () => {
       ["failed", 1, false],
       ["succeeded", 1, false],
     ]);
+    // a hand-edited row: the fields of the wrong type are left out, the rest of the record reads
+    const odd = await db().pool.query<{ id: string }>(
+      `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, error, meta)
+       VALUES ('2026-01-01T09:00:01Z', 'info', 'fail', 'st-literal', 'odd', 'odd error', $1::jsonb) RETURNING id`,
+      [
+        JSON.stringify({
+          scheduledAt: "2026-01-01T09:00:00.000Z",
+          outcome: "failed",
+          attempt: "first",
+          logsDropped: "lots",
+          errorStack: 42,
+          logs: [{ at: "2026-01-01T09:00:00.500Z", level: "info", msg: "kept" }, "not a line"],
+        }),
+      ],
+    );
+    expect(await h.scheduler.runDetail(odd.rows[0]?.id ?? "")).toMatchObject({
+      slot: new Date("2026-01-01T09:00:00.000Z"),
+      error: "odd error",
+      errorStack: null,
+      logs: [{ at: "2026-01-01T09:00:00.500Z", level: "info", msg: "kept" }],
+      logsDropped: 0,
+    });
   });
 });
 
