@@ -5,6 +5,7 @@ import { redactSecrets, redactValue } from "../observability/redact.js";
 import { retryWhileDisconnected } from "./retry.js";
 import { journalMeta, type RunJournal } from "./runJournal.js";
 import type { RunEntry, RunLedger } from "./runLedger.js";
+import type { RunLogBatch } from "./runLogBatch.js";
 import { decodeRunMeta, encodeRunMeta, type RunLogMeta } from "./runLogMeta.js";
 import { isNotStarted } from "./staleStart.js";
 
@@ -26,7 +27,8 @@ const UNRECORDED_EVENTS = new Set(["locked", "complete", "start"]);
  * Agenda writes: the slot, the instance, the attempt and the outcome go into `meta`, so one
  * `success`/`fail` row holds the whole run record (task, slot, start, end, duration, outcome,
  * error). Start, retry and outcome rows of a run carry the same identity (slot, attempt, trigger,
- * re-run mark) from the ledger entry, set before the handler starts. Rows whose error says the run
+ * re-run mark) from the ledger entry, set before the handler starts. Rows are written in batches
+ * (src/engine/runLogBatch.ts). Rows whose error says the run
  * never started (src/engine/staleStart.ts) are not written: they are not failures of the task.
  * Every row's text is redacted (src/observability/redact.ts) before it is written. Rows are
  * written fire-and-forget, retried while the database is unreachable; `flush()` waits for them.
@@ -37,11 +39,20 @@ export class RunRecorder implements JobLogger {
   readonly #instanceId: string;
   readonly #logger: Logger;
   readonly #pending = new Set<Promise<void>>();
+  readonly #batch: RunLogBatch | undefined;
   /** Called once a run's outcome row is written (task dependencies decide on the written record). */
   onOutcome: ((taskName: string, meta: RunLogMeta) => void) | undefined;
 
-  constructor(inner: PostgresJobLogger, ledger: RunLedger, instanceId: string, logger: Logger) {
+  /** `batch` writes the rows (several runs' rows in one statement); without it, Agenda's logger does, a row at a time. */
+  constructor(
+    inner: PostgresJobLogger,
+    ledger: RunLedger,
+    instanceId: string,
+    logger: Logger,
+    batch?: RunLogBatch,
+  ) {
     this.#inner = inner;
+    this.#batch = batch;
     this.#ledger = ledger;
     this.#instanceId = instanceId;
     this.#logger = logger;
@@ -117,7 +128,8 @@ export class RunRecorder implements JobLogger {
       ...(entry.error === undefined ? {} : { error: redactSecrets(entry.error) }),
       ...(entry.meta === undefined ? {} : { meta: redactValue(entry.meta) }),
     };
-    const write = retryWhileDisconnected(() => this.#inner.log(redacted), {
+    const batch = this.#batch;
+    const write = retryWhileDisconnected(() => (batch ? batch.write(redacted) : this.#inner.log(redacted)), {
       maxElapsedMs: LOG_RETRY_MS,
     }).catch((error: unknown) => {
       this.#logger.warn(

@@ -122,7 +122,6 @@ export class TaskRunner {
       lockedAt: entry.heldLockAt ?? slotStartedAt,
       onRenewed: (lockedAt) => {
         ledger.renewed(jobId, lockedAt);
-        job.attrs.lockedAt = lockedAt; // Agenda's own expiry check reads this
         this.#deps.hooks.lockRenewed?.(taskName);
       },
       onLost: (reason) => loseLock(reason),

@@ -176,3 +176,50 @@ export async function pruneRunLog(pool: Pool, before: Date): Promise<number | nu
     client.release();
   }
 }
+
+/** A run-log row as Agenda's job logger writes it (the columns of its table). */
+export interface RunLogInsert {
+  timestamp: Date;
+  level: string;
+  event: string;
+  jobId?: string | undefined;
+  jobName: string;
+  message: string;
+  duration?: number | undefined;
+  error?: string | undefined;
+  failCount?: number | undefined;
+  retryDelay?: number | undefined;
+  retryAttempt?: number | undefined;
+  agendaName?: string | undefined;
+  meta?: Record<string, unknown> | undefined;
+}
+
+/**
+ * Writes run-log rows in one statement (the columns and values of Agenda's PostgresJobLogger.log,
+ * @agendajs/postgres-backend 3.0.6, one array per column).
+ */
+export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInsert[]): Promise<void> {
+  if (rows.length === 0) return;
+  const column = <T>(pick: (row: RunLogInsert) => T) => rows.map(pick);
+  await db.query(
+    `INSERT INTO "${LOGS_TABLE}"
+       (timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta)
+     SELECT * FROM unnest($1::timestamptz[], $2::varchar[], $3::varchar[], $4::varchar[], $5::varchar[], $6::text[],
+                          $7::int[], $8::text[], $9::int[], $10::int[], $11::int[], $12::varchar[], $13::jsonb[])`,
+    [
+      column((row) => row.timestamp),
+      column((row) => row.level),
+      column((row) => row.event),
+      column((row) => row.jobId ?? null),
+      column((row) => row.jobName),
+      column((row) => row.message),
+      column((row) => (row.duration === undefined ? null : Math.round(row.duration))),
+      column((row) => row.error ?? null),
+      column((row) => row.failCount ?? null),
+      column((row) => row.retryDelay ?? null),
+      column((row) => row.retryAttempt ?? null),
+      column((row) => row.agendaName ?? null),
+      column((row) => (row.meta ? JSON.stringify(row.meta) : null)),
+    ],
+  );
+}
