@@ -26,7 +26,7 @@ import type {
   TaskDefinitionOptions,
   TaskJob,
 } from "./engineApi.js";
-import { readRunSummaries, readTaskJobs } from "./jobReads.js";
+import { readRunSummaries, readTaskJobs, runRecordOfRow } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
@@ -561,27 +561,7 @@ export class AgendaEngine {
   /** Finished runs of a task, newest first, from Agenda's run log. */
   async listRuns(taskName: string, limit = 50): Promise<RunRecord[]> {
     const rows = await sql.selectRuns(this.#options.pool, taskName, limit);
-    return rows.map((row) => {
-      const meta = row.meta ?? {};
-      const text = (key: string) => (typeof meta[key] === "string" ? (meta[key] as string) : null);
-      const startedAt = text("startedAt");
-      return {
-        taskName: row.job_name,
-        outcome: (text("outcome") ??
-          (row.event === "success" ? "succeeded" : "failed")) as RunRecord["outcome"],
-        scheduledAt: new Date(text("scheduledAt") ?? row.timestamp),
-        startedAt: startedAt ? new Date(startedAt) : null,
-        finishedAt: new Date(text("finishedAt") ?? row.timestamp),
-        durationMs: row.duration,
-        error: row.error,
-        detail: text("detail"),
-        instanceId: text("instanceId") ?? row.agenda_name,
-        attempt: typeof meta.attempt === "number" ? meta.attempt : null,
-        trigger: meta.trigger === "manual" ? "manual" : "schedule",
-        requestedBy: meta.trigger === "manual" ? text("requestedBy") : null,
-        rerun: meta.rerun === true,
-      };
-    });
+    return rows.map(runRecordOfRow);
   }
 
   /**
