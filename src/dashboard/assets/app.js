@@ -302,7 +302,7 @@ async function taskView(name, params) {
       <label>To <input id="f-to" type="datetime-local" value="${html(localInput(params.get("to")))}"></label>
       <button type="submit">Filter</button>
     </form>
-    <div class="scroll"><table id="history">
+    <div class="scroll"><table id="history" data-cursor="${html(cursor ?? "")}">
       <thead><tr><th>Slot</th><th class="opt">Started</th><th>Duration</th><th>Outcome</th><th class="opt">Attempt</th><th class="wide">Trigger</th><th class="wide">Instance</th><th>Error</th></tr></thead>
       <tbody>${history || `<tr><td colspan="8">No runs${filters.toString() ? " match" : " yet"}.</td></tr>`}</tbody>
     </table></div>
