@@ -282,7 +282,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /**
    * Stops taking new runs and waits for running ones (up to drainTimeoutMs), and for a retention
    * prune in flight. Every call returns the same promise: a second stop(), the shutdown path's,
-   * awaits the same drain and gets the same outcome (or the same error). A stop during start()
+   * awaits the same drain and gets the same outcome (or the same error); the first call's
+   * drainTimeoutMs is the one that applies. A stop during start()
    * cuts the start short at its next step, then stops what it had started.
    */
   stop(options: { drainTimeoutMs?: number } = {}): Promise<StopResult> {
