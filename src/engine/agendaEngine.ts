@@ -72,6 +72,12 @@ const HANDOFF_WAIT_MS = 5_000;
 /** Agenda 'error' events repeat on every poll while the database is down: log each message once per window. */
 const ERROR_LOG_WINDOW_MS = 30_000;
 
+/** The part of Agenda's (internal) JobProcessor that a drain needs: see AgendaEngine.#releaseQueued. */
+interface AgendaProcessorView {
+  isJobQueueFilling: Map<string, boolean>;
+  stop(): Job[];
+}
+
 export class AgendaEngine {
   readonly #options: EngineOptions;
   readonly #logger: Logger;
@@ -341,7 +347,9 @@ export class AgendaEngine {
     this.#slotTimers.stop();
     await this.#health.stop();
     await this.#missedSlots?.stop();
+    const processor = (agenda as unknown as { jobProcessor?: AgendaProcessorView }).jobProcessor;
     const result = await agenda.drain({ timeout: timeoutMs, closeConnection: false });
+    await this.#releaseQueued(processor);
     // Runs still going are cut off and handed off: recorded interrupted, their slot released for
     // the other instances to re-run at once (CronwardenJobRepository), instead of failing them.
     const cutOff = [...this.#running.entries()];
@@ -363,6 +371,21 @@ export class AgendaEngine {
     // last: until here a crash is not a clean stop (runs still saving their end)
     await this.#liveness?.stop();
     return { completed: result.completed, handedOff, abandoned };
+  }
+
+  /**
+   * Agenda's drain stops its poll timer but neither waits for a poll in flight nor frees the jobs
+   * it locked and queued without running them (its stop() frees those, its drain does not): a
+   * stop right after a poll began (a stop during start) left a job locked by this instance after
+   * the stop, its slot late by the lock lifetime. Waits for the poll, then frees them, fenced
+   * (CronwardenJobRepository.unlockJob).
+   */
+  async #releaseQueued(processor: AgendaProcessorView | undefined): Promise<void> {
+    if (!processor) return;
+    const waitUntil = Date.now() + HANDOFF_WAIT_MS;
+    while (processor.isJobQueueFilling.size > 0 && Date.now() < waitUntil) await sleep(10);
+    const queued = processor.stop(); // locked and not running
+    await Promise.all(queued.map((job) => this.#repository?.unlockJob(job.attrs)));
   }
 
   async listJobs(): Promise<TaskJob[]> {

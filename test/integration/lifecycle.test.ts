@@ -119,8 +119,8 @@ async function registered(instanceId: string): Promise<boolean> {
 }
 
 /**
- * A stopped scheduler is quiet: its pool has no client checked out (no LISTEN, no transaction),
- * its instance is not registered, and once its pool is ended, no session of it appears and it
+ * A stopped scheduler is quiet: its pool has no client checked out (no LISTEN, no transaction, no
+ * poll's statement), its instance is not registered and holds no job lock, and once its pool is ended, no session of it appears and it
  * logs nothing while the database's clock advances 1.5 s (15 periods of each of its timers).
  */
 async function expectQuiet(harness: SchedulerHarness, pool: pg.Pool, name: string): Promise<void> {
@@ -129,6 +129,12 @@ async function expectQuiet(harness: SchedulerHarness, pool: pg.Pool, name: strin
   expect(pool.waitingCount).toBe(0);
   expect(pool.totalCount - pool.idleCount).toBe(0);
   expect(await registered(scheduler.instanceId)).toBe(false);
+  // no job left locked by it (a poll in flight at the stop, or a job queued ahead of its slot)
+  const { rows: locked } = await db.pool.query(
+    "SELECT name FROM agenda_jobs WHERE locked_at IS NOT NULL AND last_modified_by = $1",
+    [scheduler.instanceId],
+  );
+  expect(locked).toEqual([]);
   expect(await sessionsNamed(name)).toBe(pool.totalCount); // no liveness session: only idle pooled ones
   await pool.end();
   await pollUntil("the pool's sessions closed", async () => (await sessionsNamed(name)) === 0);
