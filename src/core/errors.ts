@@ -13,6 +13,8 @@ export type CronwardenErrorCode =
   | "DATABASE_UNAVAILABLE"
   | "EMBEDDED_POSTGRES_FAILED"
   | "SCHEDULER_STATE"
+  /** start() was cut short by stop(); the scheduler is stopped (docs/operations.md, "Stopping"). */
+  | "SCHEDULER_STOPPED"
   | "SCHEMA_NOT_CURRENT";
 
 export class CronwardenError extends Error {

@@ -10,6 +10,7 @@ import { dueAt } from "../core/policies/jitter.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { type PauseMark, pauseOfValue } from "../core/policies/pauseOnFailure.js";
 import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
+import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
 import { type ClaimedJob, ClaimLoop } from "./claimLoop.js";
 import { DatabaseHealth } from "./databaseHealth.js";
@@ -95,8 +96,12 @@ export class AgendaEngine {
 
   constructor(options: EngineOptions) {
     cacheDebugColors();
-    this.#options = options;
     this.#logger = options.logger.child({ component: "engine" });
+    // every hook call goes through one guard: a hook that throws or rejects never fails a run
+    this.#options = {
+      ...options,
+      hooks: guardHooks(options.hooks, new ListenerFailures(this.#logger, "hook")),
+    };
     this.#health = new DatabaseHealth({
       pool: options.pool,
       logger: this.#logger,

@@ -1,4 +1,5 @@
 import type { EventEmitter } from "node:events";
+import { callListener } from "../core/safeEmit.js";
 import type { SchedulerEvents } from "./events.js";
 
 /**
@@ -22,14 +23,13 @@ export class Subscriptions {
     this.#onError = onError;
   }
 
-  on<K extends keyof SchedulerEvents>(event: K, listener: (...args: SchedulerEvents[K]) => void): this {
-    const guarded = (...args: SchedulerEvents[K]) => {
-      try {
-        listener(...args);
-      } catch (error) {
-        this.#onError(event, error);
-      }
-    };
+  on<K extends keyof SchedulerEvents>(
+    event: K,
+    listener: (...args: SchedulerEvents[K]) => void | Promise<void>,
+  ): this {
+    // a throw, or the rejection of an async listener, goes to onError (src/core/safeEmit.ts)
+    const guarded = (...args: SchedulerEvents[K]) =>
+      callListener(listener, undefined, args, (error) => this.#onError(event, error));
     // Node's typed EventEmitter cannot check a listener for a generic event name; the untyped
     // view is the same object, and `guarded` has exactly the arguments SchedulerEvents[K] declares.
     const emitter: Pick<EventEmitter, "on" | "off"> = this.#source;

@@ -24,6 +24,7 @@ export type * from "./events.js";
 import type { DesiredState } from "../config/desiredState.js";
 import { CronwardenError } from "../core/errors.js";
 import { createLogger, type Logger, redactingChild } from "../core/logger.js";
+import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
@@ -96,10 +97,12 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #pool: Pool;
   #starting: Promise<void> | undefined;
   #stopping: Promise<StopResult> | undefined;
-  /** The hourly retention prune in flight, if any: stop() waits for it. */
-  #pruning: Promise<void> | undefined;
-  /** Events whose listener threw, each logged once. */
-  readonly #failedListeners = new Set<string>();
+  /** The hourly retention prune in flight, if any (one at a time). */
+  #hourlyPrune: Promise<void> | undefined;
+  /** Every prune in flight, settled either way: stop() waits for them. */
+  readonly #prunes = new Set<Promise<void>>();
+  /** Listeners that failed, each logged once per event (src/core/safeEmit.ts). */
+  readonly #listenerFailures: ListenerFailures;
 
   constructor(options: SchedulerOptions) {
     super();
@@ -110,6 +113,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       settings.instanceId ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 6)}`;
     this.settings = { ...settings, instanceId };
     this.#logger = redactingChild(logger ?? createLogger(), { instanceId });
+    this.#listenerFailures = new ListenerFailures(this.#logger, "listener");
     // the database password never leaves in clear, even quoted in a task's own error message
     registerSecret(typeof pool.options.password === "string" ? pool.options.password : undefined);
     registerUrlPassword(pool.options.connectionString);
@@ -179,28 +183,17 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   /**
-   * Calls every listener, each in its own try: a listener that throws (a metrics or alert hook, a
-   * test) never fails a run, a lock or a reconcile, nor keeps the other listeners from being
-   * called. The first throw of each event is logged; the rest go to debug.
+   * Calls every listener through safeEmit (src/core/safeEmit.ts): a listener that throws, or an
+   * async one that rejects (a metrics or alert hook, a test), never fails a run, a lock or a
+   * reconcile, nor keeps the other listeners from being called. Each listener's first failure on
+   * an event is logged at error level with the event's name; its later ones at debug level.
    */
   override emit<K extends keyof SchedulerEvents>(
     event: K,
     ...args: K extends keyof SchedulerEvents ? SchedulerEvents[K] : never
   ): boolean {
-    const listeners = this.rawListeners(event) as Array<(...values: unknown[]) => unknown>;
-    for (const listener of listeners) {
-      try {
-        listener.apply(this, args);
-      } catch (error) {
-        const first = !this.#failedListeners.has(event);
-        this.#failedListeners.add(event);
-        this.#logger[first ? "error" : "debug"](
-          { err: error, event },
-          `a "${event}" listener threw; the scheduler goes on (further throws of this event are logged at debug level)`,
-        );
-      }
-    }
-    return listeners.length > 0;
+    const listeners = this.rawListeners(event) as Array<(...values: never[]) => unknown>;
+    return safeEmit(listeners, event, this, args, this.#listenerFailures);
   }
 
   get instanceId(): string {
@@ -217,17 +210,40 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return this.#registry.list();
   }
 
+  /**
+   * Starts the scheduler (docs/design.md, "Start-up and shutdown"). A start that fails, or that a
+   * stop() cuts short, leaves nothing running: it stops what it had started and then rejects,
+   * with the start's own error, or with CronwardenError SCHEDULER_STOPPED when stop() was called
+   * meanwhile (docs/operations.md, "Stopping").
+   */
   async start(): Promise<void> {
     if (this.#state !== "new")
       throw new CronwardenError("SCHEDULER_STATE", `start() called on a scheduler that is ${this.#state}`);
     this.#state = "starting";
     this.#starting = this.#start();
-    await this.#starting;
+    try {
+      await this.#starting;
+    } catch (error) {
+      // the same stop as any caller's (or theirs, when stop() cut the start short): when it has
+      // settled, no timer, watcher, worker, poller or liveness session of this scheduler is left
+      await this.stop().catch(() => {});
+      throw error;
+    }
+  }
+
+  /** Throws SCHEDULER_STOPPED once stop() was called: each step of #start() checks before the next one starts. */
+  #stillStarting(step: string): void {
+    if (this.#state === "starting") return;
+    throw new CronwardenError(
+      "SCHEDULER_STOPPED",
+      `start() did not complete: stop() was called while the scheduler was starting (${step}); it stopped what had started and the scheduler is stopped`,
+    );
   }
 
   async #start(): Promise<void> {
     this.#registry.seal();
     await this.#engine.prepare();
+    this.#stillStarting("after preparing the schema");
     for (const task of this.#registry.list()) {
       this.#engine.defineTask(task.name, (run) => this.#reporter.run(task, run), {
         timeoutMs: task.timeoutMs,
@@ -237,18 +253,22 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#enabledTasks = new Set(
       (await this.#engine.listJobs()).filter((job) => !job.disabled).map((job) => job.name),
     );
+    this.#stillStarting("before reading the config");
     const fromSource = await this.#watcher.loadInitial();
+    this.#stillStarting("after reading the config");
     if (fromSource) {
       await this.#reconcile(fromSource, "config");
     } else {
       const stored = await this.#loadStored();
+      this.#stillStarting("after reading the last applied config");
       if (stored) await this.#reconcile(stored, "stored");
     }
+    this.#stillStarting("after the first reconcile");
     await this.#engine.start();
+    this.#stillStarting("after starting the workers");
     this.#watcher.start();
     this.#startAntiEntropy();
     this.#startRetention();
-    if (this.#state !== "starting") return; // stop() was called meanwhile: it stops what started
     this.#state = "running";
     this.#logger.info(
       {
@@ -260,13 +280,16 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   /**
-   * Stops taking new runs and waits for running ones (up to drainTimeoutMs). Every call awaits the
-   * same stop; a stop during start() waits for the start to settle, then stops what it started.
+   * Stops taking new runs and waits for running ones (up to drainTimeoutMs), and for a retention
+   * prune in flight. Every call returns the same promise: a second stop(), the shutdown path's,
+   * awaits the same drain and gets the same outcome (or the same error); the first call's
+   * drainTimeoutMs is the one that applies. A stop during start()
+   * cuts the start short at its next step, then stops what it had started.
    */
   stop(options: { drainTimeoutMs?: number } = {}): Promise<StopResult> {
     if (this.#state === "new") {
       this.#state = "stopped";
-      return Promise.resolve({ completed: 0, handedOff: [], abandoned: [] });
+      this.#stopping = Promise.resolve({ completed: 0, handedOff: [], abandoned: [] });
     }
     this.#stopping ??= this.#stop(options);
     return this.#stopping;
@@ -274,15 +297,16 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   async #stop(options: { drainTimeoutMs?: number }): Promise<StopResult> {
     this.#state = "stopping";
+    // no new anti-entropy or prune pass, even while a start settles
+    clearInterval(this.#antiEntropyTimer);
+    clearInterval(this.#retentionTimer);
     await this.#starting?.catch(() => {}); // a failed start is the caller's to report
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
-    clearInterval(this.#antiEntropyTimer);
-    clearInterval(this.#retentionTimer);
     await this.#antiEntropyPass;
-    await this.#pruning;
     await this.#watcher.stop();
-    const outcome = await this.#engine.drain(drainTimeoutMs);
+    // the prunes in flight end while the workers drain: a prune never delays the end of new runs
+    const [outcome] = await Promise.all([this.#engine.drain(drainTimeoutMs), this.#prunesSettled()]);
     if (outcome.handedOff.length > 0) {
       this.#logger.warn(
         { handedOff: outcome.handedOff, drainTimeoutMs },
@@ -570,8 +594,22 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return state;
   }
 
-  /** Deletes run history older than the retention; returns the rows deleted (null: another instance is at it). */
-  async pruneRunHistory(now = new Date()): Promise<number | null> {
+  /**
+   * Deletes run history older than the retention; returns the rows deleted (null: another
+   * instance is at it). stop() waits for every prune in flight, the hourly one and called ones.
+   */
+  pruneRunHistory(now = new Date()): Promise<number | null> {
+    const prune = this.#prune(now);
+    const settled = prune.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.#prunes.add(settled);
+    void settled.finally(() => this.#prunes.delete(settled));
+    return prune;
+  }
+
+  async #prune(now: Date): Promise<number | null> {
     const days = this.settings.runLogRetentionDays;
     if (days <= 0) return 0;
     const deleted = await this.#engine.pruneRunLog(new Date(now.getTime() - days * 86_400_000));
@@ -583,16 +621,21 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return deleted;
   }
 
+  async #prunesSettled(): Promise<void> {
+    while (this.#prunes.size > 0) await Promise.all(this.#prunes);
+  }
+
   #startRetention(): void {
     if (this.settings.runLogRetentionDays <= 0) return;
     this.#retentionTimer = setInterval(() => {
-      this.#pruning ??= this.pruneRunHistory()
+      if (this.#hourlyPrune || this.#state !== "running") return;
+      this.#hourlyPrune = this.pruneRunHistory()
         .then(() => undefined)
         .catch((error: unknown) =>
           this.#logger.warn({ err: error }, "pruning the run history failed; retrying in an hour"),
         )
         .finally(() => {
-          this.#pruning = undefined;
+          this.#hourlyPrune = undefined;
         });
     }, RETENTION_EVERY_MS);
     this.#retentionTimer.unref();

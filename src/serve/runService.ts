@@ -40,10 +40,16 @@ export async function runService(options: ServiceOptions): Promise<void> {
     : "info"; // a bad LOG_LEVEL is reported by loadServiceSettings below, by name
   const logger = options.logger ?? createLogger({ level });
   const cleanups: Array<() => Promise<void>> = [];
-  const cleanUp = async () => {
-    for (const cleanup of cleanups.splice(0).reverse()) {
-      await cleanup().catch((error: unknown) => logger.error({ err: error }, "clean-up step failed"));
-    }
+  // one clean-up, however many ask: a signal during a failed start's clean-up awaits the same one
+  // (and so the same drain) instead of finding the list empty and exiting at once
+  let cleaning: Promise<void> | undefined;
+  const cleanUp = () => {
+    cleaning ??= (async () => {
+      for (const cleanup of cleanups.splice(0).reverse()) {
+        await cleanup().catch((error: unknown) => logger.error({ err: error }, "clean-up step failed"));
+      }
+    })();
+    return cleaning;
   };
   const stopping = new AbortController();
   // installed first, so that a signal during start-up still shuts down in order
