@@ -120,6 +120,15 @@ async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[
       if (!run.worker?.alive) throw new Error(`idle: ${run.contender} ${run.count} exited during the window`);
     }
     const rss = await Promise.all(runs.map((run) => run.worker?.rssBytes() ?? Number.NaN));
+    // each run's figures as they come: a later run that fails (a start past its deadline on a
+    // busy machine) does not take them with it
+    runs.forEach((run, index) => {
+      const tps = ((after[index] ?? Number.NaN) - (before[index] ?? Number.NaN)) / windowS;
+      const rssMb = (rss[index] ?? Number.NaN) / (1024 * 1024);
+      context.progress(
+        `idle: ${run.contender} ${run.count}: ${tps.toFixed(2)} tps, VmRSS ${rssMb.toFixed(1)} MB`,
+      );
+    });
     return runs.map((run, index) => ({
       tasks: run.count,
       tps: ((after[index] ?? Number.NaN) - (before[index] ?? Number.NaN)) / windowS,
