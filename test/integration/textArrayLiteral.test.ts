@@ -16,6 +16,8 @@ it("an array literal of names reads back in PostgreSQL as the same names, whatev
     textArrayLiteral(names),
   ]);
   expect(result.rows[0]?.names).toEqual(names);
-  const empty = await db.pool.query<{ names: string[] }>("SELECT $1::text[] AS names", [textArrayLiteral([])]);
+  const empty = await db.pool.query<{ names: string[] }>("SELECT $1::text[] AS names", [
+    textArrayLiteral([]),
+  ]);
   expect(empty.rows[0]?.names).toEqual([]);
 });
