@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,idle,failover,partition,rolling,reconcile] [-- --keep]
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile] [-- --keep]
  *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the idle/memory workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
@@ -16,7 +16,7 @@ import { codeVersion, describeMachine } from "./lib/machine.js";
 import { type BenchPostgres, startBenchPostgres } from "./lib/postgres.js";
 import { jsonLine, markdown, type Results } from "./lib/report.js";
 import { runFailover, runPartition } from "./scenarios/failover.js";
-import { runHerd } from "./scenarios/herd.js";
+import { runHerd, runHerdShared } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
 import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
@@ -27,6 +27,7 @@ const SCENARIOS = [
   "lateness",
   "lateness-minute",
   "herd",
+  "herd-3",
   "idle",
   "failover",
   "partition",
@@ -137,6 +138,10 @@ async function main(): Promise<void> {
   if (wanted("herd")) {
     progress("herd");
     results.herd = await runHerd(context);
+  }
+  if (wanted("herd-3")) {
+    progress("herd shared by 3 processes");
+    results.herdShared = await runHerdShared(context);
   }
   if (sizes.idleConcurrent) {
     // quick mode: idle and failover together (failover is mostly waiting for a lock to expire)

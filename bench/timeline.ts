@@ -96,6 +96,7 @@ try {
     lastOutcome: "succeeded",
     lastError: null,
     consecutiveFailures: 0,
+    consecutiveFailedAttempts: 0,
     recentOutcomes: [],
     dependencies: { upstreams: [], downstreams: [], when: null, waitAtMost: null },
   }));

@@ -15,6 +15,8 @@ export interface Sizes {
   latenessMinuteProcesses: number;
   latenessMinuteBoundaries: number;
   herdTasks: number;
+  /** The herd shared by 3 processes on one database (scenario herd-3). */
+  herdSharedTasks: number;
   /** Task counts of the idle scenario, keyed by the figure they report (100, 1000, 10000). */
   idle: { 100: number; 1000: number; 10000: number };
   idleWindowMs: number;
@@ -41,6 +43,7 @@ export const FULL: Sizes = {
   latenessMinuteProcesses: 6,
   latenessMinuteBoundaries: 6,
   herdTasks: 1000,
+  herdSharedTasks: 10_000,
   idle: { 100: 100, 1000: 1000, 10000: 10000 },
   idleWindowMs: 60_000,
   idleConcurrent: false,
@@ -59,6 +62,7 @@ export const QUICK: Sizes = {
   latenessMinuteProcesses: 3,
   latenessMinuteBoundaries: 2,
   herdTasks: 200,
+  herdSharedTasks: 2000,
   idle: { 100: 100, 1000: 1000, 10000: 2000 },
   idleWindowMs: 20_000,
   idleConcurrent: true,

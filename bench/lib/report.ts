@@ -26,6 +26,7 @@ export interface Results {
   /** `* * * * *` at each contender's default settings, processes started at random seconds. */
   latenessMinute?: MinuteLatenessResult;
   herd?: Record<Contender, HerdFigures>;
+  herdShared?: Record<Contender, HerdFigures>;
   idle?: IdleResult;
   failover?: Record<Contender, FailoverTrial[]>;
   /** The failover trial with SIGSTOP (a lingering session), once per contender. */
@@ -56,6 +57,7 @@ function contenderFigures(results: Results, contender: Contender, memoryTasks: n
   const lateness = results.lateness?.[MAIN_LATENESS_POLL_MS]?.[contender];
   const minute = results.latenessMinute?.[contender];
   const herd = results.herd?.[contender];
+  const shared = results.herdShared?.[contender];
   const idle = results.idle?.[contender];
   const failover = failoverFigures(results.failover?.[contender]);
   const memory = Object.values(idle ?? {}).find((figures) => figures?.tasks === memoryTasks);
@@ -72,6 +74,10 @@ function contenderFigures(results: Results, contender: Contender, memoryTasks: n
     herd_tasks: herd?.tasks ?? null,
     herd_runs: herd?.runs ?? null,
     herd_last_ms: round(herd?.lastMs),
+    herd3_tasks: shared?.tasks ?? null,
+    herd3_runs: shared?.runs ?? null,
+    herd3_wrong_tasks: shared?.wrongTasks ?? null,
+    herd3_last_ms: round(shared?.lastMs),
     idle_tps_100: round(idle?.[100]?.tps, 1),
     idle_tps_1000: round(idle?.[1000]?.tps, 1),
     idle_tps_10000: round(idle?.[10000]?.tps, 1),
@@ -147,6 +153,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     lateness_minute_processes: sizes.latenessMinuteProcesses,
     lateness_minute_boundaries_per_process: sizes.latenessMinuteBoundaries,
     herd_tasks: sizes.herdTasks,
+    herd3_tasks: sizes.herdSharedTasks,
     idle_tasks: sizes.idle,
     idle_window_s: sizes.idleWindowMs / 1000,
     failover_trials: sizes.failoverTrials,
@@ -202,6 +209,7 @@ export function markdown(options: {
   }
   if (results.latenessMinute) minuteLatenessRows(row, results.latenessMinute);
   if (results.herd) herdRows(row, results.herd);
+  if (results.herdShared) herdRows(row, results.herdShared);
   if (results.idle) idleRows(row, results.idle, sizes);
   if (results.failover) failoverRows(row, results.failover);
   if (results.partition) {
@@ -283,7 +291,7 @@ function minuteLatenessRows(row: Row, lateness: MinuteLatenessResult): void {
 function herdRows(row: Row, herd: Record<Contender, HerdFigures>): void {
   const { cronwarden: cw, agenda } = herd;
   row(
-    `herd (${cw.tasks} tasks due in one second)`,
+    `herd (${cw.tasks} tasks due in one second${cw.instances > 1 ? `, ${cw.instances} processes on one database` : ""})`,
     "first start after the boundary (ms)",
     show(cw.firstMs),
     show(agenda.firstMs),

@@ -2,7 +2,8 @@
  * Herd: N tasks all due at the same second (a daily 6-field cron at a boundary a few seconds
  * ahead), default 5 s poll. Time from the boundary to the first and the last handler start, and
  * the runs of that slot: each task must start exactly once. Contenders one after the other, so
- * the burst has the machine to itself.
+ * the burst has the machine to itself. `runHerd` has one process per contender; `runHerdShared`
+ * several processes on one database sharing the herd (`herd-3`: 3 processes, 10,000 tasks).
  */
 import {
   type BenchContext,
@@ -18,6 +19,8 @@ import {
 
 export interface HerdFigures {
   tasks: number;
+  /** Processes sharing the herd (one database). */
+  instances: number;
   /** Handler starts for the boundary slot (the handlers' own record). */
   runs: number;
   /** Tasks that did not start exactly once. */
@@ -29,13 +32,25 @@ export interface HerdFigures {
   setupMs: number;
 }
 
-export async function runHerd(context: BenchContext): Promise<Record<Contender, HerdFigures>> {
+export function runHerd(context: BenchContext): Promise<Record<Contender, HerdFigures>> {
+  return herdScenario(context, context.sizes.herdTasks, 1);
+}
+
+export function runHerdShared(context: BenchContext): Promise<Record<Contender, HerdFigures>> {
+  return herdScenario(context, context.sizes.herdSharedTasks, 3);
+}
+
+async function herdScenario(
+  context: BenchContext,
+  count: number,
+  instances: number,
+): Promise<Record<Contender, HerdFigures>> {
   const result = {} as Record<Contender, HerdFigures>;
   for (const contender of CONTENDERS) {
     // cronwarden creates each job in turn and audits it; a set-up that overruns is retried below
-    let margin = 8_000 + context.sizes.herdTasks * (contender === "cronwarden" ? 15 : 5);
+    let margin = 8_000 + count * (contender === "cronwarden" ? 15 : 5);
     for (let attempt = 1; ; attempt++) {
-      const figures = await herdOnce(context, contender, margin, attempt);
+      const figures = await herdOnce(context, contender, count, instances, margin, attempt);
       if (figures) {
         result[contender] = figures;
         break;
@@ -51,36 +66,42 @@ export async function runHerd(context: BenchContext): Promise<Record<Contender, 
 async function herdOnce(
   context: BenchContext,
   contender: Contender,
+  count: number,
+  instances: number,
   marginMs: number,
   attempt: number,
 ): Promise<HerdFigures | undefined> {
-  const count = context.sizes.herdTasks;
-  const database = `bench_herd_${contender}`;
+  const database = `bench_herd${instances > 1 ? instances : ""}_${contender}`;
   const boundary = boundaryAfter(marginMs);
   const tasks = { prefix: "herd", count, cron: dailyCronAt(boundary) };
   const launch = await prepareContender(context, contender, database, tasks);
-  const worker = launch(`herd-${contender}-${attempt}`, {
-    processEveryMs: DEFAULT_PROCESS_EVERY_MS,
-    minIntervalMs: 60_000,
-    taskMs: 0,
-  });
+  const workers = Array.from({ length: instances }, (_, index) =>
+    launch(`herd${instances > 1 ? `${instances}-${index + 1}` : ""}-${contender}-${attempt}`, {
+      processEveryMs: DEFAULT_PROCESS_EVERY_MS,
+      minIntervalMs: 60_000,
+      taskMs: 0,
+    }),
+  );
   try {
-    const ready = await worker.ready(marginMs + 30_000);
-    if (ready.at > boundary.getTime() - 500) return undefined;
+    const readies = await Promise.all(workers.map((each) => each.ready(marginMs + 30_000)));
+    if (readies.some((ready) => ready.at > boundary.getTime() - 500)) return undefined;
+    const ready = { setupMs: Math.max(...readies.map((each) => each.setupMs)) };
     context.progress(
-      `herd ${contender}: ${count} tasks ready in ${ready.setupMs} ms; boundary ${boundary.toISOString()}`,
+      `herd ${contender}: ${count} tasks on ${instances} process(es) ready in ${ready.setupMs} ms; boundary ${boundary.toISOString()}`,
     );
     const slot = boundary.getTime();
-    const ofSlot = () => worker.starts().filter((start) => start.slot === slot || start.slot === null);
+    const ofSlot = () =>
+      workers.flatMap((each) => each.starts()).filter((start) => start.slot === slot || start.slot === null);
     await sleepUntil(slot);
     let complete = true;
-    await worker
-      .waitUntil(`${count} starts`, () => ofSlot().length >= count, 120_000)
-      .catch((error: Error) => {
-        if (!worker.alive) throw error;
-        complete = false;
-        context.progress(`herd ${contender}: only ${ofSlot().length} of ${count} started within 120 s`);
-      });
+    // each process checks the shared count on its own messages: the one that reports the last start ends the wait
+    await Promise.race(
+      workers.map((each) => each.waitUntil(`${count} starts`, () => ofSlot().length >= count, 120_000)),
+    ).catch((error: Error) => {
+      if (!workers.every((each) => each.alive)) throw error;
+      complete = false;
+      context.progress(`herd ${contender}: only ${ofSlot().length} of ${count} started within 120 s`);
+    });
     // late duplicates would show up within a couple of polls
     await sleep(2 * DEFAULT_PROCESS_EVERY_MS);
     const starts = ofSlot();
@@ -98,6 +119,7 @@ async function herdOnce(
     }
     return {
       tasks: count,
+      instances,
       runs: starts.length,
       wrongTasks: count - [...perTask.values()].filter((runs) => runs === 1).length,
       logRuns,
@@ -106,7 +128,7 @@ async function herdOnce(
       setupMs: ready.setupMs,
     };
   } finally {
-    await worker.stop();
+    await Promise.all(workers.map((each) => each.stop()));
     await context.pg.dropDatabase(database).catch(() => {});
   }
 }

@@ -28,7 +28,7 @@ export async function statusCommand(
     return attention.length === 0 ? 0 : EXIT_ATTENTION;
   }
   for (const line of table(
-    ["TASK", "ENABLED", "SCHEDULE", "NEXT RUN", "LAST RUN", "OUTCOME", "FAILS", "RUNNING", "NOTE"],
+    ["TASK", "ENABLED", "SCHEDULE", "NEXT RUN", "LAST RUN", "OUTCOME", "FAILED SLOTS", "RUNNING", "NOTE"],
     tasks.map((task) => [
       task.name,
       task.job?.pausedByFailure
@@ -42,7 +42,7 @@ export async function statusCommand(
       time(task.job?.nextRunAt),
       time(task.job?.lastRunAt),
       task.lastOutcome ?? "-",
-      String(task.consecutiveFailures),
+      failedSlots(task),
       task.running ? `on ${task.runningOn ?? "?"}` : "-",
       noteOf(task),
     ]),
@@ -57,6 +57,14 @@ export async function statusCommand(
     `${attention.length} task(s) need attention: ${attention.map((task) => `${task.name} (${needsAttention(task)})`).join(", ")}`,
   );
   return EXIT_ATTENTION;
+}
+
+/** Failed slots in a row (a slot's final attempt), with their attempts when retries added some. */
+function failedSlots(task: TaskStatusJson): string {
+  const attempts = task.consecutiveFailedAttempts;
+  return attempts !== undefined && attempts !== task.consecutiveFailures
+    ? `${task.consecutiveFailures} (${attempts} attempts)`
+    : String(task.consecutiveFailures);
 }
 
 /** `cronwarden runs <task> [--limit N]`: the task's finished runs, newest first. */

@@ -31,6 +31,7 @@ export const taskStatusSchema = z.object({
   lastOutcome: z.enum(["succeeded", "failed", "skipped", "interrupted"]).nullable(),
   lastError: z.string().nullable(),
   consecutiveFailures: z.number(),
+  consecutiveFailedAttempts: z.number().optional(),
   missedSlot: z
     .object({ scheduledAt: isoDate.nullable(), detectedAt: isoDate, reason: z.string() })
     .nullable()

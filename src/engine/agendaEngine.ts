@@ -11,6 +11,7 @@ import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { type PauseMark, pauseOfValue } from "../core/policies/pauseOnFailure.js";
 import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
+import { type ClaimedJob, ClaimLoop } from "./claimLoop.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
 import { DependencyCoordinator } from "./dependencies.js";
@@ -25,15 +26,15 @@ import type {
   TaskDefinitionOptions,
   TaskJob,
 } from "./engineApi.js";
-import { readRunSummaries, readTaskJobs } from "./jobReads.js";
+import { readRunSummaries, readTaskJobs, runRecordOfRow } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
-import { JobNotificationChannel, LOCAL_WAKE_SOURCE } from "./notificationChannel.js";
+import { JobNotificationChannel } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
+import { RunLogBatch } from "./runLogBatch.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
-import { SlotTimers } from "./slotTimers.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
 import { type RunningRuns, TaskRunner } from "./taskRunner.js";
@@ -55,15 +56,17 @@ const RECENT_OUTCOMES = 10;
 const DEFAULT_MISSED_SLOT_CHECK_MS = SCHEDULER_DEFAULTS.missedSlotCheckMs;
 const DEFAULT_LIVENESS_CHECK_MS = SCHEDULER_DEFAULTS.livenessCheckMs;
 const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
-/** Locks held at once (running plus waiting for a worker), per worker: see JobRepositoryLimits. */
+/**
+ * Jobs held at once (claimed ahead of their slot or waiting for a worker, plus running), per
+ * worker. Without a bound one instance would lock a whole herd at the poll before its slot while
+ * the others idle; the rest are claimed as runs end (src/engine/claimLoop.ts).
+ */
 const HELD_LOCKS_PER_WORKER = 2;
 
-/**
- * Agenda's liveness check of a running job gives up when the job has no lock time; Agenda clears
- * it just before the save that ends the run, so this is a run whose end is still being saved
- * (retried through a database outage), not a failure.
- */
-const FINAL_SAVE_PENDING = /^execution of '.*' canceled, no lockedAt date found/;
+/** A claimed job: Agenda's Job object, which runs it (start save, handler, final save, job log). */
+interface EngineClaim extends ClaimedJob {
+  readonly job: Job;
+}
 
 /** After the drain deadline, how long cut-off runs get to stop and hand their slot off. */
 const HANDOFF_WAIT_MS = 5_000;
@@ -79,17 +82,6 @@ export class AgendaEngine {
   readonly #definedTasks: string[] = [];
   readonly #lastErrorLog = new Map<string, number>();
   readonly #health: DatabaseHealth;
-  readonly #slotTimers = new SlotTimers((taskName) => {
-    if (!this.#started) return;
-    this.#channel
-      ?.wakeLocally(taskName)
-      .catch((error: unknown) =>
-        this.#logger.debug(
-          { err: error, task: taskName },
-          "could not wake the workers at a slot; the next poll will",
-        ),
-      );
-  });
   #runner: TaskRunner | undefined;
   #missedSlots: MissedSlotDetector | undefined;
   #liveness: InstanceLiveness | undefined;
@@ -98,8 +90,7 @@ export class AgendaEngine {
   #agenda: Agenda | undefined;
   #recorder: RunRecorder | undefined;
   #channel: JobNotificationChannel | undefined;
-  #lockingPass = false;
-  #lockAgain = false;
+  #loop: ClaimLoop<EngineClaim> | undefined;
   #started = false;
 
   constructor(options: EngineOptions) {
@@ -156,7 +147,13 @@ export class AgendaEngine {
         );
     }
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
-    this.#recorder = new RunRecorder(jobLogger, this.#ledger, instanceId, this.#logger);
+    this.#recorder = new RunRecorder(
+      jobLogger,
+      this.#ledger,
+      instanceId,
+      this.#logger,
+      new RunLogBatch((rows) => sql.insertRunLogRows(pool, rows)),
+    );
     const hooks = this.#options.hooks ?? {};
     const dependencies = new DependencyCoordinator({
       pool,
@@ -165,7 +162,7 @@ export class AgendaEngine {
       hooks,
       sweepEveryMs: this.#options.dependencySweepMs,
       wake: (rows) => {
-        this.#repository?.invalidateLockable();
+        this.#loop?.claimNow();
         for (const row of rows)
           void this.#wake({ id: row.id, name: row.name, nextRunAt: row.next_run_at, priority: 0 }).catch(
             () => {},
@@ -180,8 +177,7 @@ export class AgendaEngine {
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
     const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger, {
       lockLifetimeMs,
-      maxHeldLocks: HELD_LOCKS_PER_WORKER * (this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY),
-      onRunEnded: () => void this.#lockMoreDueJobs(),
+      onRowGivenBack: () => this.#loop?.claimNow(),
       onHandedOff: (jobId, taskName) => {
         // the other instances lock it now, not at their next poll
         void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(), priority: 0 }).catch(() => {});
@@ -196,10 +192,6 @@ export class AgendaEngine {
           `task "${taskName}" paused after ${pause.failures} failed slot(s) in a row (pauseOnFailure); it resumes when its config entry changes or by POST /tasks/${taskName}/resume`,
         );
         this.#options.hooks?.taskPaused?.({ taskName, ...pause });
-      },
-      onLocked: (jobId, taskName, slot) => {
-        this.#options.hooks?.slotLocked?.(taskName, slot);
-        if (slot.getTime() > Date.now()) this.#slotTimers.arm(jobId, taskName, slot);
       },
     });
     this.#repository = repository;
@@ -217,7 +209,7 @@ export class AgendaEngine {
           else void this.#health.probe();
         },
         onReleased: (rows) => {
-          repository.invalidateLockable();
+          this.#loop?.claimNow();
           const soon = Date.now() + processEveryMs;
           for (const row of rows)
             if (row.next_run_at && row.next_run_at.getTime() <= soon)
@@ -229,9 +221,10 @@ export class AgendaEngine {
               }).catch(() => {});
         },
       });
-    // subscribed before Agenda's own handler, so Agenda's look at the job finds the cache dropped
+    const lookAheadMs = lookAheadOf(processEveryMs);
     notificationChannel.subscribe((notification) => {
-      if (notification.source !== LOCAL_WAKE_SOURCE) repository.invalidateLockable();
+      const due = notification.nextRunAt;
+      if (!due || new Date(due).getTime() <= Date.now() + lookAheadMs) this.#loop?.claimNow();
     });
     this.#runner = new TaskRunner(
       {
@@ -271,15 +264,43 @@ export class AgendaEngine {
       maxConcurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
       logging: true,
     });
-    agenda.on("error", (error: Error) => {
-      if (error instanceof StaleStartError) this.#logStaleStart(error);
-      else if (error instanceof DatabaseUnreachableBeforeStartError) this.#logOncePerWindow("warn", error);
-      else if (FINAL_SAVE_PENDING.test(error.message))
-        this.#logger.debug({ err: error }, "agenda: a run's end is still being saved");
-      else this.#logAgendaError(error);
-    });
+    agenda.on("error", (error: Error) => this.#onRunError(error));
     await agenda.ready;
     this.#agenda = agenda;
+    const maxConcurrency = this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
+    this.#loop = new ClaimLoop<EngineClaim>({
+      processEveryMs,
+      lookAheadMs,
+      maxConcurrency,
+      maxClaimed: HELD_LOCKS_PER_WORKER * maxConcurrency,
+      lockLifetimeMs,
+      claim: async (request) => {
+        const names = this.#definedTasks;
+        const jobs = await repository.claimDue({ ...request, names, owner: instanceId });
+        return jobs.map((attrs) => {
+          const claimed: EngineClaim = {
+            id: String(attrs._id),
+            name: attrs.name,
+            dueAt: Math.max(attrs.nextRunAt?.getTime() ?? request.now.getTime(), request.now.getTime()),
+            lockedAt: (attrs.lockedAt ?? request.now).getTime(),
+            job: new Job(agenda, attrs, true),
+          };
+          if (attrs.nextRunAt) this.#options.hooks?.slotLocked?.(attrs.name, attrs.nextRunAt);
+          return claimed;
+        });
+      },
+      run: (claimed) => claimed.job.run(),
+      release: (claimed) => repository.unlockJob(claimed.job.attrs),
+      onStale: (claimed) => {
+        this.#ledger.forget(claimed.id);
+        this.#logStaleStart(new StaleStartError(claimed.name));
+      },
+      onError: (error, claimed) => {
+        // a run that threw never got to its end (its start save failed): its entry is not needed
+        if (claimed) this.#ledger.forget(claimed.id);
+        this.#onRunError(error instanceof Error ? error : new Error(String(error)));
+      },
+    });
     this.#missedSlots = new MissedSlotDetector({
       pool,
       taskNames: () => this.#definedTasks,
@@ -295,11 +316,9 @@ export class AgendaEngine {
   }
 
   /**
-   * Defines the Agenda job for a task; `handler` runs once per slot this instance locks.
-   * `concurrency: 1` and the row lock keep a task to one run at a time. No per-name `lockLimit`:
-   * Agenda drops a pre-locked job whose lock expired while it waited for a free worker without
-   * decrementing its count of locked jobs (agenda 6.2.6 JobProcessor.jobProcessing), so with a
-   * limit of 1 this instance would never lock that task again (a 1,000-task herd lost 600).
+   * Defines the Agenda job for a task; `handler` runs once per slot this instance claims. One job
+   * row per task, its lock, and the claim loop leaving alone the names it holds keep a task to one
+   * run at a time.
    */
   defineTask(taskName: string, handler: RunHandler, options: TaskDefinitionOptions = {}): void {
     const runner = this.#runner;
@@ -316,7 +335,9 @@ export class AgendaEngine {
     this.#repository?.holdTakeovers(this.#options.lockLifetimeMs);
     // live before the first lock: a lock under this id must never look like a dead instance's
     await this.#liveness?.start();
-    await this.#requireAgenda().start();
+    this.#requireAgenda();
+    await this.#channel?.connect();
+    this.#loop?.start();
     this.#health.start();
     this.#missedSlots?.start();
     this.#dependencies?.start();
@@ -338,10 +359,9 @@ export class AgendaEngine {
       return { completed: 0, handedOff: [], abandoned: [] };
     }
     this.#started = false;
-    this.#slotTimers.stop();
     await this.#health.stop();
     await this.#missedSlots?.stop();
-    const result = await agenda.drain({ timeout: timeoutMs, closeConnection: false });
+    const result = (await this.#loop?.drain(timeoutMs)) ?? { completed: 0, running: 0 };
     // Runs still going are cut off and handed off: recorded interrupted, their slot released for
     // the other instances to re-run at once (CronwardenJobRepository), instead of failing them.
     const cutOff = [...this.#running.entries()];
@@ -357,6 +377,7 @@ export class AgendaEngine {
       await sleep(50);
     }
     await this.#dependencies?.stop();
+    await this.#channel?.disconnect().catch(() => {});
     const abandoned = [...this.#running.values()].map((run) => run.taskName);
     const handedOff = cutOff.map(([, run]) => run.taskName).filter((name) => !abandoned.includes(name));
     await this.#recorder?.flush();
@@ -545,27 +566,7 @@ export class AgendaEngine {
   /** Finished runs of a task, newest first, from Agenda's run log. */
   async listRuns(taskName: string, limit = 50): Promise<RunRecord[]> {
     const rows = await sql.selectRuns(this.#options.pool, taskName, limit);
-    return rows.map((row) => {
-      const meta = row.meta ?? {};
-      const text = (key: string) => (typeof meta[key] === "string" ? (meta[key] as string) : null);
-      const startedAt = text("startedAt");
-      return {
-        taskName: row.job_name,
-        outcome: (text("outcome") ??
-          (row.event === "success" ? "succeeded" : "failed")) as RunRecord["outcome"],
-        scheduledAt: new Date(text("scheduledAt") ?? row.timestamp),
-        startedAt: startedAt ? new Date(startedAt) : null,
-        finishedAt: new Date(text("finishedAt") ?? row.timestamp),
-        durationMs: row.duration,
-        error: row.error,
-        detail: text("detail"),
-        instanceId: text("instanceId") ?? row.agenda_name,
-        attempt: typeof meta.attempt === "number" ? meta.attempt : null,
-        trigger: meta.trigger === "manual" ? "manual" : "schedule",
-        requestedBy: meta.trigger === "manual" ? text("requestedBy") : null,
-        rerun: meta.rerun === true,
-      };
-    });
+    return rows.map(runRecordOfRow);
   }
 
   /**
@@ -622,31 +623,11 @@ export class AgendaEngine {
     return this.#missedSlots.check();
   }
 
-  /**
-   * A run ended: if due jobs are waiting (a herd larger than the lock limit), wake Agenda for as
-   * many as there is room to lock, instead of leaving them to its next poll. One pass at a time;
-   * ends that arrive during a pass ask for one more.
-   */
-  async #lockMoreDueJobs(): Promise<void> {
-    const repository = this.#repository;
-    const channel = this.#channel;
-    if (!this.#started || !repository || !channel) return;
-    if (this.#lockingPass) {
-      this.#lockAgain = true;
-      return;
-    }
-    this.#lockingPass = true;
-    try {
-      do {
-        this.#lockAgain = false;
-        const names = await repository.dueNamesToLock(new Date(Date.now() + this.#options.processEveryMs));
-        await Promise.all(names.map((name) => channel.wakeLocally(name)));
-      } while (this.#lockAgain && this.#started);
-    } catch (error) {
-      this.#logger.debug({ err: error }, "could not look for more due jobs; the next poll will");
-    } finally {
-      this.#lockingPass = false;
-    }
+  /** A claim pass or a run's start failed (the loop goes on). */
+  #onRunError(error: Error): void {
+    if (error instanceof StaleStartError) this.#logStaleStart(error);
+    else if (error instanceof DatabaseUnreachableBeforeStartError) this.#logOncePerWindow("warn", error);
+    else this.#logAgendaError(error);
   }
 
   /** A queued run lost its lock before a worker was free: the instance is behind its due runs. */
@@ -717,4 +698,12 @@ function nextSlotAfter(cron: string, timezone: string, after: Date): Date | unde
   } catch {
     return undefined;
   }
+}
+
+/**
+ * How far ahead of now a claim pass looks: one poll, plus a quarter of one (at most a second) so
+ * that a poll that comes a little late still finds the slots of its interval already claimed.
+ */
+function lookAheadOf(processEveryMs: number): number {
+  return processEveryMs + Math.min(processEveryMs / 4, 1_000);
 }

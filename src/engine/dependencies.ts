@@ -8,6 +8,7 @@ import {
 } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import type { ChainSlot, EngineHooks, EngineRun } from "./engineApi.js";
+import type { RunLogMeta } from "./runLogMeta.js";
 import {
   decideWait,
   finishWait,
@@ -134,17 +135,16 @@ export class DependencyCoordinator {
    * must find every outcome already in the run log, or the last two upstreams to finish could
    * each miss the other's.
    */
-  outcomeRecorded(taskName: string, meta: Record<string, unknown>): void {
+  outcomeRecorded(taskName: string, meta: RunLogMeta): void {
     const outcome = meta.outcome;
     if (outcome !== "succeeded" && outcome !== "failed" && outcome !== "skipped") return;
-    if (typeof meta.scheduledAt !== "string") return;
-    const slot = new Date(meta.scheduledAt);
-    if (Number.isNaN(slot.getTime())) return;
+    const slot = meta.scheduledAt;
+    if (!slot) return;
     const key = runKey(taskName, slot);
     const chain = this.#manualChains.has(key);
     this.#manualChains.delete(key);
     // a downstream's run of a queued slot carries its upstream runs in its record
-    const ranAsDownstream = Array.isArray(meta.upstreams);
+    const ranAsDownstream = meta.upstreams !== undefined;
     if (meta.trigger === "manual" && !chain && !ranAsDownstream) return;
     this.#track(this.#settled(taskName, slot, outcome, chain, ranAsDownstream));
   }

@@ -178,8 +178,9 @@ export interface TaskJob {
 }
 
 /**
- * A task's run figures from the run log, counted in slots: the latest slot's outcome and error,
- * the latest slots' outcomes (newest first), the failed slots since the last succeeded one.
+ * A task's run figures from the run log (one statement), counted in slots: the latest slot's
+ * outcome and error, the latest slots' outcomes (newest first), the failed slots since the last
+ * succeeded one; and beside them, in attempts, the attempts those failed slots took.
  */
 export interface RunSummary {
   taskName: string;
@@ -187,6 +188,7 @@ export interface RunSummary {
   lastError: string | null;
   recentOutcomes: RunOutcome[];
   consecutiveFailures: number;
+  consecutiveFailedAttempts: number;
 }
 
 export interface RunRecord {

@@ -17,17 +17,16 @@ import { redactSecrets } from "../observability/redact.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import type { RowAtStart, RunLedger } from "./runLedger.js";
 import {
+  claimDueJobs,
   closeFinishedSlot,
   handOffRun,
   inTransaction,
   JOBS_TABLE,
-  lockNextJob,
   releaseLock,
   releaseUnstartedRun,
   renewLock,
   saveJobRow,
   selectEndState,
-  selectLockableJobNames,
 } from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, StaleStartError } from "./staleStart.js";
 import type { LockRenewer } from "./watchdog.js";
@@ -43,19 +42,11 @@ import type { LockRenewer } from "./watchdog.js";
  * - `saveJobState` does not overwrite `next_run_at` when the row's cron or timezone changed since
  *   the job was loaded (a run that finishes after an in-place schedule change would otherwise
  *   write a next run computed from the old cron: docs/design.md, "The in-place schedule change");
- * - `unlockJob`, which Agenda calls without awaiting, never rejects (an unhandled rejection
- *   would end the process while the database is down).
+ * - `unlockJob` never rejects (an unhandled rejection would end the process while the database
+ *   is down);
+ * - `claimDue` locks the due jobs of all names in one statement, for the claim loop
+ *   (src/engine/claimLoop.ts), which replaces Agenda's job processor.
  */
-/**
- * Agenda polls with one locking statement per job name, so an idle instance's load grows with the
- * number of tasks. One statement per poll now lists the names that have anything to lock; the
- * per-name statement runs only for those. The list is shared by the calls of one poll (they come
- * within milliseconds), looks a little further ahead than the poll does, and is dropped on every
- * job notification (a save, a run-now), so nothing is seen later than Agenda alone would see it.
- */
-const LOCKABLE_NAMES_TTL_MS = 250;
-const LOCKABLE_NAMES_LOOKAHEAD_MS = LOCKABLE_NAMES_TTL_MS;
-
 /** How long the save that ends a run is retried while the database is unreachable. */
 const FINAL_SAVE_RETRY_MS = 10 * 60_000;
 
@@ -69,19 +60,10 @@ export const BEFORE_START_RETRY = { initialDelayMs: 100, maxDelayMs: 500 };
 
 export interface JobRepositoryLimits {
   lockLifetimeMs: number;
-  /**
-   * At most this many jobs locked by this instance at once, running or waiting for a worker.
-   * Agenda alone locks every due job at the poll before their slot; with a herd of 1,000 its
-   * queue work grows with the square of the queue (and one instance hoards the whole herd while
-   * others idle). The rest stay unlocked, for other instances or for `onRunEnded`.
-   */
-  maxHeldLocks: number;
-  /** A run ended and its lock was released: there may be room to lock due jobs. */
-  onRunEnded?: () => void;
+  /** A run's row was given back without a run (see #giveBack): look for due jobs again. */
+  onRowGivenBack?: () => void;
   /** A run cut off at shutdown was handed off (its row unlocked and due now). */
   onHandedOff?: (jobId: string, taskName: string) => void;
-  /** A job was locked for a slot (`nextRunAt`, possibly ahead of now). */
-  onLocked?: (jobId: string, taskName: string, slot: Date) => void;
   /** A slot's end paused its task (pause on failure); called once per pause, after the save committed. */
   onPaused?: (jobId: string, taskName: string, pause: PauseMark) => void;
   /** A slot at most this late is on time; older ones are missed and follow the task's catchUp policy. */
@@ -95,9 +77,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   /** Jobs whose run ended but whose end is not saved yet: not to be locked again meanwhile. */
   readonly #finalSavesPending = new Set<string>();
   #takeoversHeldUntil = 0;
-  #lockable: { at: number; until: Date; names: Promise<Set<string>> } | undefined;
   readonly #limits: JobRepositoryLimits;
-  #locksInFlight = 0;
 
   constructor(pool: Pool, ledger: RunLedger, logger: Logger, limits: JobRepositoryLimits) {
     super({ pool, tableName: JOBS_TABLE, ensureSchema: false });
@@ -107,49 +87,43 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#limits = limits;
   }
 
-  override async getNextJobToRun(
-    jobName: string,
-    nextScanAt: Date,
-    lockDeadline: Date,
-    now: Date | undefined,
-    options: JobRepositoryOptions | undefined,
-  ): Promise<JobParameters | undefined> {
-    // Agenda's own expiry check can drop a run from its books while its end is still being saved
-    if (this.#finalSavesPending.has(jobName) || this.#roomToLock() <= 0) return undefined;
-    const lockable = await this.#lockableNames(nextScanAt, this.#takeoverDeadline(lockDeadline));
-    // Agenda asks for every name at once: the room is taken before the first lock returns
-    if (!lockable.has(jobName) || this.#roomToLock() <= 0) return undefined;
-    // one job row per task: once asked, the name has nothing more to lock in this poll (Agenda
-    // asks again after every lock, to fill its queue)
-    lockable.delete(jobName);
-    this.#locksInFlight += 1;
-    try {
-      const row = await lockNextJob(this.#db, {
-        name: jobName,
-        nextScanAt,
-        lockDeadline: this.#takeoverDeadline(lockDeadline),
-        lockedAt: now ?? new Date(),
-        owner: options?.lastModifiedBy ?? null,
-        lockLifetimeMs: this.#limits.lockLifetimeMs,
-      });
-      return row ? this.#locked(this.#rowToJob(row)) : undefined;
-    } finally {
-      this.#locksInFlight -= 1;
-    }
-  }
-
-  override async lockJob(
-    job: JobParameters,
-    options: JobRepositoryOptions | undefined,
-  ): Promise<JobParameters | undefined> {
-    const locked = await super.lockJob(job, options);
-    return locked ? this.#locked(locked) : undefined;
+  /**
+   * Locks up to `limit` jobs of `names` due before `until` (or whose lock expired), in one
+   * statement, most overdue first; each is recorded in the ledger (src/engine/sql/claim.ts
+   * claimDueJobs). Jobs whose end is still being saved, and `holding` (jobs this instance has
+   * claimed or runs), are left alone.
+   */
+  async claimDue(claim: {
+    names: readonly string[];
+    holding: readonly string[];
+    until: Date;
+    limit: number;
+    owner: string;
+    now: Date;
+  }): Promise<JobParameters[]> {
+    const rows = await claimDueJobs(this.#db, {
+      names: claim.names,
+      skipNames: [...claim.holding, ...this.#finalSavesPending],
+      until: claim.until,
+      lockDeadline: this.#takeoverDeadline(new Date(claim.now.getTime() - this.#limits.lockLifetimeMs)),
+      lockedAt: claim.now,
+      owner: claim.owner,
+      lockLifetimeMs: this.#limits.lockLifetimeMs,
+      limit: claim.limit,
+    });
+    return rows
+      .map((row) => this.#locked(this.#rowToJob(row)))
+      .sort(
+        (a, b) =>
+          (a.nextRunAt?.getTime() ?? 0) - (b.nextRunAt?.getTime() ?? 0) ||
+          (b.priority ?? 0) - (a.priority ?? 0),
+      );
   }
 
   /**
-   * Agenda frees a pre-locked job it will not run (too far ahead, or over its limit) without
-   * awaiting the statement: one held up by an outage could land after another instance locked the
-   * job and started it, and free that run's lock. Fenced on the lock this job object was given.
+   * Frees a claimed job that will not run here (the instance stops before its slot). Fenced on the
+   * lock this job object was given: a release held up by an outage could land after another
+   * instance locked the job and started it, and must not free that run's lock.
    */
   override async unlockJob(job: JobParameters): Promise<void> {
     if (!job._id) return;
@@ -167,27 +141,6 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     }
   }
 
-  /**
-   * Names of due jobs that nobody holds, most overdue first, as many as this instance has room to
-   * lock (none while it is at its limit).
-   */
-  async dueNamesToLock(nextScanAt: Date): Promise<string[]> {
-    const room = this.#roomToLock();
-    if (room <= 0) return [];
-    const deadline = this.#takeoverDeadline(new Date(Date.now() - this.#limits.lockLifetimeMs));
-    const names: string[] = [];
-    for (const name of await this.#lockableNames(nextScanAt, deadline)) {
-      if (names.length >= room) break;
-      if (!this.#finalSavesPending.has(name)) names.push(name);
-    }
-    return names;
-  }
-
-  #roomToLock(): number {
-    const since = new Date(Date.now() - this.#limits.lockLifetimeMs);
-    return this.#limits.maxHeldLocks - this.#ledger.heldLocks(since) - this.#locksInFlight;
-  }
-
   /** After an outage no lock counts as expired for a while (see holdTakeovers). */
   #takeoverDeadline(lockDeadline: Date): Date {
     return Date.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
@@ -196,25 +149,6 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   /** Runs whose end (or hand-off) is being saved. */
   get pendingEnds(): number {
     return this.#finalSavesPending.size;
-  }
-
-  /** Forgets the lockable names (a job was saved or a run requested: look again). */
-  invalidateLockable(): void {
-    this.#lockable = undefined;
-  }
-
-  #lockableNames(nextScanAt: Date, lockDeadline: Date): Promise<Set<string>> {
-    const cached = this.#lockable;
-    if (cached && Date.now() - cached.at < LOCKABLE_NAMES_TTL_MS && nextScanAt <= cached.until)
-      return cached.names;
-    const until = new Date(nextScanAt.getTime() + LOCKABLE_NAMES_LOOKAHEAD_MS);
-    const names = selectLockableJobNames(this.#db, until, lockDeadline, this.#limits.lockLifetimeMs);
-    const entry = { at: Date.now(), until, names };
-    this.#lockable = entry;
-    names.catch(() => {
-      if (this.#lockable === entry) this.#lockable = undefined; // a failed query is not cached
-    });
-    return names;
   }
 
   async renewLock(jobId: string, expected: Date, next: Date): Promise<boolean> {
@@ -256,10 +190,6 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     } finally {
       this.#finalSavesPending.delete(job.name);
     }
-    // the row is unlocked with its next run: a cached answer of this poll (which removed the name
-    // once it was locked) would hide it from the refill, and the next slot would wait for a poll
-    this.invalidateLockable();
-    this.#limits.onRunEnded?.();
   }
 
   /**
@@ -272,7 +202,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
 
   /**
    * The save Agenda makes just before it calls the handler (the lock held). Fenced on the lock
-   * this very job object was given, not the ledger's latest: a job that waited in Agenda's queue
+   * this very job object was given, not the ledger's latest: a job that waited for a worker
    * past its lock lifetime may have been locked again meanwhile, here or elsewhere, and must not
    * start as well. The lock is renewed by the same statement, so the run starts with a whole
    * lifetime ahead of it (the watchdog's first renewal comes a third of a lifetime later).
@@ -306,7 +236,6 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       void this.#releaseUnstarted(job, [heldLock, renewed]);
       throw new DatabaseUnreachableBeforeStartError(job.name, error as Error);
     }
-    job.lockedAt = renewed; // Agenda's Job shares this object: its expiry check reads it
     const jobId = String(job._id);
     this.#ledger.renewed(jobId, renewed);
     this.#ledger.startSaved(jobId, row);
@@ -412,8 +341,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
    * What every way of giving a run's row back besides the final save shares: the statement is
    * retried while the database is unreachable, and until it lands this instance does not lock the
    * job again; if it never lands, the lock expires and the slot is taken over (`failed` says so).
-   * Then the lock is forgotten and, with `lookAgain`, the poll's cached names are dropped and
-   * due jobs looked for (there is room again). Returns the statement's answer, undefined if it failed.
+   * Then the lock is forgotten and, with `lookAgain`, due jobs are looked for again. Returns the statement's answer, undefined if it failed.
    */
   async #giveBack<T>(
     job: JobParameters,
@@ -430,10 +358,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       this.#finalSavesPending.delete(job.name);
     }
     this.#ledger.renewed(String(job._id), undefined);
-    if (options.lookAgain) {
-      this.invalidateLockable();
-      this.#limits.onRunEnded?.();
-    }
+    if (options.lookAgain) this.#limits.onRowGivenBack?.();
     return answer;
   }
 
@@ -538,7 +463,6 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       // the dead run had already computed its next slot; re-run now instead of waiting for it
       return { ...job, nextRunAt: new Date() };
     }
-    if (job.nextRunAt) this.#limits.onLocked?.(String(job._id), job.name, job.nextRunAt);
     return job;
   }
 }

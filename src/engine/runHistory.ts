@@ -1,6 +1,7 @@
 import type { Pool } from "pg";
 import type { RunRecord } from "./engineApi.js";
 import type { RunLogLine } from "./runJournal.js";
+import { decodeRunMeta } from "./runLogMeta.js";
 import { type MarkOutcome, runMark } from "./timeline.js";
 import * as tsql from "./timelineSql.js";
 
@@ -83,7 +84,7 @@ export interface RunDetail {
 export async function readRunDetail(pool: Pool, id: string): Promise<RunDetail | undefined> {
   const row = await tsql.selectRunDetail(pool, id);
   if (!row) return undefined;
-  const logs = Array.isArray(row.logs) ? (row.logs as RunLogLine[]) : [];
+  const meta = decodeRunMeta(row.meta);
   if (row.event === "start") {
     const slot = row.slot ? new Date(row.slot) : null;
     const ended = await tsql.selectOutcomeAfterStart(pool, {
@@ -148,10 +149,10 @@ export async function readRunDetail(pool: Pool, id: string): Promise<RunDetail |
     instanceId: mark.instanceId,
     rerunOf: mark.rerunOf,
     error: row.error,
-    errorStack: row.error_stack,
+    errorStack: meta.errorStack ?? null,
     reason: row.outcome === "skipped" ? row.detail : null,
-    logs,
-    logsDropped: row.logs_dropped ?? 0,
+    logs: meta.logs ?? [],
+    logsDropped: meta.logsDropped ?? 0,
     recordId: row.id,
   };
 }

@@ -1,4 +1,5 @@
 import { redactSecrets } from "../observability/redact.js";
+import type { RunLogMeta } from "./runLogMeta.js";
 
 /**
  * The lines a handler logs through `ctx.logger` during one attempt, kept with its run record
@@ -48,8 +49,8 @@ export class RunJournal {
 export function journalMeta(
   journal: RunJournal | undefined,
   error: Error | undefined,
-): Record<string, unknown> {
-  const meta: Record<string, unknown> = {};
+): Pick<RunLogMeta, "logs" | "logsDropped" | "errorStack"> {
+  const meta: Pick<RunLogMeta, "logs" | "logsDropped" | "errorStack"> = {};
   if (journal && journal.lines.length > 0) meta.logs = journal.lines;
   if (journal && journal.dropped > 0) meta.logsDropped = journal.dropped;
   if (error?.stack) meta.errorStack = redactSecrets(error.stack).slice(0, RUN_ERROR_STACK_MAX_CHARS);

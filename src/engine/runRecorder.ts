@@ -5,6 +5,8 @@ import { redactSecrets, redactValue } from "../observability/redact.js";
 import { retryWhileDisconnected } from "./retry.js";
 import { journalMeta, type RunJournal } from "./runJournal.js";
 import type { RunEntry, RunLedger } from "./runLedger.js";
+import type { RunLogBatch } from "./runLogBatch.js";
+import { decodeRunMeta, encodeRunMeta, type RunLogMeta } from "./runLogMeta.js";
 import { isNotStarted } from "./staleStart.js";
 
 /** How long a run log row is retried while the database is unreachable. */
@@ -25,7 +27,8 @@ const UNRECORDED_EVENTS = new Set(["locked", "complete", "start"]);
  * Agenda writes: the slot, the instance, the attempt and the outcome go into `meta`, so one
  * `success`/`fail` row holds the whole run record (task, slot, start, end, duration, outcome,
  * error). Start, retry and outcome rows of a run carry the same identity (slot, attempt, trigger,
- * re-run mark) from the ledger entry, set before the handler starts. Rows whose error says the run
+ * re-run mark) from the ledger entry, set before the handler starts. Rows are written in batches
+ * (src/engine/runLogBatch.ts). Rows whose error says the run
  * never started (src/engine/staleStart.ts) are not written: they are not failures of the task.
  * Every row's text is redacted (src/observability/redact.ts) before it is written. Rows are
  * written fire-and-forget, retried while the database is unreachable; `flush()` waits for them.
@@ -36,11 +39,20 @@ export class RunRecorder implements JobLogger {
   readonly #instanceId: string;
   readonly #logger: Logger;
   readonly #pending = new Set<Promise<void>>();
+  readonly #batch: RunLogBatch | undefined;
   /** Called once a run's outcome row is written (task dependencies decide on the written record). */
-  onOutcome: ((taskName: string, meta: Record<string, unknown>) => void) | undefined;
+  onOutcome: ((taskName: string, meta: RunLogMeta) => void) | undefined;
 
-  constructor(inner: PostgresJobLogger, ledger: RunLedger, instanceId: string, logger: Logger) {
+  /** `batch` writes the rows (several runs' rows in one statement); without it, Agenda's logger does, a row at a time. */
+  constructor(
+    inner: PostgresJobLogger,
+    ledger: RunLedger,
+    instanceId: string,
+    logger: Logger,
+    batch?: RunLogBatch,
+  ) {
     this.#inner = inner;
+    this.#batch = batch;
     this.#ledger = ledger;
     this.#instanceId = instanceId;
     this.#logger = logger;
@@ -54,7 +66,7 @@ export class RunRecorder implements JobLogger {
     const written = this.#write(enriched);
     const onOutcome = this.onOutcome;
     if (onOutcome && (enriched.event === "success" || enriched.event === "fail") && enriched.meta)
-      void written.then(() => onOutcome(enriched.jobName, enriched.meta as Record<string, unknown>));
+      void written.then(() => onOutcome(enriched.jobName, decodeRunMeta(enriched.meta)));
     return written;
   }
 
@@ -71,7 +83,7 @@ export class RunRecorder implements JobLogger {
       jobName: taskName,
       message: "job started",
       agendaName: this.#instanceId,
-      meta: { ...this.#identity(run), ...rerunOfMeta(run), startedAt: startedAt.toISOString() },
+      meta: encodeRunMeta({ ...this.#identity(run), ...rerunOfMeta(run), startedAt }),
     });
   }
 
@@ -97,13 +109,13 @@ export class RunRecorder implements JobLogger {
         jobName: taskName,
         message: `slot skipped: ${detail}`,
         agendaName: this.#instanceId,
-        meta: {
-          scheduledAt: slot.toISOString(),
+        meta: encodeRunMeta({
+          scheduledAt: slot,
           instanceId: this.#instanceId,
-          finishedAt: finishedAt.toISOString(),
+          finishedAt,
           outcome: "skipped",
           detail,
-        },
+        }),
       });
     });
     return Promise.all(writes).then(() => {});
@@ -116,7 +128,8 @@ export class RunRecorder implements JobLogger {
       ...(entry.error === undefined ? {} : { error: redactSecrets(entry.error) }),
       ...(entry.meta === undefined ? {} : { meta: redactValue(entry.meta) }),
     };
-    const write = retryWhileDisconnected(() => this.#inner.log(redacted), {
+    const batch = this.#batch;
+    const write = retryWhileDisconnected(() => (batch ? batch.write(redacted) : this.#inner.log(redacted)), {
       maxElapsedMs: LOG_RETRY_MS,
     }).catch((error: unknown) => {
       this.#logger.warn(
@@ -148,15 +161,15 @@ export class RunRecorder implements JobLogger {
       duration: finishedAt.getTime() - attempt.startedAt.getTime(),
       retryDelay: attempt.retryDelayMs,
       retryAttempt: attempt.attempt,
-      meta: {
+      meta: encodeRunMeta({
         ...(run ? this.#identity(run) : { instanceId: this.#instanceId }),
         attempt: attempt.attempt,
-        startedAt: attempt.startedAt.toISOString(),
-        finishedAt: finishedAt.toISOString(),
+        startedAt: attempt.startedAt,
+        finishedAt,
         outcome: "failed",
         ...(run ? rerunOfMeta(run) : {}),
         ...journalMeta(attempt.journal, attempt.error),
-      },
+      }),
     });
   }
 
@@ -186,9 +199,9 @@ export class RunRecorder implements JobLogger {
   }
 
   /** What every row of a run says about which run it is: the slot, the instance, the attempt, the marks. */
-  #identity(run: RunEntry): Record<string, unknown> {
+  #identity(run: RunEntry): RunLogMeta {
     return {
-      scheduledAt: run.scheduledAt.toISOString(),
+      scheduledAt: run.scheduledAt,
       instanceId: this.#instanceId,
       ...(run.attempt !== undefined ? { attempt: run.attempt } : {}),
       ...(run.rerun ? { rerun: true } : {}),
@@ -212,14 +225,18 @@ export class RunRecorder implements JobLogger {
       );
       return undefined;
     }
-    const meta: Record<string, unknown> = { ...entry.meta, ...this.#identity(run) };
-    if (!isOutcome) return { ...entry, meta };
+    const identity = this.#identity(run);
+    if (!isOutcome) return { ...entry, meta: encodeRunMeta(identity) };
     run.recorded = true;
-    if (run.startedAt) meta.startedAt = run.startedAt.toISOString();
-    meta.finishedAt = entry.timestamp.toISOString();
-    meta.outcome = run.outcome ?? (entry.event === "success" ? "succeeded" : "failed");
-    if (run.detail) meta.detail = run.detail;
-    Object.assign(meta, rerunOfMeta(run), journalMeta(run.journal, run.error));
+    const meta = encodeRunMeta({
+      ...identity,
+      ...(run.startedAt ? { startedAt: run.startedAt } : {}),
+      finishedAt: entry.timestamp,
+      outcome: run.outcome ?? (entry.event === "success" ? "succeeded" : "failed"),
+      ...(run.detail ? { detail: run.detail } : {}),
+      ...rerunOfMeta(run),
+      ...journalMeta(run.journal, run.error),
+    });
     // Agenda records no duration on a failed run
     const duration =
       entry.duration ??
@@ -231,9 +248,7 @@ export class RunRecorder implements JobLogger {
 }
 
 /** The run a re-run repeats (its start and instance), for the run detail and the timeline. */
-function rerunOfMeta(run: RunEntry): Record<string, unknown> {
+function rerunOfMeta(run: RunEntry): Pick<RunLogMeta, "rerunOf"> {
   if (!run.rerunOf) return {};
-  return {
-    rerunOf: { startedAt: run.rerunOf.startedAt.toISOString(), instanceId: run.rerunOf.instanceId },
-  };
+  return { rerunOf: { startedAt: run.rerunOf.startedAt, instanceId: run.rerunOf.instanceId } };
 }

@@ -24,6 +24,7 @@ import { BEFORE_START_RETRY, START_MARGIN_MS } from "./jobRepository.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { RunJournal } from "./runJournal.js";
 import type { RunEntry, RunLedger } from "./runLedger.js";
+import { decodeRunMeta } from "./runLogMeta.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import * as sql from "./sql.js";
@@ -121,7 +122,6 @@ export class TaskRunner {
       lockedAt: entry.heldLockAt ?? slotStartedAt,
       onRenewed: (lockedAt) => {
         ledger.renewed(jobId, lockedAt);
-        job.attrs.lockedAt = lockedAt; // Agenda's own expiry check reads this
         this.#deps.hooks.lockRenewed?.(taskName);
       },
       onLost: (reason) => loseLock(reason),
@@ -508,10 +508,9 @@ export class TaskRunner {
   /** The run that died: the last start recorded before this run's own. */
   async #previousRun(jobId: string, before: Date): Promise<PreviousRun> {
     const row = await sql.selectLastStart(this.#deps.pool, jobId, before);
-    const scheduledAt = typeof row?.meta?.scheduledAt === "string" ? new Date(row.meta.scheduledAt) : null;
-    const instanceId =
-      typeof row?.meta?.instanceId === "string" ? row.meta.instanceId : (row?.agenda_name ?? null);
-    return { scheduledAt, startedAt: row?.timestamp ?? before, instanceId };
+    const meta = decodeRunMeta(row?.meta);
+    const instanceId = meta.instanceId ?? row?.agenda_name ?? null;
+    return { scheduledAt: meta.scheduledAt ?? null, startedAt: row?.timestamp ?? before, instanceId };
   }
 }
 

@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { AUDIT_TABLE } from "../store/schema.js";
+import { metaHas, metaJson, metaText } from "./runLogMeta.js";
 import { JOBS_TABLE, type JobRow, LOGS_TABLE } from "./sql.js";
 
 /**
@@ -16,7 +17,7 @@ export const SLOT_INDEX = "agenda_logs_cw_slot_idx";
 
 export async function createTimelineIndexes(db: Queryable): Promise<void> {
   await db.query(
-    `CREATE INDEX IF NOT EXISTS "${SLOT_INDEX}" ON "${LOGS_TABLE}" (job_name, (meta->>'scheduledAt'), id)
+    `CREATE INDEX IF NOT EXISTS "${SLOT_INDEX}" ON "${LOGS_TABLE}" (job_name, (${metaText("scheduledAt")}), id)
       WHERE event IN ('success', 'fail', 'retry')`,
   );
 }
@@ -43,11 +44,11 @@ export interface SlotRow {
 }
 
 const SLOT_COLUMNS = `id, job_name, event, timestamp, duration, error, agenda_name,
-  meta->>'scheduledAt' AS slot, meta->>'outcome' AS outcome, meta->>'startedAt' AS started_at,
-  meta->>'finishedAt' AS finished_at, meta->>'attempt' AS attempt, meta->>'trigger' AS trigger,
-  meta->>'requestedBy' AS requested_by,
-  (meta->>'rerun')::boolean AS rerun, meta->'rerunOf' AS rerun_of, meta->>'instanceId' AS instance_id,
-  meta->>'detail' AS detail`;
+  ${metaText("scheduledAt")} AS slot, ${metaText("outcome")} AS outcome, ${metaText("startedAt")} AS started_at,
+  ${metaText("finishedAt")} AS finished_at, ${metaText("attempt")} AS attempt, ${metaText("trigger")} AS trigger,
+  ${metaText("requestedBy")} AS requested_by,
+  (${metaText("rerun")})::boolean AS rerun, ${metaJson("rerunOf")} AS rerun_of, ${metaText("instanceId")} AS instance_id,
+  ${metaText("detail")} AS detail`;
 
 /**
  * One task's run records with a slot in [from, to), after (slot, id) when given, in slot order.
@@ -61,14 +62,14 @@ export async function selectSlotRows(
   let after = "";
   if (query.after) {
     params.push(query.after.slot, query.after.id);
-    after = `AND ((meta->>'scheduledAt'), id) > ($5, $6::uuid)`;
+    after = `AND ((${metaText("scheduledAt")}), id) > ($5, $6::uuid)`;
   }
   const result = await db.query<SlotRow>(
     `SELECT ${SLOT_COLUMNS} FROM "${LOGS_TABLE}"
       WHERE job_name = $1 AND event IN ('success', 'fail', 'retry')
-        AND (meta->>'scheduledAt') >= $2 AND (meta->>'scheduledAt') < $3 ${after}
-        AND meta ? 'outcome'
-      ORDER BY (meta->>'scheduledAt'), id LIMIT $4`,
+        AND (${metaText("scheduledAt")}) >= $2 AND (${metaText("scheduledAt")}) < $3 ${after}
+        AND ${metaHas("outcome")}
+      ORDER BY (${metaText("scheduledAt")}), id LIMIT $4`,
     params,
   );
   return result.rows;
@@ -110,8 +111,8 @@ export async function selectLastStarts(db: Queryable, names: string[]): Promise<
   if (names.length === 0) return [];
   const result = await db.query<LastStartRow>(
     `SELECT s.* FROM unnest($1::text[]) AS n(name) CROSS JOIN LATERAL (
-       SELECT id, job_name, timestamp, meta->>'scheduledAt' AS slot,
-              coalesce(meta->>'instanceId', agenda_name) AS instance_id, meta->>'trigger' AS trigger
+       SELECT id, job_name, timestamp, ${metaText("scheduledAt")} AS slot,
+              coalesce(${metaText("instanceId")}, agenda_name) AS instance_id, ${metaText("trigger")} AS trigger
          FROM "${LOGS_TABLE}" WHERE job_name = n.name AND event = 'start'
         ORDER BY timestamp DESC LIMIT 1) s`,
     [names],
@@ -137,8 +138,8 @@ export async function selectHistoryPage(db: Queryable, query: HistoryQuery): Pro
     params.push(value);
     return `$${params.length}`;
   };
-  if (query.outcomes) where.push(`meta->>'outcome' = ANY(${param(query.outcomes)}::text[])`);
-  if (query.trigger) where.push(`coalesce(meta->>'trigger', 'schedule') = ${param(query.trigger)}`);
+  if (query.outcomes) where.push(`${metaText("outcome")} = ANY(${param(query.outcomes)}::text[])`);
+  if (query.trigger) where.push(`coalesce(${metaText("trigger")}, 'schedule') = ${param(query.trigger)}`);
   if (query.from) where.push(`timestamp >= ${param(query.from)}`);
   if (query.to) where.push(`timestamp < ${param(query.to)}`);
   if (query.before) {
@@ -147,7 +148,7 @@ export async function selectHistoryPage(db: Queryable, query: HistoryQuery): Pro
   }
   const result = await db.query<SlotRow>(
     `SELECT ${SLOT_COLUMNS} FROM "${LOGS_TABLE}"
-      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND meta ? 'outcome'
+      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND ${metaHas("outcome")}
         ${where.map((condition) => `AND ${condition}`).join(" ")}
       ORDER BY timestamp DESC, id DESC LIMIT $2`,
     params,
@@ -156,16 +157,14 @@ export async function selectHistoryPage(db: Queryable, query: HistoryQuery): Pro
 }
 
 export interface RunDetailRow extends SlotRow {
-  logs: unknown;
-  logs_dropped: number | null;
-  error_stack: string | null;
+  /** The whole `meta` (its log lines and error stack are decoded by src/engine/runLogMeta.ts). */
+  meta: unknown;
 }
 
 /** One run record (or a start row) by id, with its log lines and error stack. */
 export async function selectRunDetail(db: Queryable, id: string): Promise<RunDetailRow | undefined> {
   const result = await db.query<RunDetailRow & { slot: string | null; outcome: string | null }>(
-    `SELECT ${SLOT_COLUMNS}, meta->'logs' AS logs, (meta->>'logsDropped')::int AS logs_dropped,
-            meta->>'errorStack' AS error_stack
+    `SELECT ${SLOT_COLUMNS}, meta
        FROM "${LOGS_TABLE}" WHERE id = $1::uuid AND event IN ('success', 'fail', 'retry', 'start')`,
     [id],
   );
@@ -180,7 +179,7 @@ export async function selectOutcomeAfterStart(
   const result = await db.query<{ id: string; event: string }>(
     `SELECT id, event FROM "${LOGS_TABLE}"
       WHERE job_name = $1 AND timestamp >= $2 AND event IN ('start', 'success', 'fail')
-        AND coalesce(meta->>'instanceId', agenda_name) IS NOT DISTINCT FROM $3 AND meta ? 'scheduledAt'
+        AND coalesce(${metaText("instanceId")}, agenda_name) IS NOT DISTINCT FROM $3 AND ${metaHas("scheduledAt")}
         AND NOT (event = 'start' AND timestamp = $2)
       ORDER BY timestamp LIMIT 1`,
     [start.job_name, start.timestamp, start.instance_id],
@@ -261,7 +260,7 @@ export function slotBucketsStatement(query: SlotBucketsQuery): { text: string; v
   let after = "";
   if (query.after) {
     params.push(query.after.slot, query.after.id);
-    after = `AND ((meta->>'scheduledAt'), id) > ($7, $8::uuid)`;
+    after = `AND ((${metaText("scheduledAt")}), id) > ($7, $8::uuid)`;
   }
   const ms = (iso: string) => `round(date_part('epoch', (${iso})::timestamptz) * 1000)::bigint`;
   // plain aggregates only (no ORDER BY within one, no DISTINCT): each is one pass over the group's rows.
@@ -269,15 +268,15 @@ export function slotBucketsStatement(query: SlotBucketsQuery): { text: string; v
   // are of one length, so text order is their order
   return {
     text: `WITH r AS (
-       SELECT id, duration, meta->>'scheduledAt' AS slot_text, ${ms("meta->>'scheduledAt'")} AS slot_ms,
-              CASE meta->>'outcome' WHEN 'succeeded' THEN 2 WHEN 'skipped' THEN 1 ELSE 0 END AS rank,
-              ${ms("meta->>'startedAt'")} AS started_ms,
-              coalesce((meta->>'rerun')::boolean, false) AND coalesce((meta->>'attempt')::int, 1) = 1 AS cut,
-              ${ms("meta->'rerunOf'->>'startedAt'")} AS cut_started_ms
+       SELECT id, duration, ${metaText("scheduledAt")} AS slot_text, ${ms(metaText("scheduledAt"))} AS slot_ms,
+              CASE ${metaText("outcome")} WHEN 'succeeded' THEN 2 WHEN 'skipped' THEN 1 ELSE 0 END AS rank,
+              ${ms(metaText("startedAt"))} AS started_ms,
+              coalesce((${metaText("rerun")})::boolean, false) AND coalesce((${metaText("attempt")})::int, 1) = 1 AS cut,
+              ${ms(`${metaJson("rerunOf")}->>'startedAt'`)} AS cut_started_ms
          FROM "${LOGS_TABLE}"
         WHERE job_name = $1 AND event IN ('success', 'fail', 'retry')
-          AND (meta->>'scheduledAt') >= $2 AND (meta->>'scheduledAt') < $3 ${after}
-          AND meta ? 'outcome'
+          AND (${metaText("scheduledAt")}) >= $2 AND (${metaText("scheduledAt")}) < $3 ${after}
+          AND ${metaHas("outcome")}
      ), b AS (
        SELECT r.*, (slot_ms - $6::bigint) / $5::bigint AS bucket FROM r
      )

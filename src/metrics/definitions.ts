@@ -70,7 +70,7 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
     }),
     consecutiveFailures: new Gauge({
       name: "cronwarden_task_consecutive_failures",
-      help: "Failed runs in a row (reset by a success).",
+      help: "Failed slots in a row, from the run log (a slot counts once, by its final attempt after retries; reset by a succeeded slot).",
       labelNames: ["task"] as const,
       collect,
       registers,

@@ -51,12 +51,14 @@ export interface TaskStatus {
   lastOutcome: RunOutcome | null;
   lastError: string | null;
   /**
-   * Status figures count slots, all read from the run log in one statement: a slot's outcome is
-   * its final attempt's (the run history lists every attempt). Failed slots since the last
-   * succeeded one; skipped slots neither count nor break the streak.
+   * Status figures count slots, all read from the run log (agenda_logs) in one statement: a slot's
+   * outcome is its final attempt's (the run history lists every attempt). Failed slots since the
+   * last succeeded one; skipped and interrupted slots neither count nor break the streak.
    */
   consecutiveFailures: number;
-  /** Outcomes of the last slots, newest first (up to 10). */
+  /** In attempts, beside it: the attempts (retries included) of those failed slots. */
+  consecutiveFailedAttempts: number;
+  /** Final outcomes of the last slots, newest first (up to 10), one per slot. */
   recentOutcomes: RunOutcome[];
   /**
    * Task dependencies in force (the job rows, docs/dependencies.md): the tasks this one runs after

@@ -73,6 +73,7 @@ export function buildTaskStatuses(input: {
       lastOutcome,
       lastError: lastOutcome === "failed" ? (summary?.lastError ?? null) : null,
       consecutiveFailures: summary?.consecutiveFailures ?? 0,
+      consecutiveFailedAttempts: summary?.consecutiveFailedAttempts ?? 0,
       recentOutcomes: summary?.recentOutcomes ?? [],
       dependencies: {
         upstreams: job?.after?.upstreams ?? [],

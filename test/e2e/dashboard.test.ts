@@ -135,6 +135,13 @@ describe.skipIf(!available)("dashboard", () => {
     expect(await row("dash-ok").innerText()).toMatch(/Every second/);
     expect(await row("dash-ok").innerText()).toMatch(/\* \* \* \* \* \*/);
     expect(Number(await row("dash-broken").locator("td").nth(7).innerText())).toBeGreaterThanOrEqual(1);
+    // the unit is on the page: slots, with the attempts beside them
+    const failuresHeader = tab.locator('#tasks th[data-sort="failures"]');
+    expect(await failuresHeader.innerText()).toBe("Failed slots");
+    expect(await failuresHeader.getAttribute("title")).toMatch(/a slot counts once, by its final attempt/);
+    expect(await row("dash-broken").locator("td").nth(7).getAttribute("title")).toMatch(
+      /^\d+ failed slots? in a row \(\d+ attempts?\)$/,
+    );
     expect(await tab.locator(".notice").innerText()).toMatch(/changed in the config center, never here/);
     await tab.screenshot({ path: path.join(ARTIFACTS, "dashboard-tasks.png"), fullPage: true });
 
@@ -149,6 +156,9 @@ describe.skipIf(!available)("dashboard", () => {
     await tab.locator("#history .badge.failed").first().waitFor();
     expect(await tab.locator("#history").innerText()).toMatch(/upstream said 503 Service Unavailable/);
     expect(await tab.locator("dl").innerText()).toMatch(/"cron":"\*\/2 \* \* \* \* \*"/);
+    expect(await tab.locator("#failed-slots").innerText()).toMatch(
+      /^\d+ failed slots? in a row( \(\d+ attempts?\))?$/,
+    );
     await tab.screenshot({ path: path.join(ARTIFACTS, "dashboard-task.png"), fullPage: true });
     await tab.context().close();
   });
@@ -280,12 +290,15 @@ describe.skipIf(!available)("dashboard", () => {
         .evaluateAll((rows) => rows.map((row) => row.getAttribute("data-run") ?? ""));
       seen.push(...ids);
       if (await tab.locator("#history-end").isVisible()) break;
-      const before = ids[0];
+      // the page rendered for the older link's cursor (the newest page refreshes itself meanwhile)
+      const href = (await tab.locator("#history-older").getAttribute("href")) ?? "";
+      const cursor = new URLSearchParams(href.split("?")[1] ?? "").get("cursor");
+      expect(cursor).toBeTruthy();
       await tab.locator("#history-older").click();
-      await pollUntil("the older page", async () => {
-        const first = await tab.locator("#history tbody tr[data-run]").first().getAttribute("data-run");
-        return first !== before;
-      });
+      await pollUntil(
+        "the older page",
+        async () => (await tab.locator("#history").getAttribute("data-cursor")) === cursor,
+      );
     }
     expect(await tab.locator("#history-end").innerText()).toMatch(/oldest run reached/);
     const oldest = (await harness.scheduler.runHistory({ task: "dash-ok", limit: 500 })).runs.at(-1);

@@ -141,12 +141,14 @@ describe("status and history", () => {
       lastOutcome: "succeeded",
       lastError: null,
       consecutiveFailures: 0,
+      consecutiveFailedAttempts: 0,
       missedSlot: null,
     });
     expect(byName.get("api-fail")).toMatchObject({
       lastOutcome: "failed",
       lastError: expect.stringMatching(/^cannot reach postgres/),
       consecutiveFailures: expect.any(Number),
+      consecutiveFailedAttempts: expect.any(Number),
     });
     expect(byName.get("api-off")).toMatchObject({ job: { enabled: false }, lastOutcome: null });
   });

@@ -83,7 +83,7 @@ describe("cronwarden status", () => {
     });
     expect(result.err).toEqual([]);
     expect(result.out[0]).toMatch(
-      /^TASK\s+ENABLED\s+SCHEDULE\s+NEXT RUN\s+LAST RUN\s+OUTCOME\s+FAILS\s+RUNNING\s+NOTE$/,
+      /^TASK\s+ENABLED\s+SCHEDULE\s+NEXT RUN\s+LAST RUN\s+OUTCOME\s+FAILED SLOTS\s+RUNNING\s+NOTE$/,
     );
     const row = (name: string) => result.out.find((line) => line.startsWith(`${name} `)) ?? "";
     expect(row("cli-ok")).toMatch(

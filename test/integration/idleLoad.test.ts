@@ -4,8 +4,9 @@ import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { SchedulerHarness } from "../helpers/harness.js";
 
 /**
- * Idle load does not grow with the number of tasks: Agenda alone sends one locking statement per
- * task name per poll; the engine first asks once which names have anything to lock.
+ * Idle load does not grow with the number of tasks: Agenda's job processor sent one locking
+ * statement per task name per poll; the engine's claim loop sends one for all names
+ * (src/engine/claimLoop.ts).
  */
 
 let db: TestDatabase;
@@ -22,11 +23,14 @@ afterAll(async () => {
 
 it("an idle instance with 60 tasks, none due, sends no per-task locking statement", async () => {
   const pool = new pg.Pool({ connectionString: db.url, max: 4 });
-  const statements: string[] = [];
+  const statements: { text: string; values: unknown[] }[] = [];
   const query = pool.query.bind(pool) as (...args: unknown[]) => unknown;
   (pool as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
     const text = args[0];
-    statements.push(typeof text === "string" ? text : String((text as { text?: string })?.text));
+    statements.push({
+      text: typeof text === "string" ? text : String((text as { text?: string })?.text),
+      values: Array.isArray(args[1]) ? args[1] : [],
+    });
     return query(...args);
   };
   const names = Array.from({ length: 60 }, (_, index) => `idle-${index}`);
@@ -38,12 +42,12 @@ it("an idle instance with 60 tasks, none due, sends no per-task locking statemen
   );
   statements.length = 0;
   await new Promise((resolve) => setTimeout(resolve, 1500)); // several polls
-  const lockable = statements.filter((text) =>
-    text.includes("GROUP BY name ORDER BY min(next_run_at)"),
-  ).length;
-  const perName = statements.filter((text) => text.includes("FOR UPDATE SKIP LOCKED")).length;
-  expect(lockable).toBeGreaterThanOrEqual(3); // it polled
-  expect(perName).toBe(0); // and asked about no task by name
+  const locking = statements.filter(({ text }) => text.includes("FOR UPDATE SKIP LOCKED"));
+  const claims = locking.filter(({ text }) => text.includes("name = ANY($3::text[])"));
+  expect(claims.length).toBeGreaterThanOrEqual(3); // it polled
+  expect(claims.length).toBeLessThanOrEqual(1500 / 200 + 2); // once per poll
+  expect(locking.length).toBe(claims.length); // no other locking statement: none per task name
+  for (const claim of claims) expect(claim.values[2]).toHaveLength(names.length); // all names at once
   await harness.stop();
   harness = undefined;
   await pool.end();

@@ -30,14 +30,11 @@ afterAll(async () => {
   await db?.drop();
 });
 
-function repository(maxHeldLocks = 40) {
+function repository() {
   const ledger = new RunLedger();
   return {
     ledger,
-    repo: new CronwardenJobRepository(db.pool, ledger, logs.logger, {
-      lockLifetimeMs: LOCK_LIFETIME_MS,
-      maxHeldLocks,
-    }),
+    repo: new CronwardenJobRepository(db.pool, ledger, logs.logger, { lockLifetimeMs: LOCK_LIFETIME_MS }),
   };
 }
 
@@ -51,16 +48,13 @@ async function dueJobs(prefix: string, count: number): Promise<string[]> {
   return names;
 }
 
-const lockFor = (repo: CronwardenJobRepository, name: string) => {
-  const now = Date.now();
-  return repo.getNextJobToRun(
-    name,
-    new Date(now + 1000),
-    new Date(now - LOCK_LIFETIME_MS),
-    undefined,
-    undefined,
-  );
+/** One claim pass of the claim loop (src/engine/claimLoop.ts) for these names. */
+const claim = (repo: CronwardenJobRepository, names: string[], limit: number, holding: string[] = []) => {
+  const now = new Date();
+  return repo.claimDue({ names, holding, until: new Date(now.getTime() + 1000), limit, owner: "test", now });
 };
+
+const lockFor = async (repo: CronwardenJobRepository, name: string) => (await claim(repo, [name], 1))[0];
 
 async function lockedAt(name: string): Promise<Date | null> {
   const { rows } = await db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = $1", [name]);
@@ -98,31 +92,35 @@ describe("CronwardenJobRepository", () => {
     expect(await lockedAt(name as string)).toEqual(newer); // the newer lock is untouched
   });
 
-  it("holds at most maxHeldLocks locks, even when asked for every name at once", async () => {
-    const names = await dueJobs("held", 12);
-    const { repo } = repository(5);
-    const locked = await Promise.all(names.map((name) => lockFor(repo, name)));
-    expect(locked.filter(Boolean)).toHaveLength(5);
-    const { rows } = await db.pool.query<{ count: string }>(
-      "SELECT count(*) FROM agenda_jobs WHERE name LIKE 'held-%' AND locked_at IS NOT NULL",
-    );
-    expect(Number(rows[0]?.count)).toBe(5);
-    // the due names left for this instance's next refill: none while it is full
-    expect(await repo.dueNamesToLock(new Date(Date.now() + 1000))).toEqual([]);
-  });
-
-  it("offers the due, unlocked names most overdue first, as many as it has room for", async () => {
+  it("claims at most `limit` due jobs in one statement, most overdue first", async () => {
     const names = await dueJobs("room", 4);
     await db.pool.query(
       "UPDATE agenda_jobs SET next_run_at = now() - (substring(name from 6)::int + 1) * interval '1 minute' WHERE name LIKE 'room-%'",
     );
-    const { repo } = repository(2);
-    expect(await repo.dueNamesToLock(new Date(Date.now() + 1000))).toEqual([names[3], names[2]]);
+    const { repo } = repository();
+    const claimed = await claim(repo, names, 2);
+    expect(claimed.map((job) => job.name)).toEqual([names[3], names[2]]);
+    const { rows } = await db.pool.query<{ name: string }>(
+      "SELECT name FROM agenda_jobs WHERE name LIKE 'room-%' AND locked_at IS NOT NULL ORDER BY name",
+    );
+    expect(rows.map((row) => row.name)).toEqual([names[2], names[3]]);
+    // claimed jobs are not claimed again, and names held by this instance are left alone
+    expect((await claim(repo, names, 10, [names[1] as string])).map((job) => job.name)).toEqual([names[0]]);
   });
 
-  it("offers a job again right after its run's end is saved, for its next slot within the poll", async () => {
-    // the poll that locked the job removed its name from the poll's cached answer; the refill
-    // that follows the run's end must not read that answer, or the next slot waits for a poll
+  it("claims only the names it is given, and none that is not due within the look-ahead", async () => {
+    const [due] = await dueJobs("given", 1);
+    const [later] = await dueJobs("later", 1);
+    await db.pool.query("UPDATE agenda_jobs SET next_run_at = now() + interval '5 seconds' WHERE name = $1", [
+      later,
+    ]);
+    const { repo } = repository();
+    expect(await claim(repo, ["unknown-name"], 10)).toEqual([]);
+    expect(await claim(repo, [later as string], 10)).toEqual([]);
+    expect((await claim(repo, [due as string, later as string], 10)).map((job) => job.name)).toEqual([due]);
+  });
+
+  it("offers a job again right after its run's end is saved, for its next slot within the look-ahead", async () => {
     const [name] = await dueJobs("refill", 1);
     const { repo } = repository();
     const job = (await lockFor(repo, name as string)) as JobParameters;
@@ -132,7 +130,7 @@ describe("CronwardenJobRepository", () => {
       { ...job, lockedAt: undefined, nextRunAt: nextSlot, lastFinishedAt: new Date() },
       undefined,
     );
-    expect(await repo.dueNamesToLock(new Date(Date.now() + 1000))).toContain(name);
+    expect((await claim(repo, [name as string], 1)).map((claimed) => claimed.name)).toEqual([name]);
   });
 
   it("a re-timing computed before a run started does not name that run's slot again", async () => {

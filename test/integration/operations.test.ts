@@ -135,14 +135,22 @@ describe("status", () => {
       ],
       [{ name: "st-ok" }, { name: "st-bad" }],
     );
-    await Promise.all([h.runsOf("st-ok", 2), h.runsOf("st-bad", 2)]);
     await db().pool.query(
       "INSERT INTO agenda_jobs (name, type, repeat_interval, next_run_at, data) VALUES ('st-legacy', 'single', '* * * * *', now(), '{}')",
     );
-    const all = await pollUntil("both outcomes", async () => {
+    // Waits on the figures asserted below, in one status read: every figure comes from the run log
+    // in one statement, so whatever the order in which a run's log row and its job row's save land,
+    // the snapshot asserted is consistent. Runs keep coming; nothing below reads twice.
+    const isFailed = (outcome: string) => outcome === "failed";
+    const all = await pollUntil("two failed slots of st-bad and a succeeded one of st-ok", async () => {
       const statuses = await h.scheduler.status();
       const bad = statuses.find((task) => task.name === "st-bad");
-      return bad?.consecutiveFailures && bad.consecutiveFailures >= 2 ? statuses : undefined;
+      const ok = statuses.find((task) => task.name === "st-ok");
+      return bad?.lastOutcome === "failed" &&
+        bad.recentOutcomes.filter(isFailed).length >= 2 &&
+        ok?.lastOutcome === "succeeded"
+        ? statuses
+        : undefined;
     });
     const byName = new Map(all.map((task) => [task.name, task]));
     expect(byName.get("st-ok")).toMatchObject({
@@ -153,11 +161,129 @@ describe("status", () => {
       lastOutcome: "succeeded",
       lastError: null,
       consecutiveFailures: 0,
+      consecutiveFailedAttempts: 0,
     });
-    expect(byName.get("st-bad")).toMatchObject({ lastOutcome: "failed", lastError: "st-bad broke" });
-    expect(byName.get("st-bad")?.recentOutcomes.slice(0, 2)).toEqual(["failed", "failed"]);
     expect(byName.get("st-ok")?.recentOutcomes[0]).toBe("succeeded");
+    const bad = byName.get("st-bad");
+    expect(bad).toMatchObject({ lastOutcome: "failed", lastError: "st-bad broke" });
+    // st-bad never succeeds: every slot it ran failed (a slot skipped under load is neither), so the
+    // streak is the failed slots listed (the poll stops at the first read with two, far below the 10 listed)
+    const failedListed = bad?.recentOutcomes.filter(isFailed).length ?? 0;
+    expect(bad?.recentOutcomes.every((outcome) => outcome === "failed" || outcome === "skipped")).toBe(true);
+    expect(bad?.recentOutcomes.length).toBeLessThan(10);
+    expect(bad?.consecutiveFailures).toBe(failedListed);
+    expect(bad?.consecutiveFailedAttempts).toBe(failedListed); // no retries: one attempt per slot
+    // and never more than the run log holds (it only grows after the read)
+    const logged = await db().pool.query(
+      "SELECT count(*)::int AS n FROM agenda_logs WHERE job_name = 'st-bad' AND event = 'fail' AND meta->>'outcome' = 'failed'",
+    );
+    expect(logged.rows[0].n).toBeGreaterThanOrEqual(failedListed);
     expect(byName.get("st-legacy")).toMatchObject({ registered: false, configured: null });
+  });
+
+  it("counts slots, from the run log alone: a retried slot once, an interrupted slot by its re-run, skips apart", async () => {
+    const h = await start([], []);
+    // a job row whose Agenda fail_count (attempts, saved apart from the log) disagrees with the log
+    await db().pool.query(
+      "INSERT INTO agenda_jobs (name, type, repeat_interval, next_run_at, disabled, fail_count, data) VALUES ('st-literal', 'single', '* * * * *', NULL, true, 99, '{}')",
+    );
+    const rows: Array<[string, string, string | null, Record<string, unknown>]> = [
+      // [event, finished at, error, meta] — literal rows, old ones without instanceId or attempt
+      [
+        "success",
+        "10:00:01",
+        null,
+        { scheduledAt: "2026-01-01T10:00:00.000Z", outcome: "succeeded", attempt: 1 },
+      ],
+      [
+        "retry",
+        "10:01:01",
+        "s2 try 1",
+        { scheduledAt: "2026-01-01T10:01:00.000Z", outcome: "failed", attempt: 1 },
+      ],
+      [
+        "fail",
+        "10:01:03",
+        "s2 try 2",
+        { scheduledAt: "2026-01-01T10:01:00.000Z", outcome: "failed", attempt: 2 },
+      ],
+      [
+        "success",
+        "10:02:30",
+        null,
+        { scheduledAt: "2026-01-01T10:02:00.000Z", outcome: "skipped", detail: "catch-up" },
+      ],
+      [
+        "fail",
+        "10:03:05",
+        "cut off",
+        { scheduledAt: "2026-01-01T10:03:00.000Z", outcome: "interrupted", attempt: 1 },
+      ],
+      [
+        "fail",
+        "10:03:09",
+        "s4 rerun",
+        { scheduledAt: "2026-01-01T10:03:00.000Z", outcome: "failed", rerun: true },
+      ],
+      ["fail", "10:04:01", "s5 old row", { scheduledAt: "2026-01-01T10:04:00.000Z", outcome: "failed" }],
+      // a slot still retrying: an attempt, not a slot yet
+      [
+        "retry",
+        "10:05:01",
+        "s6 try 1",
+        { scheduledAt: "2026-01-01T10:05:00.000Z", outcome: "failed", attempt: 1 },
+      ],
+    ];
+    for (const [event, at, error, meta] of rows)
+      await db().pool.query(
+        `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, error, meta)
+         VALUES ($1, 'info', $2, 'st-literal', $3, $4, $5::jsonb)`,
+        [`2026-01-01T${at}Z`, event, `literal ${event}`, error, JSON.stringify(meta)],
+      );
+    const status = await h.scheduler.taskStatus("st-literal");
+    expect(status).toMatchObject({
+      lastOutcome: "failed",
+      lastError: "s5 old row",
+      // newest first, one per slot: s5, s4 (its re-run, not the interrupted row), s3, s2, s1
+      recentOutcomes: ["failed", "failed", "skipped", "failed", "succeeded"],
+      // s5, s4 and s2 (the skip in between neither counts nor breaks the streak); not fail_count's 99
+      consecutiveFailures: 3,
+      // their attempts: 1 (no attempt recorded) + 1 + 2
+      consecutiveFailedAttempts: 4,
+    });
+    const runs = await h.scheduler.runs("st-literal");
+    expect(runs.map((run) => [run.outcome, run.attempt, run.rerun])).toEqual([
+      ["failed", 1, false],
+      ["failed", null, false],
+      ["failed", null, true],
+      ["interrupted", 1, false],
+      ["skipped", null, false],
+      ["failed", 2, false],
+      ["failed", 1, false],
+      ["succeeded", 1, false],
+    ]);
+    // a hand-edited row: the fields of the wrong type are left out, the rest of the record reads
+    const odd = await db().pool.query<{ id: string }>(
+      `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, error, meta)
+       VALUES ('2026-01-01T09:00:01Z', 'info', 'fail', 'st-literal', 'odd', 'odd error', $1::jsonb) RETURNING id`,
+      [
+        JSON.stringify({
+          scheduledAt: "2026-01-01T09:00:00.000Z",
+          outcome: "failed",
+          attempt: "first",
+          logsDropped: "lots",
+          errorStack: 42,
+          logs: [{ at: "2026-01-01T09:00:00.500Z", level: "info", msg: "kept" }, "not a line"],
+        }),
+      ],
+    );
+    expect(await h.scheduler.runDetail(odd.rows[0]?.id ?? "")).toMatchObject({
+      slot: new Date("2026-01-01T09:00:00.000Z"),
+      error: "odd error",
+      errorStack: null,
+      logs: [{ at: "2026-01-01T09:00:00.500Z", level: "info", msg: "kept" }],
+      logsDropped: 0,
+    });
   });
 });
 

@@ -101,6 +101,15 @@ const GLYPHS = {
   upcoming: "\u25CC",
 };
 const glyph = (outcome) => GLYPHS[outcome] ?? "";
+/** What the failure count means: slots (a slot's final attempt), with the attempts beside them. */
+const FAILED_SLOTS_HINT =
+  "failed slots since the last succeeded one, from the run log (a slot counts once, by its final attempt after retries; skipped and interrupted slots neither count nor break it)";
+const failureWords = (task) => {
+  const slots = task.consecutiveFailures ?? 0;
+  const attempts = task.consecutiveFailedAttempts ?? slots;
+  const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+  return `${plural(slots, "failed slot")} in a row${slots ? ` (${plural(attempts, "attempt")})` : ""}`;
+};
 const strip = (outcomes) =>
   `<span class="strip" title="outcomes of the recent slots, newest first (a slot's final attempt)">${outcomes.map((o) => `<i class="${html(o)}" title="${html(o)}">${glyph(o)}</i>`).join("")}</span>`;
 const duration = (ms) => (ms == null ? "" : ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(1)} s`);
@@ -162,7 +171,7 @@ async function tasksView() {
         <td class="opt">${task.job?.nextRunAt ? `${html(relative(task.job.nextRunAt))}<br><span class="small">${at(task.job.nextRunAt, zone)}</span>` : task.job?.completed ? "completed (one-shot)" : ""}</td>
         <td class="outcome">${badge(task.lastOutcome ?? "")}</td>
         <td class="running opt">${task.running ? badge(`running on ${task.runningOn ?? "?"}`, "running") : ""}</td>
-        <td class="opt">${task.consecutiveFailures || ""}</td>
+        <td class="opt" title="${html(failureWords(task))}">${task.consecutiveFailures || ""}</td>
         <td class="wide">${strip(task.recentOutcomes ?? [])}</td>
       </tr>`;
     })
@@ -177,7 +186,7 @@ async function tasksView() {
     <div class="scroll"><table id="tasks">
       <thead><tr>
         <th data-sort="name" tabindex="0">Task</th><th>Enabled</th><th class="opt">Schedule</th><th class="wide">Timezone</th>
-        <th data-sort="next" class="opt" tabindex="0">Next run</th><th>Last outcome</th><th class="opt">Running</th><th data-sort="failures" class="opt" tabindex="0">Failures</th><th class="wide">Recent</th>
+        <th data-sort="next" class="opt" tabindex="0">Next run</th><th>Last outcome</th><th class="opt">Running</th><th data-sort="failures" class="opt" tabindex="0" title="${html(FAILED_SLOTS_HINT)}">Failed slots</th><th class="wide">Recent</th>
       </tr></thead>
       <tbody>${rows || `<tr><td colspan="9">No task matches.</td></tr>`}</tbody>
     </table></div>`;
@@ -265,7 +274,7 @@ async function taskView(name, params) {
       <a href="#/timeline?tasks=${encodeURIComponent(name)}">Timeline</a></p>
     ${
       pause
-        ? `<p id="paused" class="error-text">Paused by failure ${at(pause.at, zone)} after ${html(String(pause.failures))} failed slot(s) in a row${pause.lastError ? `: ${html(pause.lastError)}` : ""}. It runs again when its config entry changes, or
+        ? `<p id="paused" class="error-text" title="the streak the pause was decided on, counted in slots by each slot's final save">Paused by failure ${at(pause.at, zone)} after ${html(String(pause.failures))} failed slot(s) in a row${pause.lastError ? `: ${html(pause.lastError)}` : ""}. It runs again when its config entry changes, or
       <button id="resume">Resume</button> <span id="resume-result" class="small"></span></p>`
         : ""
     }
@@ -281,7 +290,7 @@ async function taskView(name, params) {
       <dt>Config entry</dt><dd>${task.configured ? `<code>${html(JSON.stringify(task.configured))}</code>` : "none (not in the config)"}</dd>
       ${rejected.map((entry) => `<dt>Rejected entry</dt><dd class="error-text">${html(entry.field)} ${html(JSON.stringify(entry.value))}: ${html(entry.reason)}</dd>`).join("")}
       <dt>Last outcome</dt><dd>${badge(task.lastOutcome ?? "")} ${task.lastError ? `<span class="error-text">${html(task.lastError)}</span>` : ""}</dd>
-      <dt>Failed slots in a row</dt><dd>${task.consecutiveFailures}</dd>
+      <dt title="${html(FAILED_SLOTS_HINT)}">Failed slots in a row</dt><dd id="failed-slots">${html(failureWords(task))}</dd>
       <dt>Next runs</dt><dd>${(task.nextRuns ?? []).map((time) => `${at(time, zone)}`).join("<br>") || "none"}</dd>
     </dl>
     ${chainSection(chain, zone)}
@@ -293,7 +302,7 @@ async function taskView(name, params) {
       <label>To <input id="f-to" type="datetime-local" value="${html(localInput(params.get("to")))}"></label>
       <button type="submit">Filter</button>
     </form>
-    <div class="scroll"><table id="history">
+    <div class="scroll"><table id="history" data-cursor="${html(cursor ?? "")}">
       <thead><tr><th>Slot</th><th class="opt">Started</th><th>Duration</th><th>Outcome</th><th class="opt">Attempt</th><th class="wide">Trigger</th><th class="wide">Instance</th><th>Error</th></tr></thead>
       <tbody>${history || `<tr><td colspan="8">No runs${filters.toString() ? " match" : " yet"}.</td></tr>`}</tbody>
     </table></div>

@@ -13,53 +13,49 @@ const LOCK_EXPIRED = (deadline: string, lifetimeMs: string) =>
   `(locked_at <= ${deadline} AND pg_postmaster_start_time() <= now() - make_interval(secs => ${lifetimeMs}::double precision / 1000))`;
 
 /**
- * The names of jobs a poll could lock: due (unlocked, next run before `until`) or with an expired
- * lock. The same predicate as lockNextJob, for all names in one statement.
+ * The claim loop's one statement per pass (src/engine/claimLoop.ts): locks up to `limit` jobs of
+ * the given names that are due before `until` (the look-ahead) and unlocked, or whose lock expired
+ * (LOCK_EXPIRED), most overdue first, skipping rows another instance is locking right now.
+ * `skipNames` are jobs this instance still holds or is ending (their row may not show it yet).
+ * Returns the locked rows as stored. The same predicate as Agenda's own per-name statement
+ * (PostgresJobRepository.getNextJobToRun, @agendajs/postgres-backend 3.0.6), for all names at once.
  */
-export async function selectLockableJobNames(
+export async function claimDueJobs(
   db: Queryable,
-  until: Date,
-  lockDeadline: Date,
-  lockLifetimeMs: number,
-): Promise<Set<string>> {
-  const result = await db.query<{ name: string }>(
-    `SELECT name FROM "${JOBS_TABLE}"
-      WHERE disabled = FALSE AND ((locked_at IS NULL AND next_run_at <= $1) OR ${LOCK_EXPIRED("$2", "$3")})
-      GROUP BY name ORDER BY min(next_run_at) NULLS LAST`,
-    [until, lockDeadline, lockLifetimeMs],
-  );
-  return new Set(result.rows.map((row) => row.name));
-}
-
-/**
- * Locks the next job of a name: due and unlocked, or its lock expired (LOCK_EXPIRED). Agenda's
- * own statement (PostgresJobRepository.getNextJobToRun, @agendajs/postgres-backend 3.0.6) with the
- * restart guard added; returns the locked row as stored.
- */
-export async function lockNextJob(
-  db: Queryable,
-  lock: {
-    name: string;
-    nextScanAt: Date;
+  claim: {
+    names: readonly string[];
+    skipNames: readonly string[];
+    until: Date;
     lockDeadline: Date;
     lockedAt: Date;
     owner: string | null;
     lockLifetimeMs: number;
+    limit: number;
   },
-): Promise<Record<string, unknown> | undefined> {
+): Promise<Record<string, unknown>[]> {
+  if (claim.limit <= 0 || claim.names.length === 0) return [];
   const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET locked_at = $1, last_modified_by = $5
-      WHERE id = (
+    `UPDATE "${JOBS_TABLE}" SET locked_at = $1, last_modified_by = $2
+      WHERE id IN (
         SELECT id FROM "${JOBS_TABLE}"
-         WHERE name = $2 AND disabled = FALSE
-           AND ((locked_at IS NULL AND next_run_at <= $3) OR ${LOCK_EXPIRED("$4", "$6")})
+         WHERE disabled = FALSE AND name = ANY($3::text[]) AND NOT (name = ANY($4::text[]))
+           AND ((locked_at IS NULL AND next_run_at <= $5) OR ${LOCK_EXPIRED("$6", "$7")})
          ORDER BY next_run_at ASC NULLS LAST, priority DESC
-         LIMIT 1
+         LIMIT $8
          FOR UPDATE SKIP LOCKED)
       RETURNING *`,
-    [lock.lockedAt, lock.name, lock.nextScanAt, lock.lockDeadline, lock.owner, lock.lockLifetimeMs],
+    [
+      claim.lockedAt,
+      claim.owner,
+      claim.names,
+      claim.skipNames,
+      claim.until,
+      claim.lockDeadline,
+      claim.lockLifetimeMs,
+      claim.limit,
+    ],
   );
-  return result.rows[0];
+  return result.rows;
 }
 
 /** The watchdog's fenced renewal: moves the lock only if the row still holds the time we wrote. */

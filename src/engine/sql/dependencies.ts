@@ -1,3 +1,4 @@
+import { encodeRunMeta, metaText, RUN_META } from "../runLogMeta.js";
 import { DEPENDENCY_WAITS_TABLE, JOBS_TABLE, LOGS_TABLE, type Queryable } from "./tables.js";
 
 /**
@@ -117,9 +118,9 @@ export async function selectUpstreamOutcomes(
 ): Promise<UpstreamSlotRow[]> {
   const result = await db.query<UpstreamSlotRow>(
     `SELECT u.name,
-            (SELECT l.meta->>'outcome' FROM "${LOGS_TABLE}" l
-              WHERE l.job_name = u.name AND l.meta->>'scheduledAt' = $2 AND l.event IN ('success', 'fail')
-                AND l.meta->>'outcome' IN ('succeeded', 'failed', 'skipped')
+            (SELECT ${metaText("outcome", "l")} FROM "${LOGS_TABLE}" l
+              WHERE l.job_name = u.name AND ${metaText("scheduledAt", "l")} = $2 AND l.event IN ('success', 'fail')
+                AND ${metaText("outcome", "l")} IN ('succeeded', 'failed', 'skipped')
               ORDER BY l.timestamp DESC LIMIT 1) AS outcome,
             j.disabled
        FROM unnest($1::text[]) AS u(name)
@@ -156,9 +157,7 @@ export async function decideWait(
      ), recorded AS (
        INSERT INTO "${LOGS_TABLE}" (timestamp, level, event, job_id, job_name, message, agenda_name, meta)
        SELECT now(), 'info', 'success', j.id::text, c.task, 'skipped: ' || $4, $7,
-              jsonb_build_object('scheduledAt', $8::text, 'instanceId', $7::text, 'trigger', 'schedule',
-                'outcome', 'skipped', 'detail', $4::text, 'finishedAt', to_jsonb(now()),
-                'dependency', jsonb_build_object('reason', $4::text, 'kind', $5::text, 'upstreams', $6::jsonb))
+              $8::jsonb || jsonb_build_object('${RUN_META.finishedAt}', to_jsonb(now()))
          FROM claimed c LEFT JOIN "${JOBS_TABLE}" j ON j.name = c.task AND j.type = 'single'
         WHERE $3 = 'skipped'
        RETURNING 1
@@ -172,7 +171,22 @@ export async function decideWait(
       skipped ? decision.skipKind : null,
       JSON.stringify(decision.upstreamRuns),
       decision.instance,
-      decision.slot.toISOString(),
+      skipped
+        ? JSON.stringify(
+            encodeRunMeta({
+              scheduledAt: decision.slot,
+              instanceId: decision.instance,
+              trigger: "schedule",
+              outcome: "skipped",
+              detail: decision.reason,
+              dependency: {
+                reason: decision.reason,
+                kind: decision.skipKind,
+                upstreams: decision.upstreamRuns,
+              },
+            }),
+          )
+        : null,
       decision.fromStates ?? ["waiting"],
     ],
   );

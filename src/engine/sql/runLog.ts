@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import { withAdvisoryTryLock } from "../advisoryLock.js";
+import { metaHas, metaText } from "../runLogMeta.js";
 import {
   DEPENDENCY_WAITS_TABLE,
   JOBS_TABLE,
@@ -19,7 +20,7 @@ export interface RunLogRow {
   duration: number | null;
   error: string | null;
   agenda_name: string | null;
-  meta: Record<string, unknown> | null;
+  meta: unknown;
 }
 
 /** Finished attempts (Agenda's success/fail rows and our failed-then-retried rows) of one task, newest first. */
@@ -27,7 +28,7 @@ export async function selectRuns(db: Queryable, name: string, limit: number): Pr
   const result = await db.query<RunLogRow>(
     `SELECT id, timestamp, event, job_name, message, duration, error, agenda_name, meta
        FROM "${LOGS_TABLE}"
-      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND meta ? 'outcome'
+      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND ${metaHas("outcome")}
       ORDER BY timestamp DESC LIMIT $2`,
     [name, limit],
   );
@@ -36,45 +37,64 @@ export async function selectRuns(db: Queryable, name: string, limit: number): Pr
 
 export interface RunSummaryRow {
   job_name: string;
-  last_outcome: string | null;
-  last_error: string | null;
+  /** The final outcome of each of the latest slots, newest first, and the error of each. */
   recent_outcomes: string[] | null;
+  recent_errors: (string | null)[] | null;
   consecutive_failures: number;
+  consecutive_failed_attempts: number;
 }
 
-/** A failure streak is counted up to this many slots (one index range per task, however long it failed). */
+/** A failure streak is counted up to this many rows (one index range per task, however long it failed). */
 const STREAK_CAP = 10_000;
 
+const OUTCOME_ROW = (alias: string) =>
+  `${alias}.event IN ('success', 'fail') AND ${metaHas("outcome", alias)}`;
+
+/** A row's attempt number, 1 when absent or unreadable (rows from old versions). */
+const ATTEMPT = (alias: string) =>
+  `CASE WHEN ${metaText("attempt", alias)} ~ '^[0-9]+$' THEN (${metaText("attempt", alias)})::int ELSE 1 END`;
+
 /**
- * Per task job, counted in slots (one final `success`/`fail` row per slot; failed attempts that were
- * retried are `retry` rows and do not count): the latest slot's outcome and error, the outcomes of
- * the last `recent` slots, newest first, and the failed slots since the last succeeded one (skips
- * neither count nor break the streak). All from `agenda_logs` in one statement, so the figures
- * agree with each other: the job row's `fail_count` is saved separately and can lag the log.
+ * Per task job, counted in slots, all from `agenda_logs` in one statement (one snapshot), so the
+ * figures agree with each other. A slot's outcome is the one of its final outcome row (a
+ * `success`/`fail` row; failed attempts that were retried are `retry` rows, and a slot cut off at
+ * shutdown and re-run elsewhere has an `interrupted` row superseded by the re-run's): the final
+ * outcomes of the last `recent` slots, newest first, with their errors; the failed slots since the
+ * last succeeded one (skipped and interrupted slots neither count nor break the streak) and the
+ * attempts those slots took (each failed slot's final attempt number). The job row's `fail_count`
+ * (Agenda's, in attempts, saved apart from the log) is not read.
  */
 export async function selectRunSummaries(db: Queryable, recent: number): Promise<RunSummaryRow[]> {
+  const slot = (alias: string) => metaText("scheduledAt", alias);
   const result = await db.query<RunSummaryRow>(
-    `SELECT j.name AS job_name, outcomes.list[1] AS last_outcome, last_outcome.error AS last_error,
-            outcomes.list AS recent_outcomes, streak.failed AS consecutive_failures
+    `SELECT j.name AS job_name, last_slots.outcomes AS recent_outcomes, last_slots.errors AS recent_errors,
+            coalesce(streak.slots, 0) AS consecutive_failures,
+            coalesce(streak.attempts, 0) AS consecutive_failed_attempts
        FROM "${JOBS_TABLE}" j
        LEFT JOIN LATERAL (
-         SELECT array_agg(o.outcome ORDER BY o.timestamp DESC) AS list FROM (
-           SELECT meta->>'outcome' AS outcome, timestamp FROM "${LOGS_TABLE}" l
-            WHERE l.job_name = j.name AND l.event IN ('success', 'fail') AND l.meta ? 'outcome'
-            ORDER BY l.timestamp DESC LIMIT $1) o) outcomes ON true
+         SELECT array_agg(f.outcome ORDER BY f.timestamp DESC, f.id DESC) AS outcomes,
+                array_agg(f.error ORDER BY f.timestamp DESC, f.id DESC) AS errors
+           FROM (
+             SELECT ${metaText("outcome", "l")} AS outcome, l.error, l.timestamp, l.id
+               FROM "${LOGS_TABLE}" l
+              WHERE l.job_name = j.name AND ${OUTCOME_ROW("l")}
+                AND NOT EXISTS (
+                  SELECT 1 FROM "${LOGS_TABLE}" later
+                   WHERE later.job_name = l.job_name AND ${slot("later")} = ${slot("l")}
+                     AND ${OUTCOME_ROW("later")} AND (later.timestamp, later.id) > (l.timestamp, l.id))
+              ORDER BY l.timestamp DESC, l.id DESC LIMIT $1) f) last_slots ON true
        LEFT JOIN LATERAL (
-         SELECT error FROM "${LOGS_TABLE}" l
-          WHERE l.job_name = j.name AND l.event IN ('success', 'fail') AND l.meta ? 'outcome'
-          ORDER BY l.timestamp DESC LIMIT 1) last_outcome ON true
-       LEFT JOIN LATERAL (
-         SELECT count(*)::int AS failed FROM (
-           SELECT 1 FROM "${LOGS_TABLE}" l
-            WHERE l.job_name = j.name AND l.event = 'fail' AND l.meta->>'outcome' = 'failed'
-              AND l.timestamp > coalesce(
-                (SELECT s.timestamp FROM "${LOGS_TABLE}" s
-                  WHERE s.job_name = j.name AND s.event = 'success' AND s.meta->>'outcome' = 'succeeded'
-                  ORDER BY s.timestamp DESC LIMIT 1), '-infinity')
-            LIMIT ${STREAK_CAP}) f) streak ON true
+         SELECT count(*)::int AS slots, sum(per_slot.attempts)::int AS attempts FROM (
+           SELECT DISTINCT ON (failed.slot) failed.attempts FROM (
+             SELECT ${slot("l")} AS slot, ${ATTEMPT("l")} AS attempts, l.timestamp
+               FROM "${LOGS_TABLE}" l
+              WHERE l.job_name = j.name AND l.event = 'fail' AND ${metaText("outcome", "l")} = 'failed'
+                AND l.timestamp > coalesce(
+                  (SELECT s.timestamp FROM "${LOGS_TABLE}" s
+                    WHERE s.job_name = j.name AND s.event = 'success' AND ${metaText("outcome", "s")} = 'succeeded'
+                    ORDER BY s.timestamp DESC LIMIT 1), '-infinity')
+              ORDER BY l.timestamp DESC LIMIT ${STREAK_CAP}) failed
+            ORDER BY failed.slot, failed.timestamp DESC) per_slot) streak ON true
       WHERE j.type = 'single'`,
     [recent],
   );
@@ -96,8 +116,8 @@ export async function slotHasOutcome(
 ): Promise<boolean> {
   const result = await db.query(
     `SELECT 1 FROM "${LOGS_TABLE}"
-      WHERE job_name = $1 AND meta->>'scheduledAt' = $2 AND event IN ('success', 'fail')
-        AND meta->>'outcome' IN ('succeeded', 'failed', 'skipped') AND timestamp >= $3
+      WHERE job_name = $1 AND ${metaText("scheduledAt")} = $2 AND event IN ('success', 'fail')
+        AND ${metaText("outcome")} IN ('succeeded', 'failed', 'skipped') AND timestamp >= $3
       LIMIT 1`,
     [taskName, slot.toISOString(), since],
   );
@@ -107,7 +127,7 @@ export async function slotHasOutcome(
 export interface StartLogRow {
   timestamp: Date;
   agenda_name: string | null;
-  meta: Record<string, unknown> | null;
+  meta: unknown;
 }
 
 /** The last recorded start of a job: the run that a re-run after a crash repeats. */
@@ -155,4 +175,51 @@ export async function pruneRunLog(pool: Pool, before: Date): Promise<number | nu
   } finally {
     client.release();
   }
+}
+
+/** A run-log row as Agenda's job logger writes it (the columns of its table). */
+export interface RunLogInsert {
+  timestamp: Date;
+  level: string;
+  event: string;
+  jobId?: string | undefined;
+  jobName: string;
+  message: string;
+  duration?: number | undefined;
+  error?: string | undefined;
+  failCount?: number | undefined;
+  retryDelay?: number | undefined;
+  retryAttempt?: number | undefined;
+  agendaName?: string | undefined;
+  meta?: Record<string, unknown> | undefined;
+}
+
+/**
+ * Writes run-log rows in one statement (the columns and values of Agenda's PostgresJobLogger.log,
+ * @agendajs/postgres-backend 3.0.6, one array per column).
+ */
+export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInsert[]): Promise<void> {
+  if (rows.length === 0) return;
+  const column = <T>(pick: (row: RunLogInsert) => T) => rows.map(pick);
+  await db.query(
+    `INSERT INTO "${LOGS_TABLE}"
+       (timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta)
+     SELECT * FROM unnest($1::timestamptz[], $2::varchar[], $3::varchar[], $4::varchar[], $5::varchar[], $6::text[],
+                          $7::int[], $8::text[], $9::int[], $10::int[], $11::int[], $12::varchar[], $13::jsonb[])`,
+    [
+      column((row) => row.timestamp),
+      column((row) => row.level),
+      column((row) => row.event),
+      column((row) => row.jobId ?? null),
+      column((row) => row.jobName),
+      column((row) => row.message),
+      column((row) => (row.duration === undefined ? null : Math.round(row.duration))),
+      column((row) => row.error ?? null),
+      column((row) => row.failCount ?? null),
+      column((row) => row.retryDelay ?? null),
+      column((row) => row.retryAttempt ?? null),
+      column((row) => row.agendaName ?? null),
+      column((row) => (row.meta ? JSON.stringify(row.meta) : null)),
+    ],
+  );
 }

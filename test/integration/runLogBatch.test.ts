@@ -1,0 +1,80 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AgendaEngine } from "../../src/engine/agendaEngine.js";
+import { RunLogBatch } from "../../src/engine/runLogBatch.js";
+import { insertRunLogRows, type RunLogInsert } from "../../src/engine/sql/runLog.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+import { LogCapture } from "../helpers/logs.js";
+
+/** Run-log rows written in batches against a real PostgreSQL: one statement for many rows, a bad row alone. */
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  const logs = new LogCapture();
+  const engine = new AgendaEngine({
+    pool: db.pool,
+    instanceId: "setup",
+    processEveryMs: 1000,
+    lockLifetimeMs: 10_000,
+    logger: logs.logger,
+  });
+  await engine.prepare(); // the schema
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+const row = (jobName: string, index: number): RunLogInsert => ({
+  timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, index)),
+  level: "info",
+  event: "success",
+  jobId: `job-${index}`,
+  jobName,
+  message: "job succeeded",
+  duration: 12.4,
+  agendaName: "instance-a",
+  meta: { scheduledAt: new Date(Date.UTC(2026, 11, 1)).toISOString(), outcome: "succeeded" },
+});
+
+describe("RunLogBatch", () => {
+  it("writes the rows asked for together in one statement, every column as Agenda's logger writes it", async () => {
+    const statements: number[] = [];
+    const batch = new RunLogBatch(async (rows) => {
+      statements.push(rows.length);
+      await insertRunLogRows(db.pool, rows);
+    });
+    await Promise.all(Array.from({ length: 50 }, (_, index) => batch.write(row("batched", index))));
+    expect(statements).toEqual([50]);
+    const { rows } = await db.pool.query(
+      "SELECT level, event, job_id, job_name, message, duration, error, agenda_name, meta FROM agenda_logs WHERE job_name = 'batched' ORDER BY timestamp",
+    );
+    expect(rows).toHaveLength(50);
+    expect(rows[7]).toEqual({
+      level: "info",
+      event: "success",
+      job_id: "job-7",
+      job_name: "batched",
+      message: "job succeeded",
+      duration: 12,
+      error: null,
+      agenda_name: "instance-a",
+      meta: { scheduledAt: "2026-12-01T00:00:00.000Z", outcome: "succeeded" },
+    });
+  });
+
+  it("a row the table refuses fails alone; the others of its batch are written", async () => {
+    const batch = new RunLogBatch((rows) => insertRunLogRows(db.pool, rows));
+    const results = await Promise.allSettled([
+      batch.write(row("partly", 1)),
+      batch.write({ ...row("partly", 2), level: "x".repeat(20) }), // level is VARCHAR(10)
+      batch.write(row("partly", 3)),
+    ]);
+    expect(results.map((result) => result.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    const { rows } = await db.pool.query(
+      "SELECT job_id FROM agenda_logs WHERE job_name = 'partly' ORDER BY job_id",
+    );
+    expect(rows.map((each) => each.job_id)).toEqual(["job-1", "job-3"]);
+  });
+});

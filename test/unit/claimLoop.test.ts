@@ -1,0 +1,167 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import {
+  type ClaimedJob,
+  ClaimLoop,
+  type ClaimLoopDeps,
+  type ClaimRequest,
+} from "../../src/engine/claimLoop.js";
+
+/**
+ * The claim loop driven by a fake clock (vitest's fake timers move `setTimeout` and `Date.now`
+ * together; `lag` makes the loop's own clock read behind them, as `Date` does when a timer fires
+ * on the event loop's cached time, or after the clock was stepped back).
+ */
+
+interface Job extends ClaimedJob {}
+
+let lag = 0;
+const now = () => Date.now() - lag;
+
+function loop(options: { due: Job[]; maxConcurrency?: number; maxClaimed?: number; runFor?: number }): {
+  loop: ClaimLoop<Job>;
+  started: { id: string; at: number }[];
+  requests: ClaimRequest[];
+  released: string[];
+  stale: string[];
+} {
+  const pending = [...options.due];
+  const started: { id: string; at: number }[] = [];
+  const requests: ClaimRequest[] = [];
+  const released: string[] = [];
+  const stale: string[] = [];
+  const deps: ClaimLoopDeps<Job> = {
+    claim: async (request) => {
+      requests.push(request);
+      const taken = pending
+        .filter((job) => job.dueAt <= request.until.getTime() && !request.holding.includes(job.name))
+        .slice(0, request.limit);
+      for (const job of taken) pending.splice(pending.indexOf(job), 1);
+      return taken.map((job) => ({ ...job, lockedAt: request.now.getTime() }));
+    },
+    run: async (job) => {
+      started.push({ id: job.id, at: now() });
+      await new Promise((resolve) => setTimeout(resolve, options.runFor ?? 10));
+    },
+    release: async (job) => {
+      released.push(job.id);
+    },
+    onStale: (job) => stale.push(job.id),
+    onError: (error) => {
+      throw error;
+    },
+    processEveryMs: 5_000,
+    lookAheadMs: 6_000,
+    maxConcurrency: options.maxConcurrency ?? 20,
+    maxClaimed: options.maxClaimed ?? 40,
+    lockLifetimeMs: 15_000,
+    now,
+  };
+  return { loop: new ClaimLoop(deps), started, requests, released, stale };
+}
+
+const job = (id: string, dueAt: number): Job => ({ id, name: id, dueAt, lockedAt: 0 });
+
+/** Drains with the fake clock moving, so runs going can end. */
+async function drained(claims: ClaimLoop<Job>, timeoutMs: number) {
+  const result = claims.drain(timeoutMs);
+  await vi.advanceTimersByTimeAsync(timeoutMs);
+  return result;
+}
+
+beforeEach(() => {
+  vi.useFakeTimers({ now: new Date("2026-12-01T10:00:00.000Z") });
+  lag = 0;
+});
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe("ClaimLoop", () => {
+  it("starts a job claimed ahead at its slot, even when its timer fires while the clock reads before the slot", async () => {
+    const slot = Date.now() + 3_000; // claimed by the first pass (look-ahead 6 s), 3 s ahead
+    const { loop: claims, started } = loop({ due: [job("minute", slot)] });
+    claims.start();
+    await claims.settled();
+    lag = 5; // the clock stepped back by 5 ms after the claim
+    await vi.advanceTimersByTimeAsync(3_001);
+    expect(started).toEqual([]); // the timer fired, but by the loop's clock the slot is 4 ms away
+    await vi.advanceTimersByTimeAsync(10);
+    // started at the slot by the loop's clock, not at the next poll (5 s later)
+    expect(started).toHaveLength(1);
+    expect((started[0]?.at ?? 0) - slot).toBeGreaterThanOrEqual(0);
+    expect((started[0]?.at ?? 0) - slot).toBeLessThan(10);
+    expect(await drained(claims, 1_000)).toEqual({ completed: 1, running: 0 });
+  });
+
+  it("claims in one pass the due jobs of every name, up to the room it has, and the rest as runs end", async () => {
+    const boundary = Date.now() + 1_000;
+    const herd = Array.from({ length: 10 }, (_, index) => job(`task-${index}`, boundary));
+    const { loop: claims, started, requests } = loop({ due: herd, maxConcurrency: 2, maxClaimed: 4 });
+    claims.start();
+    await claims.settled();
+    expect(requests).toHaveLength(1);
+    expect(requests[0]?.limit).toBe(4);
+    expect(claims.held).toEqual({ waiting: 4, running: 0 });
+    await vi.advanceTimersByTimeAsync(1_001);
+    expect(started.map((run) => run.id)).toEqual(["task-0", "task-1"]);
+    await vi.advanceTimersByTimeAsync(200); // each run takes 10 ms; ends make room, refills claim the rest
+    expect(started.map((run) => run.id).sort()).toEqual(herd.map((each) => each.id).sort());
+    expect(new Set(started.map((run) => run.id)).size).toBe(10);
+    expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+  });
+
+  it("drops a job whose lock expired while it waited for a worker", async () => {
+    const {
+      loop: claims,
+      started,
+      stale,
+      released,
+    } = loop({
+      due: [job("long", Date.now()), job("starved", Date.now())],
+      maxConcurrency: 1,
+      runFor: 20_000,
+    });
+    claims.start();
+    await claims.settled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(started.map((run) => run.id)).toEqual(["long"]);
+    await vi.advanceTimersByTimeAsync(20_000); // "starved" waited past its 15 s lock lifetime
+    expect(stale).toEqual(["starved"]);
+    expect(started.map((run) => run.id)).toEqual(["long"]);
+    expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+    expect(released).toEqual([]);
+  });
+
+  it("at the drain, frees the jobs claimed ahead and stops claiming; runs going are waited for", async () => {
+    const {
+      loop: claims,
+      started,
+      released,
+      requests,
+    } = loop({
+      due: [job("now", Date.now()), job("soon", Date.now() + 3_000)],
+      runFor: 2_000,
+    });
+    claims.start();
+    await claims.settled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(started.map((run) => run.id)).toEqual(["now"]);
+    const draining = claims.drain(10_000);
+    await vi.advanceTimersByTimeAsync(0);
+    expect(released).toEqual(["soon"]);
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(await draining).toEqual({ completed: 1, running: 0 });
+    const passes = requests.length;
+    await vi.advanceTimersByTimeAsync(20_000);
+    expect(requests).toHaveLength(passes);
+    expect(started.map((run) => run.id)).toEqual(["now"]);
+  });
+
+  it("a drain deadline leaves runs going counted", async () => {
+    const { loop: claims } = loop({ due: [job("endless", Date.now())], runFor: 60_000 });
+    claims.start();
+    await claims.settled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 1 });
+  });
+});
