@@ -1,5 +1,6 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile] [-- --keep]`
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile] [-- --keep]
+ *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the idle/memory workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
  * database per scenario and contender, each contender in its own OS process. Progress goes to
@@ -51,10 +52,15 @@ for (const name of only) {
     process.exit(2);
   }
 }
-const unknown = args.filter((arg) => !["--quick", "--keep"].includes(arg) && !arg.startsWith("--only="));
+const nodeFlagsArg = args.find((arg) => arg.startsWith("--node-flags="));
+const nodeFlags = nodeFlagsArg ? nodeFlagsArg.slice("--node-flags=".length).split(/\s+/).filter(Boolean) : [];
+const unknown = args.filter(
+  (arg) =>
+    !["--quick", "--keep"].includes(arg) && !arg.startsWith("--only=") && !arg.startsWith("--node-flags="),
+);
 if (unknown.length > 0) {
   console.error(
-    `unknown argument(s): ${unknown.join(" ")}\nusage: npm run bench [-- --quick] [--only=a,b] [--keep]`,
+    `unknown argument(s): ${unknown.join(" ")}\nusage: npm run bench [-- --quick] [--only=a,b] [--keep] [--node-flags="--flag ..."]`,
   );
   process.exit(2);
 }
@@ -117,7 +123,7 @@ async function main(): Promise<void> {
   server = await startBenchPostgres(dir);
   const machine = await describeMachine(server.version);
   progress(`PostgreSQL ${server.version} up; ${machine.cpu}, ${machine.cores} cores`);
-  const context: BenchContext = { pg: server, dir, logDir, quick, sizes, progress };
+  const context: BenchContext = { pg: server, dir, logDir, quick, sizes, nodeFlags, progress };
   const results: Results = {};
   const wanted = (name: Scenario) => only.includes(name);
 
@@ -175,6 +181,7 @@ async function main(): Promise<void> {
     machine,
     sizes,
     quick,
+    nodeFlags,
     loadAfter: os.loadavg(),
     commitAfter: codeVersion(),
     elapsedS: (performance.now() - began) / 1000,

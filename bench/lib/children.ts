@@ -1,5 +1,6 @@
 /**
- * Worker processes of the bench: `node --import tsx bench/workers/<name>.ts`, with an IPC channel
+ * Worker processes of the bench: `node --import tsx bench/workers/<name>.ts` (or plain `node` on
+ * the transpiled worker and the compiled package: bench/lib/plainNode.ts), with an IPC channel
  * for their messages. Every live worker is tracked, so a failing or interrupted bench can kill
  * them all (`killAllWorkers`); every wait has a deadline.
  */
@@ -31,19 +32,27 @@ export class Worker {
   #waiters = new Set<Waiter>();
   #exit: { code: number | null; signal: NodeJS.Signals | null } | undefined;
 
-  constructor(options: { label: string; worker: string; spec: unknown; logDir: string }) {
+  constructor(options: {
+    label: string;
+    worker: string;
+    spec: unknown;
+    logDir: string;
+    /** Set: plain `node` runs `${plainNodeDir}/workers/<worker>.js` (bench/lib/plainNode.ts); else tsx runs the source. */
+    plainNodeDir?: string;
+    /** Options for plain `node` (before the script). */
+    nodeFlags?: string[];
+  }) {
     this.label = options.label;
     this.stderrFile = path.join(options.logDir, `${options.label}.stderr.log`);
     const stderr = createWriteStream(this.stderrFile, { flags: "a" });
-    this.child = spawn(
-      process.execPath,
-      ["--import", "tsx", path.join(repoRoot, "bench", "workers", `${options.worker}.ts`)],
-      {
-        cwd: repoRoot,
-        env: { ...process.env, TZ: "UTC", BENCH_SPEC: JSON.stringify(options.spec) },
-        stdio: ["ignore", "pipe", "pipe", "ipc"],
-      },
-    );
+    const args = options.plainNodeDir
+      ? [...(options.nodeFlags ?? []), path.join(options.plainNodeDir, "workers", `${options.worker}.js`)]
+      : ["--import", "tsx", path.join(repoRoot, "bench", "workers", `${options.worker}.ts`)];
+    this.child = spawn(process.execPath, args, {
+      cwd: repoRoot,
+      env: { ...process.env, TZ: "UTC", BENCH_SPEC: JSON.stringify(options.spec) },
+      stdio: ["ignore", "pipe", "pipe", "ipc"],
+    });
     live.add(this);
     this.child.stdout?.pipe(stderr);
     this.child.stderr?.pipe(stderr);

@@ -2,6 +2,7 @@
 import { rename, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { Worker } from "./children.js";
+import type { PlainNode } from "./plainNode.js";
 import type { BenchPostgres } from "./postgres.js";
 import { type ContenderSpec, taskName } from "./protocol.js";
 
@@ -87,6 +88,8 @@ export interface BenchContext {
   logDir: string;
   quick: boolean;
   sizes: Sizes;
+  /** Options for the plain-node workers of the idle/memory scenario (`--node-flags=`); none by default. */
+  nodeFlags: string[];
   progress(message: string): void;
 }
 
@@ -139,16 +142,26 @@ export function startContender(
   spec: Omit<ContenderSpec, "label" | "logFile" | "poolMax" | "lockLifetimeMs"> & {
     /** Absent: LOCK_LIFETIME_MS; null: not passed, the contender's own default. */
     lockLifetimeMs?: number | null;
+    /** Run under plain node, cronwarden from dist/ (bench/lib/plainNode.ts); absent: tsx on the source. */
+    plainNode?: PlainNode;
   },
 ): Worker {
+  const { plainNode, ...rest } = spec;
   const full: ContenderSpec = {
-    ...spec,
+    ...rest,
     label,
     poolMax: POOL_MAX,
-    lockLifetimeMs: spec.lockLifetimeMs === null ? undefined : (spec.lockLifetimeMs ?? LOCK_LIFETIME_MS),
+    lockLifetimeMs: rest.lockLifetimeMs === null ? undefined : (rest.lockLifetimeMs ?? LOCK_LIFETIME_MS),
     logFile: path.join(context.logDir, `${label}.log`),
+    ...(plainNode && contender === "cronwarden" ? { cronwardenEntry: plainNode.cronwardenEntry } : {}),
   };
-  return new Worker({ label, worker: contender, spec: full, logDir: context.logDir });
+  return new Worker({
+    label,
+    worker: contender,
+    spec: full,
+    logDir: context.logDir,
+    ...(plainNode ? { plainNodeDir: plainNode.dir, nodeFlags: context.nodeFlags } : {}),
+  });
 }
 
 export type TasksSpec = ContenderSpec["tasks"];

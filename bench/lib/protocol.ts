@@ -26,6 +26,8 @@ export interface ContenderSpec {
   configFile?: string;
   /** cronwarden only: where its JSON log lines go (level info, as a service would log). */
   logFile?: string;
+  /** cronwarden only: the module to import the API from (file: URL of dist/index.js); absent: src/index.ts. */
+  cronwardenEntry?: string;
 }
 
 /** The reconcile worker's setup (cronwarden only). */

@@ -180,6 +180,8 @@ export function markdown(options: {
   machine: Machine;
   sizes: Sizes;
   quick: boolean;
+  /** Options of the plain-node idle/memory workers. */
+  nodeFlags: string[];
   loadAfter: number[];
   /** codeVersion() when the run ended. */
   commitAfter: string;
@@ -195,6 +197,7 @@ export function markdown(options: {
     `- Versions: Node ${machine.node}, PostgreSQL ${machine.postgres} (embedded, default settings), Agenda ${machine.agenda}, @agendajs/postgres-backend ${machine.postgresBackend}, cronwarden ${machine.cronwarden} at ${machine.commit}${options.commitAfter === machine.commit ? "" : ` (**the code changed during the run**: ${options.commitAfter} at the end)`}`,
     `- Run: ${options.startedAt.toISOString()}, ${Math.round(options.elapsedS)} s; load average before ${machine.loadBefore.join(" / ")}, after ${options.loadAfter.map((load) => load.toFixed(2)).join(" / ")}`,
     `- Settings (both contenders): pg pool max ${POOL_MAX}; lock lifetime ${LOCK_LIFETIME_MS / 1000} s; poll (processEvery) ${DEFAULT_PROCESS_EVERY_MS / 1000} s, except lateness (1 s and 0.5 s); lateness at defaults: nothing passed but the pool (both poll every 5 s; lock lifetime 15 s cronwarden, 10 min raw Agenda); everything else at each one's defaults (raw Agenda: maxConcurrency 20, defaultConcurrency 5, no job log; cronwarden: JSON log lines at info to a file)`,
+    `- Runtimes: idle load and memory under plain \`node${options.nodeFlags.length > 0 ? ` ${options.nodeFlags.join(" ")}` : ""}\` (cronwarden from the compiled package, dist/); every other scenario under \`node --import tsx\` (both contenders)`,
     `- Sizes: lateness ${sizes.latenessSlots} slots; lateness at defaults ${sizes.latenessMinuteProcesses} processes x ${sizes.latenessMinuteBoundaries} boundaries per contender; herd ${sizes.herdTasks} tasks; idle ${sizes.idle[100]} / ${sizes.idle[1000]} / ${sizes.idle[10000]} tasks, ${sizes.idleWindowMs / 1000} s window${sizes.idleConcurrent ? " (all idle processes at once, alongside the failover scenario)" : ""}; failover ${sizes.failoverTrials} trial(s), ${sizes.failoverProcesses} processes per contender, ${sizes.failoverTaskMs / 1000} s task; reconcile ${sizes.reconcileTasks} tasks; RSS at ${sizes.memoryTasks} tasks`,
     "",
   );

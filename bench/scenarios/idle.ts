@@ -2,7 +2,8 @@
  * Idle load: N registered tasks, none due (a daily cron twelve hours away), default 5 s poll; transactions per
  * second on the contender's own database (pg_stat_database xact_commit + xact_rollback, delta over
  * a window after a settle). The same processes give the memory figure: VmRSS at the end of the
- * window (no forced GC).
+ * window (no forced GC). Both contenders run under plain node, cronwarden from the compiled package
+ * (bench/lib/plainNode.ts).
  */
 import type { Worker } from "../lib/children.js";
 import {
@@ -14,6 +15,7 @@ import {
   prepareContender,
   sleep,
 } from "../lib/common.js";
+import { preparePlainNode } from "../lib/plainNode.js";
 
 const SETTLE_MS = 2 * DEFAULT_PROCESS_EVERY_MS;
 
@@ -72,6 +74,7 @@ export async function runIdle(context: BenchContext): Promise<IdleResult> {
 /** Starts the runs together, measures one shared window, stops them. */
 async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[]> {
   try {
+    const plainNode = await preparePlainNode(context.dir, context.progress);
     for (const run of runs) {
       const tasks = { prefix: "idle", count: run.count, cron: farDailyCron() };
       const launch = await prepareContender(context, run.contender, run.database, tasks);
@@ -80,6 +83,7 @@ async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[
           processEveryMs: DEFAULT_PROCESS_EVERY_MS,
           minIntervalMs: 60_000,
           taskMs: 0,
+          plainNode,
         });
       run.worker = run.spawn(1);
     }
@@ -116,6 +120,15 @@ async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[
       if (!run.worker?.alive) throw new Error(`idle: ${run.contender} ${run.count} exited during the window`);
     }
     const rss = await Promise.all(runs.map((run) => run.worker?.rssBytes() ?? Number.NaN));
+    // each run's figures as they come: a later run that fails (a start past its deadline on a
+    // busy machine) does not take them with it
+    runs.forEach((run, index) => {
+      const tps = ((after[index] ?? Number.NaN) - (before[index] ?? Number.NaN)) / windowS;
+      const rssMb = (rss[index] ?? Number.NaN) / (1024 * 1024);
+      context.progress(
+        `idle: ${run.contender} ${run.count}: ${tps.toFixed(2)} tps, VmRSS ${rssMb.toFixed(1)} MB`,
+      );
+    });
     return runs.map((run, index) => ({
       tasks: run.count,
       tps: ((after[index] ?? Number.NaN) - (before[index] ?? Number.NaN)) / windowS,

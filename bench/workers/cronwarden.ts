@@ -5,12 +5,15 @@
 import { createWriteStream } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import { createLogger, createScheduler, FileConfigSource } from "../../src/index.js";
 import { contenderWorker } from "../lib/contenderWorker.js";
 import { taskName } from "../lib/protocol.js";
 
 const worker = contenderWorker();
 const { spec } = worker;
+// the source under tsx; the compiled package (dist/) under plain node (bench/lib/plainNode.ts)
+const { createLogger, createScheduler, FileConfigSource }: typeof import("../../src/index.js") = await import(
+  spec.cronwardenEntry ?? "../../src/index.js"
+);
 
 if (!spec.configFile) throw new Error("cronwarden worker: configFile is required");
 const pool = new pg.Pool({ connectionString: spec.databaseUrl, max: spec.poolMax });

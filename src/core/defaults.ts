@@ -16,7 +16,7 @@ export const SCHEDULER_DEFAULTS = {
   missedSlotGraceMs: 60_000,
   missedSlotCheckMs: 15_000,
   healthProbeMs: 2_000,
-  livenessCheckMs: 1_000,
+  livenessCheckMs: 2_000,
   migrate: true,
   drainTimeoutMs: 30_000,
 } as const;

@@ -27,7 +27,12 @@ export function createLogger(options: LoggerOptions = {}): Logger {
  */
 export function redactingChild(logger: Logger, bindings: Record<string, unknown>): Logger {
   const { redact, serializers } = redactingLoggerOptions();
-  return logger.child(bindings, { redact, serializers, formatters: { log: redactLogFields } });
+  // `redact` masks secret-named keys of the line and of the bindings' top level; the rest here
+  return logger.child(redactLogFields(bindings), {
+    redact,
+    serializers,
+    formatters: { log: redactLogFields },
+  });
 }
 
 /** Normalises anything thrown into an Error, so loops and logs never deal with `undefined` or strings. */

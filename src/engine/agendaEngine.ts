@@ -208,6 +208,11 @@ export class AgendaEngine {
         instanceId,
         checkEveryMs: livenessCheckMs,
         logger: this.#logger,
+        // the check's answer is the health probe's; a failed check asks the pool at once
+        onChecked: (answered) => {
+          if (answered) this.#health.confirmUp();
+          else void this.#health.probe();
+        },
         onReleased: (rows) => {
           this.#loop?.claimNow();
           const soon = Date.now() + processEveryMs;

@@ -12,7 +12,8 @@ export interface DatabaseHealthOptions {
 /**
  * Knows whether PostgreSQL answers, from a `SELECT 1` probe, and logs only the changes: one line
  * when it becomes unreachable (with the error), one when it is back (with the outage's length),
- * rather than one per poll of every component that notices.
+ * rather than one per poll of every component that notices. A statement answered elsewhere (the
+ * liveness check: confirmUp) stands for the periodic probe, so an idle instance does not send both.
  */
 export class DatabaseHealth {
   readonly #options: DatabaseHealthOptions;
@@ -20,6 +21,7 @@ export class DatabaseHealth {
   #downSince: number | undefined;
   #timer: NodeJS.Timeout | undefined;
   #probing: Promise<boolean> | undefined;
+  #confirmedAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: DatabaseHealthOptions) {
     this.#options = options;
@@ -31,7 +33,11 @@ export class DatabaseHealth {
 
   start(): void {
     if (this.#timer) return;
-    this.#timer = setInterval(() => void this.probe(), this.#options.probeEveryMs);
+    this.#timer = setInterval(() => {
+      // a recent confirmation says the same as the probe would (half a period of slack: the
+      // liveness check runs on a timer of the same period, which drifts against this one)
+      if (Date.now() - this.#confirmedAt >= 1.5 * this.#options.probeEveryMs) void this.probe();
+    }, this.#options.probeEveryMs);
     this.#timer.unref();
   }
 
@@ -39,6 +45,12 @@ export class DatabaseHealth {
     clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#probing;
+  }
+
+  /** The database just answered a statement of another component: it is up, no probe needed this period. */
+  confirmUp(): void {
+    this.#confirmedAt = Date.now();
+    this.#set(true);
   }
 
   /** Probes now (or joins the probe in flight); also called when a component saw a database error. */

@@ -51,6 +51,12 @@ const REEVALUATE_EVERY_SWEEPS = 5;
 const DOWNSTREAMS_TTL_MS = 1_000;
 /** With no downstream at all, how long before looking again (keeps an idle instance's load flat). */
 const NO_DOWNSTREAMS_TTL_MS = 5_000;
+/**
+ * The same for the periodic sweep, which has nothing to do without downstreams: an idle instance
+ * then sends one statement every 15 s, not every 5 s (issue 19: at most 1 statement/s in all). A
+ * run start still looks again after NO_DOWNSTREAMS_TTL_MS, so its downstreams' waits open as before.
+ */
+const NO_DOWNSTREAMS_SWEEP_TTL_MS = 15_000;
 
 /**
  * The engine side of task dependencies (docs/dependencies.md). A downstream's job row has no
@@ -82,7 +88,10 @@ export class DependencyCoordinator {
 
   start(): void {
     if (this.#timer) return;
-    this.#timer = setInterval(() => void this.sweep(), this.#options.sweepEveryMs ?? DEFAULT_SWEEP_MS);
+    this.#timer = setInterval(
+      () => void this.sweep(NO_DOWNSTREAMS_SWEEP_TTL_MS),
+      this.#options.sweepEveryMs ?? DEFAULT_SWEEP_MS,
+    );
     this.#timer.unref();
   }
 
@@ -159,12 +168,15 @@ export class DependencyCoordinator {
     }
   }
 
-  /** One sweep: expired waits skipped, open waits re-decided now and then, queued runs made due. */
-  async sweep(): Promise<void> {
+  /**
+   * One sweep: expired waits skipped, open waits re-decided now and then, queued runs made due.
+   * `noneTtlMs`: how old a "no downstream" answer may be before it is asked again.
+   */
+  async sweep(noneTtlMs = NO_DOWNSTREAMS_TTL_MS): Promise<void> {
     if (this.#sweeping) return;
     this.#sweeping = true;
     try {
-      const downstreams = await this.#downstreamsByUpstream();
+      const downstreams = await this.#downstreamsByUpstream(noneTtlMs);
       if (!downstreams.any) return;
       const { pool } = this.#options;
       for (const wait of await selectExpiredWaits(pool)) {
@@ -331,10 +343,11 @@ export class DependencyCoordinator {
     if (rows.length > 0) this.#options.wake(rows);
   }
 
-  async #downstreamsByUpstream(): Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> {
+  async #downstreamsByUpstream(
+    noneTtlMs = NO_DOWNSTREAMS_TTL_MS,
+  ): Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> {
     const cached = this.#downstreams;
-    if (cached && Date.now() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : NO_DOWNSTREAMS_TTL_MS))
-      return cached;
+    if (cached && Date.now() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs)) return cached;
     const byUpstream = new Map<string, Downstream[]>();
     const rows = await selectDownstreamRows(this.#options.pool);
     for (const row of rows) {

@@ -20,7 +20,19 @@ export interface InstanceLivenessOptions {
   logger: Logger;
   /** Locks of dead instances were released: wake the workers for the jobs due now. */
   onReleased: (rows: ReleasedJobRow[]) => void;
+  /** An instance first seen dead is checked again this long after; default CONFIRM_AFTER_MS, 0: at the next regular check. */
+  confirmAfterMs?: number;
+  /** After each check: whether its statement was answered (the database health, without a probe of its own). */
+  onChecked?: (answered: boolean) => void;
 }
+
+/**
+ * An instance first seen dead is checked again this long after (or at the next regular check, if
+ * that comes sooner), not a whole interval later: the interval sets the idle load (one statement
+ * per check), this the failover time. Long enough for a live instance whose liveness session
+ * dropped to take its lock again (its first reconnect comes after 250 ms).
+ */
+export const CONFIRM_AFTER_MS = 500;
 
 /**
  * An instance's liveness, made visible by PostgreSQL itself: a session-level advisory lock keyed by
@@ -29,10 +41,13 @@ export interface InstanceLivenessOptions {
  * names the instances that take part (an instance of an older version holds no such lock and must
  * not pass for dead).
  *
- * On the same session, about once a second, one statement lists the registered instances whose lock
- * is gone. One seen dead by two checks in a row has its job locks released (src/engine/sql/instances.ts
+ * On the same session, every `checkEveryMs` (2 s by default), one statement lists the registered
+ * instances whose lock is gone; an instance first seen dead is checked again CONFIRM_AFTER_MS later.
+ * One seen dead by two checks in a row has its job locks released (src/engine/sql/instances.ts
  * releaseDeadInstances): the runs it had started are due at once and re-run as re-runs by whichever
- * instance locks them first, instead of waiting out the lock lifetime.
+ * instance locks them first, instead of waiting out the lock lifetime. The check's answer also
+ * serves as the database health probe (DatabaseHealth.confirmUp), so an idle instance runs one
+ * statement per check for both.
  *
  * What liveness cannot tell stays with the lock lifetime: a process stopped or cut off by the
  * network keeps its session (and its lock) until the server's TCP keepalive ends it. An instance
@@ -43,6 +58,7 @@ export class InstanceLiveness {
   readonly #options: InstanceLivenessOptions;
   #client: pg.Client | undefined;
   #timer: NodeJS.Timeout | undefined;
+  #confirmTimer: NodeJS.Timeout | undefined;
   #reconnectTimer: NodeJS.Timeout | undefined;
   #reconnectDelayMs = 250;
   #checking: Promise<void> | undefined;
@@ -75,20 +91,24 @@ export class InstanceLiveness {
       );
       this.#scheduleReconnect();
     }
-    this.#timer = setInterval(() => {
-      this.#checking ??= this.check().finally(() => {
-        this.#checking = undefined;
-      });
-    }, this.#options.checkEveryMs);
+    this.#timer = setInterval(() => this.#checkNow(), this.#options.checkEveryMs);
     this.#timer.unref();
+  }
+
+  #checkNow(): void {
+    this.#checking ??= this.check().finally(() => {
+      this.#checking = undefined;
+    });
   }
 
   /** Deregisters, then closes the session (which drops the lock). */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearInterval(this.#timer);
+    clearTimeout(this.#confirmTimer);
     clearTimeout(this.#reconnectTimer);
     this.#timer = undefined;
+    this.#confirmTimer = undefined;
     await this.#checking;
     const client = this.#client;
     this.#client = undefined;
@@ -178,10 +198,13 @@ export class InstanceLiveness {
     if (!client) return;
     try {
       const dead = await selectDeadInstances(client, instanceId);
+      this.#options.onChecked?.(true);
       // seen dead by two checks in a row: an instance whose session dropped and came back within a
       // check keeps its runs
       const confirmed = dead.filter((id) => this.#suspects.has(id));
+      const suspected = dead.some((id) => !this.#suspects.has(id));
       this.#suspects = new Set(dead);
+      if (suspected) this.#scheduleConfirmation();
       if (confirmed.length === 0) return;
       const released = await releaseDeadInstances(client, instanceId, confirmed);
       for (const id of confirmed) this.#suspects.delete(id);
@@ -197,7 +220,19 @@ export class InstanceLiveness {
       }
     } catch (error) {
       logger.debug({ err: toError(error) }, "instance liveness check failed");
+      this.#options.onChecked?.(false);
       if (this.#client === client) this.#lost(client, toError(error));
     }
+  }
+
+  /** A new suspect: the confirming check comes `confirmAfterMs` later, unless the regular one is sooner. */
+  #scheduleConfirmation(): void {
+    const delay = this.#options.confirmAfterMs ?? CONFIRM_AFTER_MS;
+    if (this.#stopped || this.#confirmTimer || delay <= 0 || this.#options.checkEveryMs <= delay) return;
+    this.#confirmTimer = setTimeout(() => {
+      this.#confirmTimer = undefined;
+      if (!this.#stopped) this.#checkNow();
+    }, delay);
+    this.#confirmTimer.unref();
   }
 }

@@ -1,7 +1,13 @@
 import type { Pool } from "pg";
 import { type Logger, toError } from "../core/logger.js";
 import type { MissedSlot } from "./engineApi.js";
-import { claimMissedSlotReport, type OverdueRow, releaseLock, selectOverdueJobs } from "./sql.js";
+import {
+  claimMissedSlotReport,
+  type OverdueRow,
+  releaseLock,
+  selectOverdueJobs,
+  textArrayLiteral,
+} from "./sql.js";
 
 export interface MissedSlotDetectorOptions {
   pool: Pool;
@@ -29,6 +35,8 @@ export class MissedSlotDetector {
   readonly #options: MissedSlotDetectorOptions;
   #timer: NodeJS.Timeout | undefined;
   #checking: Promise<void> | undefined;
+  /** The last names' array literal, kept while taskNames() answers the same array. */
+  #namesLiteral: { names: readonly string[]; length: number; literal: string } | undefined;
 
   constructor(options: MissedSlotDetectorOptions) {
     this.#options = options;
@@ -59,7 +67,13 @@ export class MissedSlotDetector {
     const { pool, taskNames, graceMs, lockLifetimeMs, logger } = this.#options;
     const names = taskNames();
     if (names.length === 0) return [];
-    const overdue = await selectOverdueJobs(pool, names, graceMs, lockLifetimeMs);
+    const cached = this.#namesLiteral;
+    const literal =
+      cached && cached.names === names && cached.length === names.length
+        ? cached.literal
+        : textArrayLiteral(names);
+    this.#namesLiteral = { names, length: names.length, literal };
+    const overdue = await selectOverdueJobs(pool, literal, graceMs, lockLifetimeMs);
     const missed: MissedSlot[] = [];
     let lostNextRun = false;
     for (const row of overdue) {

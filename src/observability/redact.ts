@@ -53,15 +53,28 @@ export function redactSecrets(text: string, secrets: readonly string[] = []): st
 
 /** Strings anywhere in a plain value (objects, arrays; 8 levels deep), redacted; other values kept. */
 export function redactValue<T>(value: T, depth = 8): T {
-  if (typeof value === "string") return redactSecrets(value) as T;
+  return redactWalk(value, depth, 0) as T;
+}
+
+/**
+ * redactValue, and in the first `keyLevels` levels of plain objects (arrays count as a level, as
+ * in pino's `*` paths) the value of every secret-named key (SECRET_KEYS) masked whatever it is.
+ */
+function redactWalk(value: unknown, depth: number, keyLevels: number): unknown {
+  if (typeof value === "string") return redactSecrets(value);
   if (depth <= 0 || value === null || typeof value !== "object") return value;
-  if (Array.isArray(value)) return value.map((item) => redactValue(item, depth - 1)) as T;
-  if (value instanceof Error) return redactError(value) as T;
+  if (Array.isArray(value)) return value.map((item) => redactWalk(item, depth - 1, keyLevels - 1));
+  if (value instanceof Error) return redactError(value);
   if (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null)
     return value;
   const copy: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) copy[key] = redactValue(item, depth - 1);
-  return copy as T;
+  for (const [key, item] of Object.entries(value)) {
+    copy[key] =
+      keyLevels > 0 && item !== undefined && SECRET_KEY_SET.has(key)
+        ? REDACTED
+        : redactWalk(item, depth - 1, keyLevels - 1);
+  }
+  return copy;
 }
 
 /** A copy of the error whose message and stack are redacted (its name, code and class kept). */
@@ -89,46 +102,64 @@ export function redactError(error: Error): Error {
   return copy;
 }
 
-/** Every field of a log line redacted, except errors (their serializer does it). */
+/** Keys whose values are secrets by name, masked at any depth up to two (`key`, `*.key`, `*.*.key`). */
+const SECRET_KEYS = ["password", "token", "authorization", "connectionString", "databaseUrl", "webhookUrl"];
+const SECRET_KEY_SET = new Set(SECRET_KEYS);
+/** The line's own keys and two levels below them. */
+const SECRET_KEY_LEVELS = 3;
+
+/**
+ * Every field of a log line redacted, except errors (their serializer does it); secret-named keys
+ * (SECRET_KEYS) masked down to two levels below the line.
+ */
 export function redactLogFields(object: object): Record<string, unknown> {
   const copy: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(object)) {
-    copy[key] = key === "err" || key === "error" ? value : redactValue(value);
+    if (key === "err" || key === "error") copy[key] = value;
+    else if (value !== undefined && SECRET_KEY_SET.has(key)) copy[key] = REDACTED;
+    else copy[key] = redactWalk(value, 8, SECRET_KEY_LEVELS - 1);
   }
   return copy;
 }
 
-/** Keys whose values are secrets by name, masked by pino's own `redact` (any depth up to two). */
-const SECRET_KEYS = ["password", "token", "authorization", "connectionString", "databaseUrl", "webhookUrl"];
-
 /**
- * The pino options that make a logger redact: `redact` for secret-named keys, a serializer that
- * redacts errors' messages and stacks (and their causes), a formatter for every other string of
- * the line, and a hook for the message itself.
+ * The pino options that make a logger redact: `redact` for secret-named keys of the line itself
+ * and of child bindings, a serializer that redacts errors' messages and stacks (and their causes),
+ * a formatter for every other string of the line and secret-named keys below its top level, and a
+ * hook for the message itself.
+ *
+ * Nested keys are masked by the formatter rather than by pino's wildcard paths (`*.password`):
+ * pino runs a wildcard path's redactor on every field of every line, which parses each path again
+ * and clones the field, tens of kilobytes per line (a 10,000-task reconcile logged 10,000 lines
+ * and allocated 0.4 GB there: docs/benchmarks.md, "Memory").
  */
 export function redactingLoggerOptions(): Pick<
   LoggerOptions,
   "redact" | "serializers" | "formatters" | "hooks"
 > {
   const serializeError = (error: unknown) => {
-    if (!(error instanceof Error)) return redactValue(error);
+    if (!(error instanceof Error)) return redactWalk(error, 8, SECRET_KEY_LEVELS - 1);
     // pino's serialized error has a prototype of its own: copied to a plain object to be walked
     const serialized = stdSerializers.err(error) as unknown as Record<string, unknown>;
     const plain: Record<string, unknown> = {};
     for (const key in serialized) plain[key] = serialized[key];
-    return redactValue(plain);
+    return redactWalk(plain, 8, SECRET_KEY_LEVELS - 1);
   };
   return {
-    redact: {
-      paths: SECRET_KEYS.flatMap((key) => [key, `*.${key}`, `*.*.${key}`]),
-      censor: REDACTED,
-    },
+    redact: { paths: [...SECRET_KEYS], censor: REDACTED },
     serializers: { err: serializeError, error: serializeError },
     formatters: { log: redactLogFields },
     hooks: {
       logMethod(args, method) {
-        const redacted = args.map((arg) =>
-          typeof arg === "string" ? redactSecrets(arg) : arg,
+        // strings redacted; objects interpolated into the message (`%j`, `%o`) as a line's fields
+        const redacted = args.map((arg, index) =>
+          typeof arg === "string"
+            ? redactSecrets(arg)
+            : index === 0 || arg === null || typeof arg !== "object"
+              ? arg
+              : arg instanceof Error
+                ? redactError(arg)
+                : redactLogFields(arg),
         ) as typeof args;
         method.apply(this, redacted);
       },

@@ -47,7 +47,8 @@ export interface ReconcileTarget {
 
 /** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
 export interface ReconcileRecorder {
-  recordAudit(entries: AuditEntry[]): Promise<void>;
+  /** Read once, in order; a reconcile passes a generator (see AuditLog.record). */
+  recordAudit(entries: Iterable<AuditEntry>): Promise<void>;
   saveApplied(state: DesiredState, appliedBy: string): Promise<void>;
 }
 
@@ -110,7 +111,6 @@ export class ConfigReconciler {
       const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
       const liveByName = new Map(live.map((job) => [job.name, job]));
       const applied: ReconcileAction[] = [];
-      const audit: AuditEntry[] = [];
       // each action touches its own task's row: a few at a time (10,000 in a row took 7-9 s)
       const done: boolean[] = [];
       let failure: unknown;
@@ -129,13 +129,16 @@ export class ConfigReconciler {
         failure = error;
       });
       plan.actions.forEach((action, index) => {
-        if (!done[index]) return;
-        applied.push(action);
-        const job = liveByName.get(action.task ?? "");
-        audit.push(...auditEntries(action, job, trigger, desired, this.#target.instanceId));
+        if (done[index]) applied.push(action);
       });
+      const instance = this.#target.instanceId;
+      // generated as they are written: a 10,000-task start has 40,000 entries
+      const audit = function* (): Generator<AuditEntry> {
+        for (const action of applied)
+          yield* auditEntries(action, liveByName.get(action.task ?? ""), trigger, desired, instance);
+      };
       // what was applied is audited even when a later action failed (the retry will not redo it)
-      await this.#recorder?.recordAudit(audit);
+      await this.#recorder?.recordAudit(audit());
       if (failure !== undefined) throw failure;
       if (trigger === "config") await this.#recorder?.saveApplied(desired, this.#target.instanceId);
       const result: ReconcileResult = {

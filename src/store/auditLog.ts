@@ -44,20 +44,25 @@ export class AuditLog {
    * Inserts in batches: PostgreSQL takes at most 65,535 parameters per statement (10 per entry),
    * and a reconcile of 10,000 tasks writes tens of thousands of entries. Given a client, the
    * batches run in the caller's transaction; otherwise in one of their own, all or nothing.
+   * The entries are read batch by batch: a reconcile passes them as a generator, so 40,000 entries
+   * of a 10,000-task start are never all in memory at once.
    */
-  async record(entries: AuditEntry[], db: Pool | PoolClient = this.#pool): Promise<void> {
-    if (entries.length === 0) return;
-    if (entries.length <= AUDIT_INSERT_BATCH) return this.#insert(entries, db);
-    if (db !== this.#pool) {
-      for (let start = 0; start < entries.length; start += AUDIT_INSERT_BATCH)
-        await this.#insert(entries.slice(start, start + AUDIT_INSERT_BATCH), db);
-      return;
-    }
+  async record(entries: Iterable<AuditEntry>, db: Pool | PoolClient = this.#pool): Promise<void> {
+    const batches = inBatches(entries, AUDIT_INSERT_BATCH);
+    const first = batches.next();
+    if (first.done) return;
+    const second = batches.next();
+    if (second.done) return this.#insert(first.value, db);
+    const insertAll = async (client: Pool | PoolClient) => {
+      await this.#insert(first.value, client);
+      await this.#insert(second.value, client);
+      for (const batch of batches) await this.#insert(batch, client);
+    };
+    if (db !== this.#pool) return insertAll(db);
     const client = await this.#pool.connect();
     try {
       await client.query("BEGIN");
-      for (let start = 0; start < entries.length; start += AUDIT_INSERT_BATCH)
-        await this.#insert(entries.slice(start, start + AUDIT_INSERT_BATCH), client);
+      await insertAll(client);
       await client.query("COMMIT");
     } catch (error) {
       await client.query("ROLLBACK").catch(() => {});
@@ -116,4 +121,16 @@ export class AuditLog {
       actor: row.actor ?? null,
     }));
   }
+}
+
+function* inBatches<T>(items: Iterable<T>, size: number): Generator<T[], void, undefined> {
+  let batch: T[] = [];
+  for (const item of items) {
+    batch.push(item);
+    if (batch.length >= size) {
+      yield batch;
+      batch = [];
+    }
+  }
+  if (batch.length > 0) yield batch;
 }

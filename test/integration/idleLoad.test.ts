@@ -52,3 +52,39 @@ it("an idle instance with 60 tasks, none due, sends no per-task locking statemen
   harness = undefined;
   await pool.end();
 });
+
+it("an idle instance at default settings sends at most one statement a second over a minute, every session counted", async () => {
+  // every statement of every session (the pool, the liveness session) goes through Client.query
+  const prototype = pg.Client.prototype as unknown as { query: (...args: unknown[]) => unknown };
+  const original = prototype.query;
+  const statements: string[] = [];
+  let counting = false;
+  prototype.query = function (this: unknown, ...args: unknown[]) {
+    if (counting) {
+      const text = args[0];
+      statements.push(typeof text === "string" ? text : String((text as { text?: string })?.text));
+    }
+    return original.apply(this, args);
+  };
+  try {
+    const names = Array.from({ length: 200 }, (_, index) => `quiet-${index}`);
+    harness = await SchedulerHarness.start(
+      db.pool,
+      names.map((name) => ({ name, handler: async () => {} })),
+      names.map((name) => ({ name, cron: "0 0 0 1 1 *" })), // once a year: never due here
+      { minIntervalMs: 60_000, processEveryMs: 5_000 }, // the defaults (the harness lowers them)
+    );
+    counting = true;
+    const began = performance.now();
+    // a minute holds every periodic statement at least once (anti-entropy runs every 60 s)
+    await new Promise((resolve) => setTimeout(resolve, 61_000));
+    counting = false;
+    const perSecond = statements.length / ((performance.now() - began) / 1000);
+    // liveness 0.5, poll 0.2, missed-slot check 0.07, dependency look 0.07, anti-entropy 0.05
+    expect(perSecond, statements.join("\n")).toBeLessThanOrEqual(1);
+  } finally {
+    prototype.query = original;
+    await harness?.stop();
+    harness = undefined;
+  }
+}, 90_000);

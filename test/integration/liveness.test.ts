@@ -93,6 +93,7 @@ it("releases the locks of a registered instance whose liveness lock is gone, onc
     pool: db.pool,
     instanceId: "checker",
     checkEveryMs: 60 * 60_000, // checks run by hand below
+    confirmAfterMs: 0,
     logger: logs.logger,
     onReleased: (rows) => released.push(...rows),
   });
@@ -134,6 +135,37 @@ it("releases the locks of a registered instance whose liveness lock is gone, onc
   }
   const { rows } = await db.pool.query("SELECT instance_id FROM cronwarden_instances ORDER BY 1");
   expect(rows.map((row) => row.instance_id)).toEqual(["alive-1", "before-restart"]); // a clean stop deregisters
+});
+
+it("an instance first seen dead is checked again half a second later, not a whole interval later", async () => {
+  const future = new Date(Date.now() + 60 * 60_000);
+  await db.pool.query(
+    "UPDATE agenda_jobs SET locked_at = now(), last_modified_by = 'dead-3', next_run_at = $1 WHERE name = 'second'",
+    [future],
+  );
+  await db.pool.query("INSERT INTO cronwarden_instances (instance_id) VALUES ('dead-3')");
+  const released: ReleasedJobRow[] = [];
+  const answers: boolean[] = [];
+  const liveness = new InstanceLiveness({
+    pool: db.pool,
+    instanceId: "confirmer",
+    checkEveryMs: 60 * 60_000, // no regular check comes within this test
+    logger: logs.logger,
+    onReleased: (rows) => released.push(...rows),
+    onChecked: (answered) => answers.push(answered),
+  });
+  await liveness.start();
+  try {
+    await liveness.check(); // seen dead once: the confirming check follows by itself
+    expect(answers[0]).toBe(true);
+    await pollUntil("the confirming check released dead-3's lock", () => released.length > 0, {
+      timeoutMs: 10_000,
+    });
+    expect(released.map((row) => [row.name, row.dead_instance])).toEqual([["second", "dead-3"]]);
+    expect(answers.length).toBeGreaterThanOrEqual(2);
+  } finally {
+    await liveness.stop();
+  }
 });
 
 it("an instance id whose previous process died with locks: released when the id takes its liveness lock again", async () => {

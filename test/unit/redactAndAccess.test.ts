@@ -71,4 +71,47 @@ describe("the redacting logger", () => {
     // the original error is left as it was: the redaction works on copies
     expect(error.message).toContain("pw-hunter22");
   });
+
+  it("masks secret-named keys two levels below the line, in errors, bindings and interpolated objects, and no deeper", async () => {
+    const { LogCapture } = await import("../helpers/logs.js");
+    const { redactingChild } = await import("../../src/core/logger.js");
+    const logs = new LogCapture();
+    const error = Object.assign(new Error("boom"), { token: "err-token-value", detail: { password: "pw2" } });
+    logs.logger.child({ component: "x", token: "binding-token" }).info(
+      {
+        task: "t",
+        source: { token: "one-level", headers: { authorization: "two-levels" } },
+        list: [{ password: "in-an-array" }],
+        deep: { a: { b: { password: "three-levels" } } },
+        err: error,
+        missing: { password: undefined },
+      },
+      "with %j",
+      { webhookUrl: "interpolated-url" },
+    );
+    redactingChild(logs.logger, { config: { databaseUrl: "child-binding-url" } }).info("child line");
+    const text = JSON.stringify(logs.lines);
+    for (const secret of [
+      "one-level",
+      "two-levels",
+      "in-an-array",
+      "err-token-value",
+      "pw2",
+      "binding-token",
+      "interpolated-url",
+      "child-binding-url",
+    ])
+      expect(text).not.toContain(secret);
+    expect(logs.lines[0]).toMatchObject({
+      task: "t",
+      token: "***",
+      source: { token: "***", headers: { authorization: "***" } },
+      list: [{ password: "***" }],
+      // pino's own paths stopped at two levels below the line: so does the formatter
+      deep: { a: { b: { password: "three-levels" } } },
+      err: { message: "boom", token: "***", detail: { password: "***" } },
+      missing: {},
+    });
+    expect(logs.lines[1]).toMatchObject({ config: { databaseUrl: "***" }, msg: "child line" });
+  });
 });

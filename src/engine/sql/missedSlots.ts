@@ -16,7 +16,8 @@ export interface OverdueRow {
  */
 export async function selectOverdueJobs(
   db: Queryable,
-  names: string[],
+  /** The names, or their array literal (textArrayLiteral) made once for a check that repeats. */
+  names: readonly string[] | string,
   graceMs: number,
   lockLifetimeMs: number,
 ): Promise<OverdueRow[]> {
@@ -30,6 +31,15 @@ export async function selectOverdueJobs(
     [names, graceMs, lockLifetimeMs],
   );
   return result.rows;
+}
+
+/**
+ * A PostgreSQL array literal of `values` (`{"a","b"}`), to pass as a `text[]` parameter. pg
+ * serializes an array parameter again at every query: for a check every few seconds over
+ * 10,000 names, made once instead (about 1.7 MB of garbage per check).
+ */
+export function textArrayLiteral(values: readonly string[]): string {
+  return `{${values.map((value) => `"${value.replace(/["\\]/g, "\\$&")}"`).join(",")}}`;
 }
 
 /**
