@@ -33,11 +33,11 @@ import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
-import { RunLogBatch } from "./runLogBatch.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
+import { StatementBatch } from "./statementBatch.js";
 import { type RunningRuns, TaskRunner } from "./taskRunner.js";
 import { Watchdog } from "./watchdog.js";
 
@@ -157,7 +157,7 @@ export class AgendaEngine {
       this.#ledger,
       instanceId,
       this.#logger,
-      new RunLogBatch((rows) => sql.insertRunLogRows(pool, rows)),
+      new StatementBatch((rows) => sql.insertRunLogRows(pool, rows).then(() => rows.map(() => undefined))),
     );
     const hooks = this.#options.hooks ?? {};
     const dependencies = new DependencyCoordinator({

@@ -22,13 +22,16 @@ import {
   handOffRun,
   inTransaction,
   JOBS_TABLE,
+  type JobRowSave,
   releaseLock,
   releaseUnstartedRun,
   renewLock,
   saveJobRow,
+  saveJobRows,
   selectEndState,
 } from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, StaleStartError } from "./staleStart.js";
+import { StatementBatch } from "./statementBatch.js";
 import type { LockRenewer } from "./watchdog.js";
 
 /**
@@ -78,6 +81,8 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   readonly #finalSavesPending = new Set<string>();
   #takeoversHeldUntil = 0;
   readonly #limits: JobRepositoryLimits;
+  /** The saves that start and end runs, several runs' in one statement (a herd). */
+  readonly #saves: StatementBatch<JobRowSave, RowAtStart | null>;
 
   constructor(pool: Pool, ledger: RunLedger, logger: Logger, limits: JobRepositoryLimits) {
     super({ pool, tableName: JOBS_TABLE, ensureSchema: false });
@@ -85,6 +90,9 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#ledger = ledger;
     this.#logger = logger;
     this.#limits = limits;
+    this.#saves = new StatementBatch((saves) => saveJobRows(pool, saves), {
+      key: (save) => String(save.job._id),
+    });
   }
 
   /**
@@ -380,7 +388,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       (entry.outcome === "failed" || (entry.outcome === "succeeded" && streakOfData(job.data) > 0))
     )
       return this.#saveRunEnd(job, options, fence, entry);
-    const row = await saveJobRow(this.#db, {
+    const row = await this.#saves.submit({
       job,
       lastModifiedBy: options?.lastModifiedBy ?? null,
       fence,

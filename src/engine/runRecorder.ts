@@ -5,9 +5,10 @@ import { redactSecrets, redactValue } from "../observability/redact.js";
 import { retryWhileDisconnected } from "./retry.js";
 import { journalMeta, type RunJournal } from "./runJournal.js";
 import type { RunEntry, RunLedger } from "./runLedger.js";
-import type { RunLogBatch } from "./runLogBatch.js";
 import { decodeRunMeta, encodeRunMeta, type RunLogMeta } from "./runLogMeta.js";
+import type { RunLogInsert } from "./sql/runLog.js";
 import { isNotStarted } from "./staleStart.js";
+import type { StatementBatch } from "./statementBatch.js";
 
 /** How long a run log row is retried while the database is unreachable. */
 const LOG_RETRY_MS = 10 * 60_000;
@@ -28,7 +29,7 @@ const UNRECORDED_EVENTS = new Set(["locked", "complete", "start"]);
  * `success`/`fail` row holds the whole run record (task, slot, start, end, duration, outcome,
  * error). Start, retry and outcome rows of a run carry the same identity (slot, attempt, trigger,
  * re-run mark) from the ledger entry, set before the handler starts. Rows are written in batches
- * (src/engine/runLogBatch.ts). Rows whose error says the run
+ * (src/engine/statementBatch.ts). Rows whose error says the run
  * never started (src/engine/staleStart.ts) are not written: they are not failures of the task.
  * Every row's text is redacted (src/observability/redact.ts) before it is written. Rows are
  * written fire-and-forget, retried while the database is unreachable; `flush()` waits for them.
@@ -39,7 +40,7 @@ export class RunRecorder implements JobLogger {
   readonly #instanceId: string;
   readonly #logger: Logger;
   readonly #pending = new Set<Promise<void>>();
-  readonly #batch: RunLogBatch | undefined;
+  readonly #batch: StatementBatch<RunLogInsert, unknown> | undefined;
   /** Called once a run's outcome row is written (task dependencies decide on the written record). */
   onOutcome: ((taskName: string, meta: RunLogMeta) => void) | undefined;
 
@@ -49,7 +50,7 @@ export class RunRecorder implements JobLogger {
     ledger: RunLedger,
     instanceId: string,
     logger: Logger,
-    batch?: RunLogBatch,
+    batch?: StatementBatch<RunLogInsert, unknown>,
   ) {
     this.#inner = inner;
     this.#batch = batch;
@@ -129,9 +130,12 @@ export class RunRecorder implements JobLogger {
       ...(entry.meta === undefined ? {} : { meta: redactValue(entry.meta) }),
     };
     const batch = this.#batch;
-    const write = retryWhileDisconnected(() => (batch ? batch.write(redacted) : this.#inner.log(redacted)), {
-      maxElapsedMs: LOG_RETRY_MS,
-    }).catch((error: unknown) => {
+    const write = retryWhileDisconnected(
+      () => (batch ? batch.submit(redacted).then(() => {}) : this.#inner.log(redacted)),
+      {
+        maxElapsedMs: LOG_RETRY_MS,
+      },
+    ).catch((error: unknown) => {
       this.#logger.warn(
         { err: error, task: entry.jobName, event: entry.event },
         "could not write the run log row",

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
-import { RunLogBatch } from "../../src/engine/runLogBatch.js";
 import { insertRunLogRows, type RunLogInsert } from "../../src/engine/sql/runLog.js";
+import { StatementBatch } from "../../src/engine/statementBatch.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
 
@@ -38,14 +38,15 @@ const row = (jobName: string, index: number): RunLogInsert => ({
   meta: { scheduledAt: new Date(Date.UTC(2026, 11, 1)).toISOString(), outcome: "succeeded" },
 });
 
-describe("RunLogBatch", () => {
+describe("StatementBatch of run-log rows", () => {
   it("writes the rows asked for together in one statement, every column as Agenda's logger writes it", async () => {
     const statements: number[] = [];
-    const batch = new RunLogBatch(async (rows) => {
+    const batch = new StatementBatch<RunLogInsert, void>(async (rows) => {
       statements.push(rows.length);
       await insertRunLogRows(db.pool, rows);
+      return rows.map(() => undefined);
     });
-    await Promise.all(Array.from({ length: 50 }, (_, index) => batch.write(row("batched", index))));
+    await Promise.all(Array.from({ length: 50 }, (_, index) => batch.submit(row("batched", index))));
     expect(statements).toEqual([50]);
     const { rows } = await db.pool.query(
       "SELECT level, event, job_id, job_name, message, duration, error, agenda_name, meta FROM agenda_logs WHERE job_name = 'batched' ORDER BY timestamp",
@@ -65,11 +66,14 @@ describe("RunLogBatch", () => {
   });
 
   it("a row the table refuses fails alone; the others of its batch are written", async () => {
-    const batch = new RunLogBatch((rows) => insertRunLogRows(db.pool, rows));
+    const batch = new StatementBatch<RunLogInsert, void>(async (rows) => {
+      await insertRunLogRows(db.pool, rows);
+      return rows.map(() => undefined);
+    });
     const results = await Promise.allSettled([
-      batch.write(row("partly", 1)),
-      batch.write({ ...row("partly", 2), level: "x".repeat(20) }), // level is VARCHAR(10)
-      batch.write(row("partly", 3)),
+      batch.submit(row("partly", 1)),
+      batch.submit({ ...row("partly", 2), level: "x".repeat(20) }), // level is VARCHAR(10)
+      batch.submit(row("partly", 3)),
     ]);
     expect(results.map((result) => result.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
     const { rows } = await db.pool.query(

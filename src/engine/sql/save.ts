@@ -19,63 +19,88 @@ import { JOBS_TABLE, type Queryable } from "./tables.js";
  * Returns the schedule fields as saved (the check before the handler reads them), or null when no
  * row matched (the lock was not ours, or the row is gone).
  */
-export async function saveJobRow(
+export interface JobRowSave {
+  job: JobParameters;
+  lastModifiedBy: string | null;
+  fence: Date[] | null;
+  startingSlot: Date | null;
+  /** For the save that ends a slot: the failed slots in a row, and the pause mark if it pauses now. */
+  end?: { streak: number; pause: Record<string, unknown> | null } | undefined;
+}
+
+export async function saveJobRow(db: Queryable, save: JobRowSave): Promise<RowAtStart | null> {
+  return (await saveJobRows(db, [save]))[0] ?? null;
+}
+
+/**
+ * Several saves in one statement (src/engine/statementBatch.ts batches the saves of a herd), each
+ * with its own fence; no two may be of the same job. Answers one entry per save, in order.
+ */
+export async function saveJobRows(
   db: Queryable,
-  save: {
-    job: JobParameters;
-    lastModifiedBy: string | null;
-    fence: Date[] | null;
-    startingSlot: Date | null;
-    /** For the save that ends a slot: the failed slots in a row, and the pause mark if it pauses now. */
-    end?: { streak: number; pause: Record<string, unknown> | null } | undefined;
-  },
-): Promise<RowAtStart | null> {
-  const { job } = save;
-  const result = await db.query<RowAtStart>(
-    `UPDATE "${JOBS_TABLE}"
-        SET locked_at = $2,
+  saves: readonly JobRowSave[],
+): Promise<(RowAtStart | null)[]> {
+  if (saves.length === 0) return [];
+  const column = <T>(pick: (save: JobRowSave) => T) => saves.map(pick);
+  const result = await db.query<RowAtStart & { id: string }>(
+    `UPDATE "${JOBS_TABLE}" AS j
+        SET locked_at = v.locked_at,
             next_run_at = CASE
-              WHEN repeat_interval IS NOT DISTINCT FROM $12 AND repeat_timezone IS NOT DISTINCT FROM $13
-              THEN $3 ELSE next_run_at END,
-            last_run_at = $4,
-            progress = $5,
-            fail_reason = $6,
-            fail_count = $7,
-            failed_at = $8,
-            last_finished_at = $9,
-            last_modified_by = $11::text,
+              WHEN j.repeat_interval IS NOT DISTINCT FROM v.repeat_interval
+               AND j.repeat_timezone IS NOT DISTINCT FROM v.repeat_timezone
+              THEN v.next_run_at ELSE j.next_run_at END,
+            last_run_at = v.last_run_at,
+            progress = v.progress,
+            fail_reason = v.fail_reason,
+            fail_count = v.fail_count,
+            failed_at = v.failed_at,
+            last_finished_at = v.last_finished_at,
+            last_modified_by = v.last_modified_by,
             data = CASE
-              WHEN $15::text IS NOT NULL THEN coalesce(data, '{}'::jsonb) || jsonb_build_object(
-                '${RUN_DATA_KEY}', jsonb_build_object('slot', $15::text, 'startedAt', $4::timestamptz, 'instanceId', $11::text))
-              WHEN $16::int IS NULL THEN data
-              ELSE coalesce(data, '{}'::jsonb) || jsonb_build_object('${FAILURE_STREAK_KEY}', $16::int)
-                || CASE WHEN $17::jsonb IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('${PAUSE_DATA_KEY}', $17::jsonb) END
+              WHEN v.starting_slot IS NOT NULL THEN coalesce(j.data, '{}'::jsonb) || jsonb_build_object(
+                '${RUN_DATA_KEY}', jsonb_build_object('slot', v.starting_slot, 'startedAt', v.last_run_at, 'instanceId', v.last_modified_by))
+              WHEN v.streak IS NULL THEN j.data
+              ELSE coalesce(j.data, '{}'::jsonb) || jsonb_build_object('${FAILURE_STREAK_KEY}', v.streak)
+                || CASE WHEN v.pause IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('${PAUSE_DATA_KEY}', v.pause) END
               END,
-            disabled = CASE WHEN $17::jsonb IS NULL THEN disabled ELSE TRUE END
-      WHERE id = $1 AND name = $10
-        AND ($14::timestamptz[] IS NULL OR date_trunc('milliseconds', locked_at) = ANY($14::timestamptz[]))
-      RETURNING disabled, repeat_interval, repeat_timezone`,
+            disabled = CASE WHEN v.pause IS NULL THEN j.disabled ELSE TRUE END
+       FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::real[], $6::text[],
+                   $7::int[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[],
+                   $14::boolean[], $15::timestamptz[], $16::timestamptz[], $17::text[], $18::int[], $19::jsonb[])
+         AS v(id, locked_at, next_run_at, last_run_at, progress, fail_reason, fail_count, failed_at, last_finished_at,
+              name, last_modified_by, repeat_interval, repeat_timezone, fenced, fence_a, fence_b, starting_slot, streak, pause)
+      WHERE j.id = v.id AND j.name = v.name
+        AND (NOT v.fenced OR date_trunc('milliseconds', j.locked_at) IN (v.fence_a, v.fence_b))
+      RETURNING j.id, j.disabled, j.repeat_interval, j.repeat_timezone`,
     [
-      String(job._id),
-      job.lockedAt ?? null,
-      job.nextRunAt ?? null,
-      job.lastRunAt ?? null,
-      job.progress ?? null,
-      job.failReason ?? null,
-      job.failCount ?? null,
-      job.failedAt ?? null,
-      job.lastFinishedAt ?? null,
-      job.name,
-      save.lastModifiedBy,
-      job.repeatInterval === undefined ? null : String(job.repeatInterval),
-      job.repeatTimezone ?? null,
-      save.fence,
-      save.startingSlot?.toISOString() ?? null,
-      save.end?.streak ?? null,
-      save.end?.pause ? JSON.stringify(save.end.pause) : null,
+      column((save) => String(save.job._id)),
+      column((save) => save.job.lockedAt ?? null),
+      column((save) => save.job.nextRunAt ?? null),
+      column((save) => save.job.lastRunAt ?? null),
+      column((save) => save.job.progress ?? null),
+      column((save) => save.job.failReason ?? null),
+      column((save) => save.job.failCount ?? null),
+      column((save) => save.job.failedAt ?? null),
+      column((save) => save.job.lastFinishedAt ?? null),
+      column((save) => save.job.name),
+      column((save) => save.lastModifiedBy),
+      column((save) => (save.job.repeatInterval === undefined ? null : String(save.job.repeatInterval))),
+      column((save) => save.job.repeatTimezone ?? null),
+      column((save) => save.fence !== null),
+      column((save) => save.fence?.[0] ?? null),
+      column((save) => save.fence?.[1] ?? null),
+      column((save) => save.startingSlot?.toISOString() ?? null),
+      column((save) => save.end?.streak ?? null),
+      column((save) => (save.end?.pause ? JSON.stringify(save.end.pause) : null)),
     ],
   );
-  return result.rowCount === 1 ? (result.rows[0] ?? null) : null;
+  const saved = new Map(
+    result.rows.map((row) => [
+      row.id,
+      { disabled: row.disabled, repeat_interval: row.repeat_interval, repeat_timezone: row.repeat_timezone },
+    ]),
+  );
+  return saves.map((save) => saved.get(String(save.job._id)) ?? null);
 }
 
 /**
