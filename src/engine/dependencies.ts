@@ -77,6 +77,8 @@ export class DependencyCoordinator {
   readonly #manualChains = new Set<string>();
   readonly #pending = new Set<Promise<unknown>>();
   #downstreams: { at: number; byUpstream: Map<string, Downstream[]>; any: boolean } | undefined;
+  #downstreamsRead: Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> | undefined;
+  #downstreamsGeneration = 0;
   #timer: NodeJS.Timeout | undefined;
   #sweeps = 0;
   #sweeping = false;
@@ -156,7 +158,7 @@ export class DependencyCoordinator {
   async setDependency(taskName: string, spec: DependencySpec | null): Promise<void> {
     const { pool } = this.#options;
     await setDependencyRow(pool, taskName, spec);
-    this.#downstreams = undefined;
+    this.#forgetDownstreams();
     for (const wait of await selectWaitsOf(pool, taskName, ["waiting", "queued"])) {
       const removed = wait.upstreams.filter((name) => !spec?.upstreams.includes(name));
       if (removed.length === 0) continue;
@@ -343,25 +345,46 @@ export class DependencyCoordinator {
     if (rows.length > 0) this.#options.wake(rows);
   }
 
-  async #downstreamsByUpstream(
+  /**
+   * The downstream rows by upstream name, cached; calls that come while they are read share the
+   * read (a herd's run starts would each send it). A read started before an invalidation
+   * (setDependency) is not kept.
+   */
+  #downstreamsByUpstream(
     noneTtlMs = NO_DOWNSTREAMS_TTL_MS,
   ): Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> {
     const cached = this.#downstreams;
-    if (cached && Date.now() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs)) return cached;
-    const byUpstream = new Map<string, Downstream[]>();
-    const rows = await selectDownstreamRows(this.#options.pool);
-    for (const row of rows) {
-      const spec = specOf(row.after);
-      if (!spec) continue;
-      for (const upstream of new Set(spec.upstreams)) {
-        const list = byUpstream.get(upstream) ?? [];
-        list.push({ name: row.name, spec, disabled: row.disabled });
-        byUpstream.set(upstream, list);
+    if (cached && Date.now() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs))
+      return Promise.resolve(cached);
+    if (this.#downstreamsRead) return this.#downstreamsRead;
+    const generation = this.#downstreamsGeneration;
+    const read = (async () => {
+      const byUpstream = new Map<string, Downstream[]>();
+      const rows = await selectDownstreamRows(this.#options.pool);
+      for (const row of rows) {
+        const spec = specOf(row.after);
+        if (!spec) continue;
+        for (const upstream of new Set(spec.upstreams)) {
+          const list = byUpstream.get(upstream) ?? [];
+          list.push({ name: row.name, spec, disabled: row.disabled });
+          byUpstream.set(upstream, list);
+        }
       }
-    }
-    const fresh = { at: Date.now(), byUpstream, any: rows.length > 0 };
-    this.#downstreams = fresh;
-    return fresh;
+      const fresh = { at: Date.now(), byUpstream, any: rows.length > 0 };
+      if (generation === this.#downstreamsGeneration) this.#downstreams = fresh;
+      return fresh;
+    })().finally(() => {
+      if (this.#downstreamsRead === read) this.#downstreamsRead = undefined;
+    });
+    this.#downstreamsRead = read;
+    return read;
+  }
+
+  /** The downstream rows changed: the cache and any read in flight are not used again. */
+  #forgetDownstreams(): void {
+    this.#downstreams = undefined;
+    this.#downstreamsRead = undefined;
+    this.#downstreamsGeneration += 1;
   }
 
   #track(work: Promise<unknown>): void {
