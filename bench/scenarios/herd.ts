@@ -48,7 +48,7 @@ async function herdScenario(
   const result = {} as Record<Contender, HerdFigures>;
   for (const contender of CONTENDERS) {
     // cronwarden creates each job in turn and audits it; a set-up that overruns is retried below
-    let margin = 8_000 + count * (contender === "cronwarden" ? 15 : 5);
+    let margin = 8_000 + count * (contender === "cronwarden" ? 6 : 5);
     for (let attempt = 1; ; attempt++) {
       const figures = await herdOnce(context, contender, count, instances, margin, attempt);
       if (figures) {

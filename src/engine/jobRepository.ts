@@ -102,7 +102,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
    * claimed or runs), are left alone.
    */
   async claimDue(claim: {
-    names: readonly string[];
+    names: readonly string[] | string;
     holding: readonly string[];
     until: Date;
     limit: number;

@@ -23,7 +23,8 @@ const LOCK_EXPIRED = (deadline: string, lifetimeMs: string) =>
 export async function claimDueJobs(
   db: Queryable,
   claim: {
-    names: readonly string[];
+    /** The names, or their array literal (textArrayLiteral, src/engine/sql/missedSlots.ts) made once. */
+    names: readonly string[] | string;
     skipNames: readonly string[];
     until: Date;
     lockDeadline: Date;
@@ -33,7 +34,7 @@ export async function claimDueJobs(
     limit: number;
   },
 ): Promise<Record<string, unknown>[]> {
-  if (claim.limit <= 0 || claim.names.length === 0) return [];
+  if (claim.limit <= 0 || claim.names.length === 0 || claim.names === "{}") return [];
   const result = await db.query(
     `UPDATE "${JOBS_TABLE}" SET locked_at = $1, last_modified_by = $2
       WHERE id IN (
