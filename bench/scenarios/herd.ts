@@ -75,15 +75,18 @@ async function herdOnce(
   const boundary = boundaryAfter(marginMs);
   const tasks = { prefix: "herd", count, cron: dailyCronAt(boundary) };
   const launch = await prepareContender(context, contender, database, tasks);
-  const workers = Array.from({ length: instances }, (_, index) =>
+  const spawn = (index: number) =>
     launch(`herd${instances > 1 ? `${instances}-${index + 1}` : ""}-${contender}-${attempt}`, {
       processEveryMs: DEFAULT_PROCESS_EVERY_MS,
       minIntervalMs: 60_000,
       taskMs: 0,
-    }),
-  );
+    });
+  // the first process alone creates the schema (raw Agenda's processes race on creating its indexes)
+  const workers = [spawn(0)];
   try {
-    const readies = await Promise.all(workers.map((each) => each.ready(marginMs + 30_000)));
+    const readies = [await (workers[0] as (typeof workers)[number]).ready(marginMs + 30_000)];
+    for (let index = 1; index < instances; index++) workers.push(spawn(index));
+    readies.push(...(await Promise.all(workers.slice(1).map((each) => each.ready(marginMs + 30_000)))));
     if (readies.some((ready) => ready.at > boundary.getTime() - 500)) return undefined;
     const ready = { setupMs: Math.max(...readies.map((each) => each.setupMs)) };
     context.progress(

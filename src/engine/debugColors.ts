@@ -6,10 +6,10 @@ interface DebugModule {
 }
 
 /**
- * Agenda creates a `debug` logger (`log.extend(...)`) on nearly every call of its job processor,
- * and `debug` asks `isatty(stderr)` for each new logger unless DEBUG_COLORS was set: a system
- * call per job per step. In a 1,000-task herd that was 40 % of the process's CPU, and it grows
- * with the number of task names at every poll. The answer cannot change while the process runs,
+ * Agenda creates `debug` loggers (`log.extend(...)`) as it goes, and `debug` asks
+ * `isatty(stderr)` for each new logger unless DEBUG_COLORS was set: a system call each time. With
+ * Agenda's job processor (no longer started: src/engine/claimLoop.ts) that was 40 % of the
+ * process's CPU in a 1,000-task herd. The answer cannot change while the process runs,
  * so it is computed once here; an explicit DEBUG_COLORS keeps its meaning.
  */
 export function cacheDebugColors(): void {
