@@ -220,7 +220,9 @@ export class TaskRunner {
       if (lockLostReason === undefined && !entry.handedOff)
         // the skipped records land before the run's final save moves the row past their slots: a
         // process killed in between leaves its slot to the taker, not a slot without a record
-        await this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
+        // from the start save's own time, at which the pending slot was computed: a start save slow
+        // enough to end past that slot (a loaded machine) must not make it look owed before the run
+        await this.#applyOverlapAtEnd(taskName, jobId, job, job.attrs.lastRunAt ?? slotStartedAt, policy);
       await stopWatchdog();
       this.#running.delete(jobId);
     }

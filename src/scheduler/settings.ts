@@ -75,7 +75,7 @@ export const schedulerSettingsSchema = z
       context.addIssue({
         code: "custom",
         path: ["processEveryMs"],
-        message: `${formatMs(processEveryMs)} exceeds minIntervalMs ${formatMs(settings.minIntervalMs)}: Agenda would skip runs; lower processEveryMs`,
+        message: `${formatMs(processEveryMs)} exceeds minIntervalMs ${formatMs(settings.minIntervalMs)}: the claim loop polls less often than the shortest interval, so a slot could start up to a poll late; lower processEveryMs or raise minIntervalMs`,
       });
     }
     return { ...settings, processEveryMs };

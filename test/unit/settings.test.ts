@@ -14,7 +14,7 @@ describe("scheduler settings", () => {
       1_000,
     );
     expect(() => parseSchedulerSettings({ minIntervalMs: 1_000, processEveryMs: 1_500 })).toThrow(
-      /processEveryMs: 1500 ms exceeds minIntervalMs 1 s: Agenda would skip runs; lower processEveryMs/,
+      /processEveryMs: 1500 ms exceeds minIntervalMs 1 s: the claim loop polls less often than the shortest interval, so a slot could start up to a poll late; lower processEveryMs or raise minIntervalMs/,
     );
   });
 
