@@ -246,7 +246,10 @@ describe.skipIf(!available)("dashboard", () => {
     expect(await marks("dash-hold", "running").count()).toBe(1);
     await tab.screenshot({ path: path.join(ARTIFACTS, "dashboard-timeline.png"), fullPage: true });
 
-    // the keyboard reaches every mark: the detail panel shows the selected run
+    // the keyboard reaches every mark: the detail panel shows the selected run. The view refreshes
+    // every 15 s (a new canvas, the focus gone); a reload starts that period again for the walk
+    await tab.reload();
+    await tab.locator("#timeline[data-render-ms]").waitFor();
     await tab.locator("#tl-canvas").focus();
     await tab.keyboard.press("ArrowRight");
     await tab.locator("#tl-detail[data-outcome]").waitFor();

@@ -392,7 +392,7 @@ describe("task dependencies", () => {
     } finally {
       await admin.close();
     }
-  });
+  }, 120_000);
 
   it("the run-log retention prunes decided waits with their slots' records (last: it empties the log)", async () => {
     const h = await suite.start(
