@@ -400,6 +400,11 @@ export class AgendaEngine {
     return readTaskJobs(this.#options.pool);
   }
 
+  /** A digest of what the reconcile planner reads of the job rows (sql/jobs.ts). */
+  plannedColumnsDigest(): Promise<string> {
+    return sql.selectPlannedColumnsDigest(this.#options.pool);
+  }
+
   /**
    * Creates the repeating `single` job of a task; its first run is the next slot after now. A
    * downstream's job (`after`) has no schedule: its runs are queued by its upstreams.

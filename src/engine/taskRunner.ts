@@ -220,9 +220,7 @@ export class TaskRunner {
       if (lockLostReason === undefined && !entry.handedOff)
         // the skipped records land before the run's final save moves the row past their slots: a
         // process killed in between leaves its slot to the taker, not a slot without a record
-        // from the start save's own time, at which the pending slot was computed: a start save slow
-        // enough to end past that slot (a loaded machine) must not make it look owed before the run
-        await this.#applyOverlapAtEnd(taskName, jobId, job, job.attrs.lastRunAt ?? slotStartedAt, policy);
+        await this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
       await stopWatchdog();
       this.#running.delete(jobId);
     }
@@ -260,9 +258,13 @@ export class TaskRunner {
               slotsBetween(schedule, timezone, pendingDue - jitterMs + 1, pendingDue, 10_000).slots.reverse(),
             ) ?? pendingDue)
           : pendingDue;
+      // the start save's time, at which the pending slot was computed (Agenda's Job.run sets it
+      // just before): a save slow enough to end past that slot must not make it look owed by
+      // catch-up, and leave the slots the run covered without a record
       const decision = decideOverlapAtEnd({
         policy: policy.overlap,
-        runStartedAt: startedAt.getTime(),
+        runStartedAt: Math.min(job.attrs.lastRunAt?.getTime() ?? startedAt.getTime(), startedAt.getTime()),
+        handlerStartedAt: startedAt.getTime(),
         now: Date.now(),
         pendingSlot,
         schedule: slotSource(schedule, timezone),

@@ -84,8 +84,32 @@ export class SchedulerHarness {
   }
 
   /** Writes the config file by rename (as editors do) and resolves when a reconcile of it finished. */
-  async writeConfig(config: ConfigEntry[]): Promise<ReconcileResult> {
-    const reconciled = this.nextReconcile();
+  async writeConfig(config: ConfigEntry[], timeoutMs = 60_000): Promise<ReconcileResult> {
+    // the config's own reconcile: an anti-entropy pass in between is not it, and a failed one
+    // ends the wait with its error instead of leaving the test to its timeout
+    const reconciled = new Promise<ReconcileResult>((resolve, reject) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.scheduler.off("reconciled", onReconciled);
+        this.scheduler.off("reconcile:failed", onFailed);
+      };
+      const onReconciled = (result: ReconcileResult) => {
+        if (result.trigger !== "config") return;
+        done();
+        resolve(result);
+      };
+      const onFailed = (event: { error: Error; trigger: string }) => {
+        if (event.trigger !== "config") return;
+        done();
+        reject(new Error(`the reconcile of the written config failed: ${event.error.message}`));
+      };
+      const timer = setTimeout(() => {
+        done();
+        reject(new Error(`no reconcile of the written config within ${timeoutMs} ms`));
+      }, timeoutMs);
+      this.scheduler.on("reconciled", onReconciled);
+      this.scheduler.on("reconcile:failed", onFailed);
+    });
     await this.writeRaw(yamlOf(config));
     return reconciled;
   }

@@ -179,7 +179,8 @@ it("an instance stopped (SIGTERM) while B runs past its drain: B is handed off a
   const configFile = await writeChain();
   const ids = ["h1", "h2", "h3"];
   const fleet = await Promise.all(
-    ids.map((id) => instance(configFile, id, { CHAIN_B_MS: "3000", CRONWARDEN_DRAIN_TIMEOUT_MS: "500" })),
+    // B runs long enough that it is still going when its start row is seen on a loaded machine
+    ids.map((id) => instance(configFile, id, { CHAIN_B_MS: "8000", CRONWARDEN_DRAIN_TIMEOUT_MS: "500" })),
   );
   const running = await pollUntil(
     "a run of chain-b in progress",

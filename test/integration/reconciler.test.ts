@@ -151,6 +151,66 @@ describe("ConfigReconciler against Agenda's table", () => {
     expect(job.next_run_at).toBeInstanceOf(Date);
   });
 
+  it("an anti-entropy pass with the rows' digest unchanged answers the converged plan without reading the rows; drift is still repaired", async () => {
+    let rowReads = 0;
+    const counted = new Proxy(engine, {
+      get(target, property) {
+        if (property === "listJobs") rowReads += 1;
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const registry = new TaskRegistry();
+    for (const name of ["report", "cleanup"]) registry.register({ name, handler: async () => {} });
+    const watched = new ConfigReconciler({ target: counted, registry, logger: logs.logger, now });
+    const desired = state([
+      { name: "report", cron: "0 9 * * *" },
+      { name: "cleanup", enabled: false },
+    ]);
+    expect((await watched.reconcile(desired, "config")).applied).toHaveLength(2);
+    // the first pass after a change reads and plans every row: nothing to apply, converged
+    expect((await watched.reconcile(desired, "anti-entropy")).applied).toEqual([]);
+    expect(rowReads).toBe(2);
+
+    // runs move the run columns: not what the planner reads, no read
+    await db.pool.query(
+      "UPDATE agenda_jobs SET last_run_at = now(), locked_at = now(), next_run_at = next_run_at + interval '1 day'",
+    );
+    const answered = await watched.reconcile(desired, "anti-entropy");
+    expect(rowReads).toBe(2);
+    expect(answered).toMatchObject({ trigger: "anti-entropy", applied: [] });
+    expect([...answered.plan.unchanged].sort()).toEqual(["cleanup", "report"]);
+    expect([...answered.enabledTasks]).toEqual(["report"]);
+    expect(watched.lastResult).toBe(answered);
+
+    // a row edited by hand: read, planned and repaired
+    await db.pool.query("UPDATE agenda_jobs SET repeat_interval = '0 3 * * *' WHERE name = 'report'");
+    const repaired = await watched.reconcile(desired, "anti-entropy");
+    expect(rowReads).toBe(3);
+    expect(repaired.applied).toEqual([expect.objectContaining({ kind: "update", task: "report" })]);
+    expect((await row("report"))[0]).toMatchObject({ repeat_interval: "0 9 * * *" });
+    // so is a lost next run, and a policy or flag edited in the row
+    await watched.reconcile(desired, "anti-entropy"); // converged again
+    await db.pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'report'");
+    expect((await watched.reconcile(desired, "anti-entropy")).applied).toHaveLength(1);
+    expect((await row("report"))[0]?.next_run_at).toBeInstanceOf(Date);
+    await watched.reconcile(desired, "anti-entropy");
+    await db.pool.query("UPDATE agenda_jobs SET disabled = false WHERE name = 'cleanup'");
+    expect((await watched.reconcile(desired, "anti-entropy")).applied).toEqual([
+      expect.objectContaining({ kind: "disable", task: "cleanup" }),
+    ]);
+    // a new desired state is always read and planned
+    const reads = rowReads;
+    await watched.reconcile(
+      state([
+        { name: "report", cron: "0 9 * * *" },
+        { name: "cleanup", enabled: false },
+      ]),
+      "anti-entropy",
+    );
+    expect(rowReads).toBe(reads + 1);
+  });
+
   it("serializes concurrent reconciles in the database: they converge on one row per task", async () => {
     const registry = new TaskRegistry();
     for (const name of ["report", "cleanup", "digest"]) registry.register({ name, handler: async () => {} });

@@ -42,6 +42,26 @@ describe("decideOverlapAtEnd", () => {
     expect(cancelAt("skip", 10_200, 11_000)).toBeUndefined();
   });
 
+  it("a pending slot that fell due during a slow start save runs at the end; the slots after it are the policy's", () => {
+    // start save at 10_200 computed the pending 11_000; the handler began at 11_400 and ran to 13_500
+    const slow = { ...input, runStartedAt: 10_200, handlerStartedAt: 11_400 };
+    expect(decideOverlapAtEnd({ ...slow, policy: "skip" })).toMatchObject({
+      skipped: [12_000, 13_000],
+      nextAfter: undefined,
+    });
+    expect(decideOverlapAtEnd({ ...slow, policy: "queueOne" })).toMatchObject({
+      skipped: [12_000, 13_000],
+      nextAfter: undefined,
+    });
+    // a short run after the slow save: the pending slot just runs, nothing is recorded
+    expect(decideOverlapAtEnd({ ...slow, now: 11_600, policy: "skip" })).toBeUndefined();
+    // a quick save: the same run decides as before
+    expect(decideOverlapAtEnd({ ...input, handlerStartedAt: 10_201, policy: "skip" })).toMatchObject({
+      skipped: [11_000, 12_000, 13_000],
+      nextAfter: 13_500,
+    });
+  });
+
   it("nothing to decide when no slot fell due during the run, or the pending one was owed before it (catchUp: all)", () => {
     expect(decideOverlapAtEnd({ ...input, now: 10_900, policy: "skip" })).toBeUndefined();
     expect(decideOverlapAtEnd({ ...input, pendingSlot: 9_000, policy: "skip" })).toBeUndefined();

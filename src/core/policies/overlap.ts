@@ -20,8 +20,14 @@ export const DEFAULT_OVERLAP: OverlapPolicy = "skip";
 
 export interface OverlapInput {
   policy: OverlapPolicy;
-  /** When the run started. */
+  /** When the run started: its start save, at which the pending slot was computed. */
   runStartedAt: number;
+  /**
+   * When its handler began, if later than the start save (a slow save on a loaded machine). A
+   * pending slot that fell due in between runs as soon as the run ends, as it would have had the
+   * save been quick; only the slots after it are the policy's.
+   */
+  handlerStartedAt?: number;
   now: number;
   /** The slot the row would run next (computed when the run started), or null: none. */
   pendingSlot: number | null;
@@ -46,7 +52,9 @@ export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undef
   // nothing fell due during the run; or the pending slot was already owed before it started
   // (catchUp: all), which is the catch-up policy's
   if (pendingSlot === null || pendingSlot > now || pendingSlot <= runStartedAt) return undefined;
-  const from = policy === "skip" ? pendingSlot : pendingSlot + 1;
+  const dueBeforeHandler = input.handlerStartedAt !== undefined && pendingSlot <= input.handlerStartedAt;
+  if (dueBeforeHandler && schedule.between(pendingSlot + 1, now, 1).slots.length === 0) return undefined;
+  const from = policy === "skip" && !dueBeforeHandler ? pendingSlot : pendingSlot + 1;
   const listed = schedule.between(from, now, LISTED);
   let skippedCount = listed.slots.length;
   let atLeast = false;
@@ -65,7 +73,7 @@ export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undef
     skipped: listed.slots,
     skippedCount,
     atLeast,
-    nextAfter: policy === "skip" ? now : undefined,
+    nextAfter: policy === "skip" && !dueBeforeHandler ? now : undefined,
     reason,
   };
 }

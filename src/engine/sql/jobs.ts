@@ -38,6 +38,24 @@ export async function selectTaskJobs(db: Queryable): Promise<JobRow[]> {
   return result.rows;
 }
 
+/**
+ * One digest of every task row's columns that the reconcile planner reads (selectTaskJobs as
+ * taskJobOfRow maps it: the schedule, the flags, the policies, the pause, the dependency, and
+ * whether a next run is set), computed by the database: an anti-entropy pass compares it with the
+ * last converged pass's instead of reading and planning every row again
+ * (src/reconcile/configReconciler.ts).
+ */
+export async function selectPlannedColumnsDigest(db: Queryable): Promise<string> {
+  const result = await db.query<{ digest: string }>(
+    `SELECT count(*) || ':' || coalesce(md5(string_agg(
+              json_build_array(name, disabled, repeat_interval, repeat_timezone, next_run_at IS NULL,
+                               data->'policy', data->'${PAUSE_DATA_KEY}', data->'after')::text,
+              E'\n' ORDER BY name)), '') AS digest
+       FROM "${JOBS_TABLE}" WHERE type = 'single'`,
+  );
+  return result.rows[0]?.digest ?? "";
+}
+
 export async function selectJobFlags(
   db: Queryable,
   name: string,
