@@ -11,7 +11,7 @@ import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { type PauseMark, pauseOfValue } from "../core/policies/pauseOnFailure.js";
 import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
-import { withAdvisoryLock } from "./advisoryLock.js";
+import { withAdvisoryTryLock } from "./advisoryLock.js";
 import { type ClaimedJob, ClaimLoop } from "./claimLoop.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
@@ -63,6 +63,9 @@ const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
  * the others idle; the rest are claimed as runs end (src/engine/claimLoop.ts).
  */
 const HELD_LOCKS_PER_WORKER = 2;
+/** Another instance's reconcile holds the lock: asked again after this, doubling up to the max. */
+const RECONCILE_LOCK_RETRY_MS = 25;
+const RECONCILE_LOCK_RETRY_MAX_MS = 250;
 
 /** A claimed job: Agenda's Job object, which runs it (start save, handler, final save, job log). */
 interface EngineClaim extends ClaimedJob {
@@ -570,11 +573,19 @@ export class AgendaEngine {
 
   /** Runs `work` while holding a database-wide lock, so instances reconcile one at a time. */
   async withReconcileLock<T>(work: () => Promise<T>): Promise<T> {
-    const client = await this.#options.pool.connect();
-    try {
-      return await withAdvisoryLock(client, sql.RECONCILE_LOCK_KEY, work);
-    } finally {
-      client.release();
+    // waits without holding a connection: the holder's work takes more connections from the
+    // pool, and reconciles waiting on connections of the same pool (several schedulers on one
+    // pool, or a config change, a repair and an anti-entropy pass at once) could leave it none
+    for (let attempt = 0; ; attempt++) {
+      const client = await this.#options.pool.connect();
+      let outcome: { acquired: true; value: T } | { acquired: false };
+      try {
+        outcome = await withAdvisoryTryLock(client, sql.RECONCILE_LOCK_KEY, work);
+      } finally {
+        client.release();
+      }
+      if (outcome.acquired) return outcome.value;
+      await sleep(Math.min(RECONCILE_LOCK_RETRY_MS * 2 ** attempt, RECONCILE_LOCK_RETRY_MAX_MS));
     }
   }
 

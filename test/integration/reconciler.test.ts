@@ -1,6 +1,8 @@
+import pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { DesiredState, DesiredTask } from "../../src/config/desiredState.js";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
+import { RECONCILE_LOCK_KEY } from "../../src/engine/sql.js";
 import { ConfigReconciler, type ReconcileTarget } from "../../src/reconcile/configReconciler.js";
 import { TaskRegistry } from "../../src/scheduler/taskRegistry.js";
 import type { AuditEntry } from "../../src/store/auditLog.js";
@@ -189,7 +191,7 @@ describe("ConfigReconciler against Agenda's table", () => {
     expect(rowReads).toBe(3);
     expect(repaired.applied).toEqual([expect.objectContaining({ kind: "update", task: "report" })]);
     expect((await row("report"))[0]).toMatchObject({ repeat_interval: "0 9 * * *" });
-    // so is a lost next run, and a policy or flag edited in the row
+    // so are a lost next run and an enabled flag edited in the row
     await watched.reconcile(desired, "anti-entropy"); // converged again
     await db.pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'report'");
     expect((await watched.reconcile(desired, "anti-entropy")).applied).toHaveLength(1);
@@ -209,6 +211,39 @@ describe("ConfigReconciler against Agenda's table", () => {
       "anti-entropy",
     );
     expect(rowReads).toBe(reads + 1);
+  });
+
+  it("reconciles waiting for the lock hold no connection: four on a pool of three all finish", async () => {
+    const small = new pg.Pool({ connectionString: db.url, max: 3 });
+    const holder = await db.pool.connect();
+    try {
+      const registry = new TaskRegistry();
+      registry.register({ name: "report", handler: async () => {} });
+      const shared = new AgendaEngine({
+        pool: small,
+        instanceId: "small-pool",
+        processEveryMs: 1000,
+        lockLifetimeMs: 60_000,
+        logger: logs.logger,
+      });
+      await shared.prepare();
+      // another instance's reconcile holds the lock while these four ask for it
+      await holder.query("SELECT pg_advisory_lock($1)", [RECONCILE_LOCK_KEY]);
+      const passes = [1, 2, 3, 4].map((n) =>
+        new ConfigReconciler({ target: shared, registry, logger: logs.logger, now }).reconcile(
+          state([{ name: "report", cron: "0 9 * * *" }], `r${n}`),
+        ),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await holder.query("SELECT pg_advisory_unlock($1)", [RECONCILE_LOCK_KEY]);
+      // a waiter holding a connection would leave the lock's winner none for its work: a hang
+      const results = await Promise.all(passes);
+      expect(results.flatMap((result) => result.applied).map((action) => action.kind)).toEqual(["create"]);
+      expect(await row("report")).toHaveLength(1);
+    } finally {
+      holder.release();
+      await small.end();
+    }
   });
 
   it("serializes concurrent reconciles in the database: they converge on one row per task", async () => {

@@ -166,7 +166,10 @@ describe("GET /slots", () => {
         (mark) => mark.task === "tl-flaky" && mark.slot === retried?.slot && mark.outcome === "succeeded",
       ),
     ).toMatchObject({ attempt: 2, final: true });
-    expect(of("tl-skip", "skipped")[0]?.reason).toBe("the task was disabled after this slot was locked");
+    // (on a loaded machine a run can also outlast its 5 s schedule: overlap skips beside it)
+    expect(of("tl-skip", "skipped").map((mark) => mark.reason)).toContain(
+      "the task was disabled after this slot was locked",
+    );
     expect(of("tl-hold", "running")).toHaveLength(1);
     expect(of("tl-hold", "running")[0]?.id).toMatch(/^[0-9a-f-]{36}$/);
     // tl-slow's first run took 5 s of a 2 s schedule (overlap: queueOne): the first slot it covered
