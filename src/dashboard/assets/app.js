@@ -1067,11 +1067,20 @@ function render() {
   return queued;
 }
 
+/** The route of the page in view: another route's page is not left in view while the new one loads. */
+let shownRoute = null;
+
 async function renderOnce() {
   clearTimeout(timer);
   editing = false;
   const hash = location.hash.replace(/^#/, "") || "/";
   const [route, search = ""] = hash.split("?");
+  if (route !== shownRoute) {
+    // the previous page's form and buttons would act on the previous task until the data arrives
+    shownRoute = route;
+    view.setAttribute("aria-busy", "true");
+    view.innerHTML = '<p class="small">Loading…</p>';
+  }
   const params = new URLSearchParams(search);
   const section = route.startsWith("/config")
     ? "config"
@@ -1100,7 +1109,9 @@ async function renderOnce() {
       error.status === 401 || error.status === 403
         ? `The admin API refused: ${error.message}. Enter a viewer or operator token above.`
         : `Could not load: ${error.message}`;
+    if (view.hasAttribute("aria-busy")) view.innerHTML = "";
   }
+  view.removeAttribute("aria-busy");
   if (!document.hidden && next.refresh) scheduleRefresh(next.everyMs ?? REFRESH_MS);
 }
 
