@@ -31,6 +31,7 @@ import { readRunSummaries, readTaskJobs, runRecordOfRow } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
+import { NextRunAhead } from "./nextRunAhead.js";
 import { JobNotificationChannel } from "./notificationChannel.js";
 import { RunLedger } from "./runLedger.js";
 import { RunRecorder } from "./runRecorder.js";
@@ -83,6 +84,8 @@ export class AgendaEngine {
   readonly #logger: Logger;
   readonly #ledger = new RunLedger();
   readonly #running: RunningRuns = new Map();
+  /** The claim loop's "handler done" of each run going, by job id (the task runner calls it). */
+  readonly #handlerDone = new Map<string, () => void>();
   readonly #definedTasks: string[] = [];
   /** The defined names' array literal for the claim, made again only when a task is defined. */
   #definedLiteral: { count: number; literal: string } = { count: 0, literal: "{}" };
@@ -253,6 +256,7 @@ export class AgendaEngine {
         dependencies,
         timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
         lockLifetimeMs,
+        handlerDone: (jobId) => this.#handlerDone.get(jobId)?.(),
       },
       this.#running,
     );
@@ -278,6 +282,7 @@ export class AgendaEngine {
     await agenda.ready;
     this.#agenda = agenda;
     const maxConcurrency = this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY;
+    const nextRunAhead = new NextRunAhead();
     this.#loop = new ClaimLoop<EngineClaim>({
       processEveryMs,
       lookAheadMs,
@@ -298,11 +303,19 @@ export class AgendaEngine {
             lockedAt: (attrs.lockedAt ?? request.now).getTime(),
             job: new Job(agenda, attrs, true),
           };
+          nextRunAhead.prepare(claimed.job, claimed.dueAt);
           if (attrs.nextRunAt) this.#options.hooks?.slotLocked?.(attrs.name, attrs.nextRunAt);
           return claimed;
         });
       },
-      run: (claimed) => claimed.job.run(),
+      run: async (claimed, handlerDone) => {
+        this.#handlerDone.set(claimed.id, handlerDone);
+        try {
+          await claimed.job.run();
+        } finally {
+          this.#handlerDone.delete(claimed.id);
+        }
+      },
       release: (claimed) => repository.unlockJob(claimed.job.attrs),
       onStale: (claimed) => {
         this.#ledger.forget(claimed.id);

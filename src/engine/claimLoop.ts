@@ -13,6 +13,10 @@
  * - Due jobs wait in slot order for one of `maxConcurrency` workers. One whose lock expired while
  *   it waited is dropped (the lock is no longer this instance's to use; see onStale).
  * - The run itself (start save, handler, final save) is the `run` callback's; the loop only counts it.
+ *   A worker is free again once the run says its handler is done (`handlerDone`): the final save
+ *   that follows holds the job (its name is not claimed again, it counts against `maxClaimed`, a
+ *   drain waits for it) but not a worker, so in a herd the next handler does not wait for the
+ *   previous run's save (each save is a database round trip, batched with others').
  *
  * The deps are narrow so that tests drive the loop with their own clock and claims
  * (test/unit/claimLoop.test.ts).
@@ -38,8 +42,11 @@ export interface ClaimRequest {
 
 export interface ClaimLoopDeps<J extends ClaimedJob> {
   claim(request: ClaimRequest): Promise<J[]>;
-  /** Runs a claimed job; resolves once its run is over, its final save included. */
-  run(job: J): Promise<void>;
+  /**
+   * Runs a claimed job; resolves once its run is over, its final save included. Calls
+   * `handlerDone` once no handler of it runs any more (optional: the run's end implies it).
+   */
+  run(job: J, handlerDone: () => void): Promise<void>;
   /** Frees a claimed job that will not run here (the loop stops before its slot). */
   release(job: J): Promise<void>;
   /** A claimed job's lock expired before a worker was free: it is dropped, not run. */
@@ -72,7 +79,10 @@ export class ClaimLoop<J extends ClaimedJob> {
   /** Claimed and waiting for their slot (a timer) or for a worker (the queue). */
   readonly #waiting = new Map<string, { job: J; timer?: NodeJS.Timeout }>();
   readonly #queue: J[] = [];
+  /** Runs not over yet, their final save included. */
   readonly #running = new Map<string, J>();
+  /** Of those, the ones whose handler may still run: each holds one of `maxConcurrency` workers. */
+  readonly #working = new Set<string>();
   readonly #runEnded = new Set<() => void>();
   #interval: NodeJS.Timeout | undefined;
   #pass: Promise<void> | undefined;
@@ -88,9 +98,9 @@ export class ClaimLoop<J extends ClaimedJob> {
     return this.#started;
   }
 
-  /** Jobs claimed and not started yet, and runs going. */
-  get held(): { waiting: number; running: number } {
-    return { waiting: this.#waiting.size, running: this.#running.size };
+  /** Jobs claimed and not started yet, runs going (their final save included), and handlers going. */
+  get held(): { waiting: number; running: number; working: number } {
+    return { waiting: this.#waiting.size, running: this.#running.size, working: this.#working.size };
   }
 
   start(): void {
@@ -176,7 +186,7 @@ export class ClaimLoop<J extends ClaimedJob> {
   #startDue(): void {
     if (!this.#started) return;
     this.#queue.sort((a, b) => a.dueAt - b.dueAt);
-    while (this.#running.size < this.#deps.maxConcurrency) {
+    while (this.#working.size < this.#deps.maxConcurrency) {
       const job = this.#queue.shift();
       if (!job) return;
       this.#waiting.delete(job.id);
@@ -185,10 +195,15 @@ export class ClaimLoop<J extends ClaimedJob> {
         continue;
       }
       this.#running.set(job.id, job);
+      this.#working.add(job.id);
+      const freeWorker = () => {
+        if (this.#working.delete(job.id)) this.#startDue();
+      };
       void this.#deps
-        .run(job)
+        .run(job, freeWorker)
         .catch((error: unknown) => this.#deps.onError(error, job))
         .finally(() => {
+          this.#working.delete(job.id);
           this.#running.delete(job.id);
           for (const ended of this.#runEnded) ended();
           this.claimNow(); // room again, and the job's next slot may be within the look-ahead

@@ -12,7 +12,7 @@ import {
   streakOfData,
   thresholdOf,
 } from "../core/policies/pauseOnFailure.js";
-import { rowSchedule } from "../core/policies/schedule.js";
+import { nextSlot, rowSchedule } from "../core/policies/schedule.js";
 import { redactSecrets } from "../observability/redact.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import type { RowAtStart, RunLedger } from "./runLedger.js";
@@ -284,6 +284,23 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /**
+   * The slot after a claimed job's due time, asked at the claim so that its start (#planStart)
+   * finds it known (src/core/policies/schedule.ts, nextCronSlot) instead of computing it between
+   * the slot and the handler.
+   */
+  #slotAfterDue(job: JobParameters): void {
+    if (!job.nextRunAt || job.repeatInterval === undefined || job.repeatInterval === null) return;
+    const data = job.data as Record<string, unknown> | undefined;
+    const schedule = rowSchedule(String(job.repeatInterval), data?.[POLICY_DATA_KEY] ?? null);
+    if (!schedule) return;
+    try {
+      nextSlot(schedule, job.repeatTimezone ?? "UTC", job.nextRunAt.getTime());
+    } catch {
+      // a timezone this runtime does not know: the start leaves the next run to Agenda
+    }
+  }
+
+  /**
    * A run whose handler never started (the database was unreachable before it) gives its slot back
    * untouched (src/engine/sql/runEnd.ts releaseUnstartedRun).
    */
@@ -467,6 +484,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
 
   #locked(job: JobParameters): JobParameters {
     const entry = this.#ledger.locked(String(job._id), job);
+    this.#slotAfterDue(job);
     if (entry.previousRunUnfinished && job.nextRunAt && job.nextRunAt > new Date()) {
       // the dead run had already computed its next slot; re-run now instead of waiting for it
       return { ...job, nextRunAt: new Date() };

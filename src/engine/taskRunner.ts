@@ -40,6 +40,11 @@ export interface TaskRunnerDeps {
   hooks: EngineHooks;
   timeoutGraceMs: number;
   lockLifetimeMs: number;
+  /**
+   * This run calls its handler no more (its last attempt is over, or was given up on at its
+   * timeout; its final save follows): its worker may start the next due run (src/engine/claimLoop.ts).
+   */
+  handlerDone?: (jobId: string) => void;
   /** Task dependencies: a downstream run's upstream runs, and manual runs with their downstreams. */
   dependencies?: {
     beforeRun(
@@ -216,6 +221,7 @@ export class TaskRunner {
       }
     } finally {
       clearTimeout(cancelTimer);
+      this.#deps.handlerDone?.(jobId);
       // a run that lost its lock or was handed off does not decide the row's next run: its owner does
       if (lockLostReason === undefined && !entry.handedOff)
         // the skipped records land before the run's final save moves the row past their slots: a

@@ -17,7 +17,14 @@ interface Job extends ClaimedJob {}
 let lag = 0;
 const now = () => Date.now() - lag;
 
-function loop(options: { due: Job[]; maxConcurrency?: number; maxClaimed?: number; runFor?: number }): {
+function loop(options: {
+  due: Job[];
+  maxConcurrency?: number;
+  maxClaimed?: number;
+  runFor?: number;
+  /** After the handler's `runFor`, the run's final save takes this long (the handler is done). */
+  saveFor?: number;
+}): {
   loop: ClaimLoop<Job>;
   started: { id: string; at: number }[];
   requests: ClaimRequest[];
@@ -38,9 +45,12 @@ function loop(options: { due: Job[]; maxConcurrency?: number; maxClaimed?: numbe
       for (const job of taken) pending.splice(pending.indexOf(job), 1);
       return taken.map((job) => ({ ...job, lockedAt: request.now.getTime() }));
     },
-    run: async (job) => {
+    run: async (job, handlerDone) => {
       started.push({ id: job.id, at: now() });
       await new Promise((resolve) => setTimeout(resolve, options.runFor ?? 10));
+      if (options.saveFor === undefined) return;
+      handlerDone();
+      await new Promise((resolve) => setTimeout(resolve, options.saveFor));
     },
     release: async (job) => {
       released.push(job.id);
@@ -101,13 +111,58 @@ describe("ClaimLoop", () => {
     await claims.settled();
     expect(requests).toHaveLength(1);
     expect(requests[0]?.limit).toBe(4);
-    expect(claims.held).toEqual({ waiting: 4, running: 0 });
+    expect(claims.held).toEqual({ waiting: 4, running: 0, working: 0 });
     await vi.advanceTimersByTimeAsync(1_001);
     expect(started.map((run) => run.id)).toEqual(["task-0", "task-1"]);
     await vi.advanceTimersByTimeAsync(200); // each run takes 10 ms; ends make room, refills claim the rest
     expect(started.map((run) => run.id).sort()).toEqual(herd.map((each) => each.id).sort());
     expect(new Set(started.map((run) => run.id)).size).toBe(10);
     expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+  });
+
+  it("a run whose handler is done frees its worker; its final save still holds the job", async () => {
+    const at = Date.now();
+    const {
+      loop: claims,
+      started,
+      requests,
+    } = loop({
+      due: [job("first", at), job("second", at), job("third", at + 5_500)],
+      maxConcurrency: 1,
+      maxClaimed: 2,
+      runFor: 10,
+      saveFor: 1_000,
+    });
+    claims.start();
+    await claims.settled();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(started.map((run) => run.id)).toEqual(["first"]);
+    await vi.advanceTimersByTimeAsync(10); // first's handler is done, its save takes 1 s
+    expect(started.map((run) => run.id)).toEqual(["first", "second"]);
+    expect(started[1]?.at).toBe(at + 10);
+    expect(claims.held).toEqual({ waiting: 0, running: 2, working: 1 });
+    await vi.advanceTimersByTimeAsync(500);
+    // both handlers done, both saves going: no worker busy, but the two jobs held fill maxClaimed
+    expect(claims.held).toEqual({ waiting: 0, running: 2, working: 0 });
+    const asked = requests.length;
+    await vi.advanceTimersByTimeAsync(5_000); // the saves ended at 1 s; the 5 s poll claims "third"
+    expect(requests.length).toBeGreaterThan(asked);
+    expect(started.map((run) => run.id)).toEqual(["first", "second", "third"]);
+    expect(await drained(claims, 2_000)).toEqual({ completed: 1, running: 0 });
+  });
+
+  it("a drain waits for a final save going after its handler is done", async () => {
+    const { loop: claims, started } = loop({ due: [job("saving", Date.now())], runFor: 10, saveFor: 3_000 });
+    claims.start();
+    await claims.settled();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(started).toHaveLength(1);
+    expect(claims.held).toEqual({ waiting: 0, running: 1, working: 0 });
+    const result = claims.drain(10_000);
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(claims.held.running).toBe(1);
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(await result).toEqual({ completed: 1, running: 0 });
   });
 
   it("drops a job whose lock expired while it waited for a worker", async () => {

@@ -1,7 +1,7 @@
 import { CronExpressionParser } from "cron-parser";
 import { describe, expect, it } from "vitest";
 import { nextRunTimes } from "../../src/config/cronValidator.js";
-import { nextCronSlots } from "../../src/core/policies/schedule.js";
+import { forgetKnownNextSlots, nextCronSlot, nextCronSlots } from "../../src/core/policies/schedule.js";
 
 /**
  * The DST rule (docs/behaviour.md, "DST"; src/core/policies/schedule.ts), zone by zone:
@@ -209,5 +209,76 @@ describe("DST rule", () => {
     if (cronParser === "same") expect(alone).toEqual(expected);
     else if (cronParser === "throws") expect(alone).toBe("throws");
     else expect(alone).not.toEqual(expected);
+  });
+});
+
+describe("known next slots", () => {
+  /** A fixed-seed generator: the same draws in every run. */
+  function draws(seed: number): () => number {
+    let state = seed;
+    return () => {
+      state = (state * 1_103_515_245 + 12_345) % 2_147_483_648;
+      return state / 2_147_483_648;
+    };
+  }
+
+  it("answer as a fresh computation at any instant, DST changes included", () => {
+    const random = draws(19);
+    const crons = [
+      "* * * * *",
+      "*/7 * * * *",
+      "30 2 * * *",
+      "0 * * * *",
+      "15 1,2,3 * * *",
+      "0 0 1 * *",
+      "*/20 * * * * *",
+    ];
+    const zones = [
+      "UTC",
+      "America/New_York",
+      "Europe/Berlin",
+      "Australia/Lord_Howe",
+      "Asia/Tehran",
+      "Pacific/Chatham",
+    ];
+    // around the 2026 changes of those zones, and away from them
+    const around = [
+      "2026-03-08T07:00:00Z",
+      "2026-03-29T01:00:00Z",
+      "2026-04-05T15:00:00Z",
+      "2026-10-04T16:00:00Z",
+      "2026-11-01T06:00:00Z",
+      "2026-07-15T12:00:00Z",
+    ];
+    let compared = 0;
+    for (let trial = 0; trial < 300; trial++) {
+      const cron = crons[Math.floor(random() * crons.length)] as string;
+      const zone = zones[Math.floor(random() * zones.length)] as string;
+      const center = Date.parse(around[Math.floor(random() * around.length)] as string);
+      const first = Math.floor(center + (random() - 0.5) * 2 * 86_400_000);
+      forgetKnownNextSlots();
+      const next = nextCronSlot(cron, zone, first);
+      if (next === undefined) continue;
+      // mostly between the first instant and its answer, where the answer is kept; also around them
+      const later =
+        random() < 0.8
+          ? first + Math.floor(random() * (next - first))
+          : first - 3_600_000 + Math.floor(random() * (next - first + 7_200_000));
+      const remembered = nextCronSlot(cron, zone, later);
+      forgetKnownNextSlots();
+      expect({ cron, zone, later, answer: remembered }).toEqual({
+        cron,
+        zone,
+        later,
+        answer: nextCronSlot(cron, zone, later),
+      });
+      // the answer itself is not before the next slot: it is computed
+      nextCronSlot(cron, zone, first);
+      const afterAnswer = nextCronSlot(cron, zone, next);
+      forgetKnownNextSlots();
+      expect(afterAnswer).toBe(nextCronSlot(cron, zone, next));
+      compared += 1;
+    }
+    expect(compared).toBeGreaterThan(270);
   });
 });

@@ -136,8 +136,26 @@ function offsetChangesBetween(from: number, to: number, timezone: string): boole
   return offsetAt(to, timezone) !== first;
 }
 
+/**
+ * The latest next slot of each timezone and cron away from offset changes, with the `after`
+ * values it holds for: every run of a herd, and the start of a run whose claim already asked
+ * (src/engine/jobRepository.ts), gets it without computing. An answer `next` for `after` holds
+ * for every `after` up to `next` - 1 when no offset changes from `after` - reach to `next` + 2
+ * reaches: each of those takes the fast path below, and cron-parser's first slot after any of
+ * them is `next`.
+ */
+const knownNextSlots = new Map<string, { from: number; next: number }>();
+
+/** Forgets the known next slots (tests compare an answer from them with one computed afresh). */
+export function forgetKnownNextSlots(): void {
+  knownNextSlots.clear();
+}
+
 /** The first slot of `cron` in `timezone` strictly after `after` (ms), under the DST rule; undefined if none. */
 export function nextCronSlot(cron: string, timezone: string, after: number): number | undefined {
+  const key = `${timezone} ${cron}`;
+  const known = knownNextSlots.get(key);
+  if (known && after >= known.from && after < known.next) return known.next;
   // cron-parser can spend a second before throwing near a change (Lord Howe): not asked there
   if (offsetChangesBetween(after - TRANSITION_REACH_MS, after + 2 * TRANSITION_REACH_MS, timezone))
     return wallClockNext(cron, timezone, after) ?? cronParserNext(cron, timezone, after);
@@ -145,8 +163,13 @@ export function nextCronSlot(cron: string, timezone: string, after: number): num
   if (
     fast !== undefined &&
     !offsetChangesBetween(after - TRANSITION_REACH_MS, fast + TRANSITION_REACH_MS, timezone)
-  )
+  ) {
+    if (!offsetChangesBetween(fast, fast + 2 * TRANSITION_REACH_MS, timezone)) {
+      if (knownNextSlots.size >= 1_000) knownNextSlots.clear();
+      knownNextSlots.set(key, { from: after, next: fast });
+    }
     return fast;
+  }
   return wallClockNext(cron, timezone, after) ?? fast;
 }
 
