@@ -22,6 +22,7 @@ export class DatabaseHealth {
   #timer: NodeJS.Timeout | undefined;
   #probing: Promise<boolean> | undefined;
   #confirmedAt = Number.NEGATIVE_INFINITY;
+  #stopped = false;
 
   constructor(options: DatabaseHealthOptions) {
     this.#options = options;
@@ -32,6 +33,7 @@ export class DatabaseHealth {
   }
 
   start(): void {
+    this.#stopped = false;
     if (this.#timer) return;
     this.#timer = setInterval(() => {
       // a recent confirmation says the same as the probe would (half a period of slack: the
@@ -42,6 +44,7 @@ export class DatabaseHealth {
   }
 
   async stop(): Promise<void> {
+    this.#stopped = true;
     clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#probing;
@@ -55,6 +58,9 @@ export class DatabaseHealth {
 
   /** Probes now (or joins the probe in flight); also called when a component saw a database error. */
   probe(): Promise<boolean> {
+    // after stop() the caller may end its pool: a late error of a component stopping (a final
+    // save, a release) must not be reported as the database being unreachable
+    if (this.#stopped) return Promise.resolve(this.#up);
     this.#probing ??= this.#probeOnce().finally(() => {
       this.#probing = undefined;
     });
