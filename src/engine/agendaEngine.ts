@@ -101,6 +101,8 @@ export class AgendaEngine {
   #channel: JobNotificationChannel | undefined;
   #loop: ClaimLoop<EngineClaim> | undefined;
   #started = false;
+  /** Drained: errors of components still closing (a LISTEN connection ended late) are not news. */
+  #drained = false;
 
   constructor(options: EngineOptions) {
     cacheDebugColors();
@@ -359,6 +361,7 @@ export class AgendaEngine {
     // A new instance cannot tell a lock whose owner died from one whose owner could not renew it
     // through a database outage this instance did not see: it takes nothing over for one lifetime.
     this.#repository?.holdTakeovers(this.#options.lockLifetimeMs);
+    this.#drained = false;
     // live before the first lock: a lock under this id must never look like a dead instance's
     await this.#liveness?.start();
     this.#requireAgenda();
@@ -385,6 +388,7 @@ export class AgendaEngine {
       return { completed: 0, handedOff: [], abandoned: [] };
     }
     this.#started = false;
+    this.#drained = true;
     await this.#health.stop();
     await this.#missedSlots?.stop();
     const result = (await this.#loop?.drain(timeoutMs)) ?? { completed: 0, running: 0 };
@@ -710,7 +714,7 @@ export class AgendaEngine {
   #logAgendaError(error: Error, origin = "agenda"): void {
     const message = `${origin}: ${error.message}`;
     void this.#health.probe().then((up) => {
-      if (!up) {
+      if (!up || this.#drained) {
         this.#logger.debug({ err: error }, message);
         return;
       }
