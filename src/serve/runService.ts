@@ -90,7 +90,13 @@ export async function runService(options: ServiceOptions): Promise<void> {
       cleanups.push(() => embedded.stop());
       connectionString = embedded.connectionString;
     }
-    const pool = new pg.Pool({ connectionString, max: settings.CRONWARDEN_PG_POOL_MAX ?? 10 });
+    const pool = new pg.Pool({
+      connectionString,
+      max: settings.CRONWARDEN_PG_POOL_MAX ?? 10,
+      // pg's default (10 s) closes the connections a minute task used between its slots: the
+      // statements at each slot would open and authenticate new ones (docs/benchmarks.md)
+      idleTimeoutMillis: settings.CRONWARDEN_PG_IDLE_TIMEOUT_MS,
+    });
     cleanups.push(() => pool.end());
 
     // 3. the scheduler and its TaskRegistry

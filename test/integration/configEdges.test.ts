@@ -30,7 +30,9 @@ describe("service settings", () => {
       CRONWARDEN_TIMEZONE: "Asia/Shanghai",
       LOG_LEVEL: "warn",
       CRONWARDEN_DB_STARTUP_TIMEOUT_MS: 300_000,
+      CRONWARDEN_PG_IDLE_TIMEOUT_MS: 300_000,
     });
+    expect(loadServiceSettings({ CRONWARDEN_PG_IDLE_TIMEOUT_MS: "0" }).CRONWARDEN_PG_IDLE_TIMEOUT_MS).toBe(0);
   });
 
   it("an unknown CRONWARDEN_* variable is reported with the closest known name", () => {
