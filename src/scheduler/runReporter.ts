@@ -15,6 +15,8 @@ export class RunReporter {
   readonly #events: EventEmitter<SchedulerEvents>;
   readonly #logger: Logger;
   readonly #instanceId: string;
+  /** One child logger per attempt (its start, its handler and its end log through it). */
+  readonly #runLoggers = new WeakMap<EngineRun, Logger>();
 
   constructor(events: EventEmitter<SchedulerEvents>, logger: Logger, instanceId: string) {
     this.#events = events;
@@ -105,10 +107,15 @@ export class RunReporter {
   }
 
   #runLogger(run: EngineRun): Logger {
-    return this.#logger.child({
-      task: run.taskName,
-      slot: run.scheduledAt.toISOString(),
-      attempt: run.attempt,
-    });
+    let logger = this.#runLoggers.get(run);
+    if (!logger) {
+      logger = this.#logger.child({
+        task: run.taskName,
+        slot: run.scheduledAt.toISOString(),
+        attempt: run.attempt,
+      });
+      this.#runLoggers.set(run, logger);
+    }
+    return logger;
   }
 }

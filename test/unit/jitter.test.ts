@@ -41,4 +41,21 @@ describe("jitter", () => {
     expect(plan?.decision.kind).toBe("on-time");
     expect(plan?.nextRunAt?.getTime()).toBe(dueAt("report", slot + 3_600_000, jitterMs));
   });
+
+  it("a timezone this runtime does not know leaves the start to Agenda's computation", () => {
+    const input = {
+      taskName: "report",
+      cron: "0 * * * *",
+      data: {},
+      storedSlot: new Date(slot),
+      now: new Date(slot + 50),
+      graceMs: 60_000,
+      previousRunEndedAt: null,
+      rerunOrManual: false,
+    };
+    expect(planRunStart({ ...input, timezone: "Mars/Olympus_Mons" })).toBeUndefined();
+    expect(planRunStart({ ...input, timezone: "Asia/Shanghai" })?.nextRunAt?.getTime()).toBe(
+      slot + 3_600_000,
+    );
+  });
 });

@@ -8,7 +8,7 @@ import {
 } from "./catchUp.js";
 import { dueAt, slotOfDue } from "./jitter.js";
 import { DEFAULT_OVERLAP, OVERLAP_POLICIES, type OverlapPolicy } from "./overlap.js";
-import { nextSlot, offsetAt, scheduleOf, slotsBetween } from "./schedule.js";
+import { isKnownTimezone, nextSlot, scheduleOf, slotsBetween } from "./schedule.js";
 
 /**
  * Where a task's policies live in its job row: `data.policy`, written by the reconciler from the
@@ -106,11 +106,7 @@ export interface StartPlan {
 export function planRunStart(input: StartInput): StartPlan | undefined {
   if (!input.cron) return undefined;
   const timezone = input.timezone ?? "UTC";
-  try {
-    offsetAt(0, timezone);
-  } catch {
-    return undefined; // a timezone this runtime does not know: Agenda's computation stands
-  }
+  if (!isKnownTimezone(timezone)) return undefined; // Agenda's computation stands
   const policy = policyOfData(input.data);
   const { jitterMs } = policy;
   const due = input.storedSlot.getTime();

@@ -64,6 +64,16 @@ export function wallTime(instant: number, timezone: string): number {
   );
 }
 
+/** Whether this runtime knows `timezone` (an IANA name); its formatter is kept, so asking again is cheap. */
+export function isKnownTimezone(timezone: string): boolean {
+  try {
+    formatter(timezone);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** The UTC offset of `timezone` at `instant`, in ms (wall minus UTC). */
 export function offsetAt(instant: number, timezone: string): number {
   return wallTime(instant, timezone) - instant;
