@@ -30,6 +30,10 @@ function loop(options: {
   requests: ClaimRequest[];
   released: string[];
   stale: string[];
+  /** Starts the loop and waits for its first claim pass. */
+  begin: () => Promise<void>;
+  /** The ids of the runs started so far, in start order. */
+  startedIds: () => string[];
 } {
   const pending = [...options.due];
   const started: { id: string; at: number }[] = [];
@@ -66,7 +70,19 @@ function loop(options: {
     lockLifetimeMs: 15_000,
     now,
   };
-  return { loop: new ClaimLoop(deps), started, requests, released, stale };
+  const claims = new ClaimLoop(deps);
+  return {
+    loop: claims,
+    started,
+    requests,
+    released,
+    stale,
+    begin: async () => {
+      claims.start();
+      await claims.settled();
+    },
+    startedIds: () => started.map((run) => run.id),
+  };
 }
 
 const job = (id: string, dueAt: number): Job => ({ id, name: id, dueAt, lockedAt: 0 });
@@ -89,9 +105,8 @@ afterEach(() => {
 describe("ClaimLoop", () => {
   it("starts a job claimed ahead at its slot, even when its timer fires while the clock reads before the slot", async () => {
     const slot = Date.now() + 3_000; // claimed by the first pass (look-ahead 6 s), 3 s ahead
-    const { loop: claims, started } = loop({ due: [job("minute", slot)] });
-    claims.start();
-    await claims.settled();
+    const { loop: claims, started, begin } = loop({ due: [job("minute", slot)] });
+    await begin();
     lag = 5; // the clock stepped back by 5 ms after the claim
     await vi.advanceTimersByTimeAsync(3_001);
     expect(started).toEqual([]); // the timer fired, but by the loop's clock the slot is 4 ms away
@@ -106,17 +121,21 @@ describe("ClaimLoop", () => {
   it("claims in one pass the due jobs of every name, up to the room it has, and the rest as runs end", async () => {
     const boundary = Date.now() + 1_000;
     const herd = Array.from({ length: 10 }, (_, index) => job(`task-${index}`, boundary));
-    const { loop: claims, started, requests } = loop({ due: herd, maxConcurrency: 2, maxClaimed: 4 });
-    claims.start();
-    await claims.settled();
+    const {
+      loop: claims,
+      begin,
+      startedIds,
+      requests,
+    } = loop({ due: herd, maxConcurrency: 2, maxClaimed: 4 });
+    await begin();
     expect(requests).toHaveLength(1);
     expect(requests[0]?.limit).toBe(4);
     expect(claims.held).toEqual({ waiting: 4, running: 0, working: 0 });
     await vi.advanceTimersByTimeAsync(1_001);
-    expect(started.map((run) => run.id)).toEqual(["task-0", "task-1"]);
+    expect(startedIds()).toEqual(["task-0", "task-1"]);
     await vi.advanceTimersByTimeAsync(200); // each run takes 10 ms; ends make room, refills claim the rest
-    expect(started.map((run) => run.id).sort()).toEqual(herd.map((each) => each.id).sort());
-    expect(new Set(started.map((run) => run.id)).size).toBe(10);
+    expect(startedIds().sort()).toEqual(herd.map((each) => each.id).sort());
+    expect(new Set(startedIds()).size).toBe(10);
     expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
   });
 
@@ -125,6 +144,8 @@ describe("ClaimLoop", () => {
     const {
       loop: claims,
       started,
+      begin,
+      startedIds,
       requests,
     } = loop({
       due: [job("first", at), job("second", at), job("third", at + 5_500)],
@@ -133,12 +154,11 @@ describe("ClaimLoop", () => {
       runFor: 10,
       saveFor: 1_000,
     });
-    claims.start();
-    await claims.settled();
+    await begin();
     await vi.advanceTimersByTimeAsync(1);
-    expect(started.map((run) => run.id)).toEqual(["first"]);
+    expect(startedIds()).toEqual(["first"]);
     await vi.advanceTimersByTimeAsync(10); // first's handler is done, its save takes 1 s
-    expect(started.map((run) => run.id)).toEqual(["first", "second"]);
+    expect(startedIds()).toEqual(["first", "second"]);
     expect(started[1]?.at).toBe(at + 10);
     expect(claims.held).toEqual({ waiting: 0, running: 2, working: 1 });
     await vi.advanceTimersByTimeAsync(500);
@@ -147,14 +167,17 @@ describe("ClaimLoop", () => {
     const asked = requests.length;
     await vi.advanceTimersByTimeAsync(5_000); // the saves ended at 1 s; the 5 s poll claims "third"
     expect(requests.length).toBeGreaterThan(asked);
-    expect(started.map((run) => run.id)).toEqual(["first", "second", "third"]);
+    expect(startedIds()).toEqual(["first", "second", "third"]);
     expect(await drained(claims, 2_000)).toEqual({ completed: 1, running: 0 });
   });
 
   it("a drain waits for a final save going after its handler is done", async () => {
-    const { loop: claims, started } = loop({ due: [job("saving", Date.now())], runFor: 10, saveFor: 3_000 });
-    claims.start();
-    await claims.settled();
+    const {
+      loop: claims,
+      started,
+      begin,
+    } = loop({ due: [job("saving", Date.now())], runFor: 10, saveFor: 3_000 });
+    await begin();
     await vi.advanceTimersByTimeAsync(100);
     expect(started).toHaveLength(1);
     expect(claims.held).toEqual({ waiting: 0, running: 1, working: 0 });
@@ -168,7 +191,8 @@ describe("ClaimLoop", () => {
   it("drops a job whose lock expired while it waited for a worker", async () => {
     const {
       loop: claims,
-      started,
+      begin,
+      startedIds,
       stale,
       released,
     } = loop({
@@ -176,13 +200,12 @@ describe("ClaimLoop", () => {
       maxConcurrency: 1,
       runFor: 20_000,
     });
-    claims.start();
-    await claims.settled();
+    await begin();
     await vi.advanceTimersByTimeAsync(1);
-    expect(started.map((run) => run.id)).toEqual(["long"]);
+    expect(startedIds()).toEqual(["long"]);
     await vi.advanceTimersByTimeAsync(20_000); // "starved" waited past its 15 s lock lifetime
     expect(stale).toEqual(["starved"]);
-    expect(started.map((run) => run.id)).toEqual(["long"]);
+    expect(startedIds()).toEqual(["long"]);
     expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
     expect(released).toEqual([]);
   });
@@ -190,17 +213,17 @@ describe("ClaimLoop", () => {
   it("at the drain, frees the jobs claimed ahead and stops claiming; runs going are waited for", async () => {
     const {
       loop: claims,
-      started,
+      begin,
+      startedIds,
       released,
       requests,
     } = loop({
       due: [job("now", Date.now()), job("soon", Date.now() + 3_000)],
       runFor: 2_000,
     });
-    claims.start();
-    await claims.settled();
+    await begin();
     await vi.advanceTimersByTimeAsync(1);
-    expect(started.map((run) => run.id)).toEqual(["now"]);
+    expect(startedIds()).toEqual(["now"]);
     const draining = claims.drain(10_000);
     await vi.advanceTimersByTimeAsync(0);
     expect(released).toEqual(["soon"]);
@@ -209,13 +232,12 @@ describe("ClaimLoop", () => {
     const passes = requests.length;
     await vi.advanceTimersByTimeAsync(20_000);
     expect(requests).toHaveLength(passes);
-    expect(started.map((run) => run.id)).toEqual(["now"]);
+    expect(startedIds()).toEqual(["now"]);
   });
 
   it("a drain deadline leaves runs going counted", async () => {
-    const { loop: claims } = loop({ due: [job("endless", Date.now())], runFor: 60_000 });
-    claims.start();
-    await claims.settled();
+    const { loop: claims, begin } = loop({ due: [job("endless", Date.now())], runFor: 60_000 });
+    await begin();
     await vi.advanceTimersByTimeAsync(1);
     expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 1 });
   });
