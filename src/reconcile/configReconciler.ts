@@ -127,98 +127,129 @@ export class ConfigReconciler {
 
   async reconcile(desired: DesiredState, trigger: ReconcileTrigger = "config"): Promise<ReconcileResult> {
     return this.#target.withReconcileLock(async () => {
-      // read before the rows: a change landing in between makes the next digest differ, never
-      // the other way round
-      const digest = await this.#target.plannedColumnsDigest?.();
-      const converged = this.#converged;
-      if (
-        trigger === "anti-entropy" &&
-        converged &&
-        digest !== undefined &&
-        converged.digest === digest &&
-        converged.desired === desired &&
-        converged.registered === this.#registry.names().size &&
-        // a one-shot's plan depends on the clock (a time that passed)
-        !desired.tasks.some((task) => task.at !== undefined)
-      ) {
-        return this.#noDrift({
-          revision: desired.revision,
-          trigger,
-          at: this.#now(),
-          plan: converged.plan,
-          applied: [],
-          enabledTasks: converged.enabledTasks,
-        });
-      }
-      this.#converged = undefined;
-      const live = await this.#target.listJobs();
-      const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
-      const liveByName = new Map(live.map((job) => [job.name, job]));
-      const applied: ReconcileAction[] = [];
-      // each action touches its own task's row: a few at a time (10,000 in a row took 7-9 s)
-      const done: boolean[] = [];
-      let failure: unknown;
-      // one task's actions in order (a create before the policy it carries), tasks side by side
-      const byTask = new Map<string, number[]>();
-      plan.actions.forEach((action, index) => {
-        const key = action.task ?? `#${index}`;
-        byTask.set(key, [...(byTask.get(key) ?? []), index]);
-      });
-      await forEachConcurrently([...byTask.values()], APPLY_CONCURRENCY, async (indexes) => {
-        for (const index of indexes) {
-          const action = plan.actions[index] as ReconcileAction;
-          done[index] = await this.#apply(action, liveByName.get(action.task ?? ""), trigger);
-        }
-      }).catch((error: unknown) => {
-        failure = error;
-      });
-      plan.actions.forEach((action, index) => {
-        if (done[index]) applied.push(action);
-      });
-      const instance = this.#target.instanceId;
-      // generated as they are written: a 10,000-task start has 40,000 entries
-      const audit = function* (): Generator<AuditEntry> {
-        for (const action of applied)
-          yield* auditEntries(action, liveByName.get(action.task ?? ""), trigger, desired, instance);
-      };
-      // what was applied is audited even when a later action failed (the retry will not redo it)
-      await this.#recorder?.recordAudit(audit());
-      if (failure !== undefined) throw failure;
-      if (trigger === "config") await this.#recorder?.saveApplied(desired, this.#target.instanceId);
-      const result: ReconcileResult = {
+      const result = await this.#pass(desired, trigger);
+      if (result.applied.length > 0) await this.#confirm(desired, result);
+      return result;
+    });
+  }
+
+  /**
+   * After a pass that applied changes, one more read and plan under the same lock, as the next
+   * anti-entropy pass would do: when it finds nothing to apply, its digest is kept as converged,
+   * so the anti-entropy passes that follow answer from the digest from the first one on. The full
+   * read happens once per change either way; here it comes while the change's own writes have
+   * just grown the heap, not a minute later in an idle process (at 10,000 tasks that later read
+   * grew V8's young generation by 16 MB for good: docs/benchmarks.md). Drift it finds is repaired
+   * and logged as an anti-entropy pass's; a failure is left to the next anti-entropy pass.
+   */
+  async #confirm(desired: DesiredState, applying: ReconcileResult): Promise<void> {
+    // without a digest, or with a one-shot, converged is never used
+    if (!this.#target.plannedColumnsDigest || desired.tasks.some((task) => task.at !== undefined)) return;
+    try {
+      await this.#pass(desired, "anti-entropy");
+    } catch (error) {
+      this.#logger.warn(
+        { err: error, revision: desired.revision },
+        "the read after applying a reconcile failed; the next anti-entropy pass reads the rows again",
+      );
+    } finally {
+      this.#last = applying;
+    }
+  }
+
+  /** One read, plan and apply; the caller holds the reconcile lock. */
+  async #pass(desired: DesiredState, trigger: ReconcileTrigger): Promise<ReconcileResult> {
+    // read before the rows: a change landing in between makes the next digest differ, never
+    // the other way round
+    const digest = await this.#target.plannedColumnsDigest?.();
+    const converged = this.#converged;
+    if (
+      trigger === "anti-entropy" &&
+      converged &&
+      digest !== undefined &&
+      converged.digest === digest &&
+      converged.desired === desired &&
+      converged.registered === this.#registry.names().size &&
+      // a one-shot's plan depends on the clock (a time that passed)
+      !desired.tasks.some((task) => task.at !== undefined)
+    ) {
+      return this.#noDrift({
         revision: desired.revision,
         trigger,
         at: this.#now(),
-        plan,
-        applied,
-        enabledTasks: enabledAfter(live, applied),
-      };
-      if (digest !== undefined && applied.length === 0)
-        this.#converged = {
-          desired,
-          digest,
-          registered: this.#registry.names().size,
-          plan,
-          enabledTasks: result.enabledTasks,
-        };
-      this.#last = result;
-      const summary = {
-        revision: desired.revision,
-        trigger,
-        changed: applied.length,
-        unchanged: plan.unchanged.length,
-        rejected: plan.actions.filter((action) => action.kind === "reject").length,
-      };
-      if (trigger !== "anti-entropy" || applied.length > 0) {
-        this.#logger.info(
-          summary,
-          `reconciled config revision ${desired.revision} (${trigger}): ${applied.length} change(s)`,
-        );
-      } else {
-        this.#logger.debug(summary, "anti-entropy pass: no drift");
-      }
-      return result;
+        plan: converged.plan,
+        applied: [],
+        enabledTasks: converged.enabledTasks,
+      });
+    }
+    this.#converged = undefined;
+    const live = await this.#target.listJobs();
+    const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
+    const liveByName = new Map(live.map((job) => [job.name, job]));
+    const applied: ReconcileAction[] = [];
+    // each action touches its own task's row: a few at a time (10,000 in a row took 7-9 s)
+    const done: boolean[] = [];
+    let failure: unknown;
+    // one task's actions in order (a create before the policy it carries), tasks side by side
+    const byTask = new Map<string, number[]>();
+    plan.actions.forEach((action, index) => {
+      const key = action.task ?? `#${index}`;
+      byTask.set(key, [...(byTask.get(key) ?? []), index]);
     });
+    await forEachConcurrently([...byTask.values()], APPLY_CONCURRENCY, async (indexes) => {
+      for (const index of indexes) {
+        const action = plan.actions[index] as ReconcileAction;
+        done[index] = await this.#apply(action, liveByName.get(action.task ?? ""), trigger);
+      }
+    }).catch((error: unknown) => {
+      failure = error;
+    });
+    plan.actions.forEach((action, index) => {
+      if (done[index]) applied.push(action);
+    });
+    const instance = this.#target.instanceId;
+    // generated as they are written: a 10,000-task start has 40,000 entries
+    const audit = function* (): Generator<AuditEntry> {
+      for (const action of applied)
+        yield* auditEntries(action, liveByName.get(action.task ?? ""), trigger, desired, instance);
+    };
+    // what was applied is audited even when a later action failed (the retry will not redo it)
+    await this.#recorder?.recordAudit(audit());
+    if (failure !== undefined) throw failure;
+    if (trigger === "config") await this.#recorder?.saveApplied(desired, this.#target.instanceId);
+    const result: ReconcileResult = {
+      revision: desired.revision,
+      trigger,
+      at: this.#now(),
+      plan,
+      applied,
+      enabledTasks: enabledAfter(live, applied),
+    };
+    if (digest !== undefined && applied.length === 0)
+      this.#converged = {
+        desired,
+        digest,
+        registered: this.#registry.names().size,
+        plan,
+        enabledTasks: result.enabledTasks,
+      };
+    this.#last = result;
+    const summary = {
+      revision: desired.revision,
+      trigger,
+      changed: applied.length,
+      unchanged: plan.unchanged.length,
+      rejected: plan.actions.filter((action) => action.kind === "reject").length,
+    };
+    if (trigger !== "anti-entropy" || applied.length > 0) {
+      this.#logger.info(
+        summary,
+        `reconciled config revision ${desired.revision} (${trigger}): ${applied.length} change(s)`,
+      );
+    } else {
+      this.#logger.debug(summary, "anti-entropy pass: no drift");
+    }
+    return result;
   }
 
   /** An anti-entropy pass answered from the last converged plan (the rows' digest unchanged). */

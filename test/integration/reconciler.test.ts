@@ -169,8 +169,11 @@ describe("ConfigReconciler against Agenda's table", () => {
       { name: "report", cron: "0 9 * * *" },
       { name: "cleanup", enabled: false },
     ]);
-    expect((await watched.reconcile(desired, "config")).applied).toHaveLength(2);
-    // the first pass after a change reads and plans every row: nothing to apply, converged
+    const applying = await watched.reconcile(desired, "config");
+    expect(applying.applied).toHaveLength(2);
+    // the change's pass reads the rows once more after applying: nothing left to apply, converged
+    expect(rowReads).toBe(2);
+    expect(watched.lastResult).toBe(applying);
     expect((await watched.reconcile(desired, "anti-entropy")).applied).toEqual([]);
     expect(rowReads).toBe(2);
 
@@ -188,15 +191,15 @@ describe("ConfigReconciler against Agenda's table", () => {
     // a row edited by hand: read, planned and repaired
     await db.pool.query("UPDATE agenda_jobs SET repeat_interval = '0 3 * * *' WHERE name = 'report'");
     const repaired = await watched.reconcile(desired, "anti-entropy");
-    expect(rowReads).toBe(3);
+    expect(rowReads).toBe(4); // the repair, then the read after it
     expect(repaired.applied).toEqual([expect.objectContaining({ kind: "update", task: "report" })]);
     expect((await row("report"))[0]).toMatchObject({ repeat_interval: "0 9 * * *" });
+    expect((await watched.reconcile(desired, "anti-entropy")).applied).toEqual([]);
+    expect(rowReads).toBe(4); // converged again
     // so are a lost next run and an enabled flag edited in the row
-    await watched.reconcile(desired, "anti-entropy"); // converged again
     await db.pool.query("UPDATE agenda_jobs SET next_run_at = NULL WHERE name = 'report'");
     expect((await watched.reconcile(desired, "anti-entropy")).applied).toHaveLength(1);
     expect((await row("report"))[0]?.next_run_at).toBeInstanceOf(Date);
-    await watched.reconcile(desired, "anti-entropy");
     await db.pool.query("UPDATE agenda_jobs SET disabled = false WHERE name = 'cleanup'");
     expect((await watched.reconcile(desired, "anti-entropy")).applied).toEqual([
       expect.objectContaining({ kind: "disable", task: "cleanup" }),
@@ -211,6 +214,37 @@ describe("ConfigReconciler against Agenda's table", () => {
       "anti-entropy",
     );
     expect(rowReads).toBe(reads + 1);
+  });
+
+  it("a failed read after applying leaves the change applied and reported; the next anti-entropy pass reads the rows", async () => {
+    let rowReads = 0;
+    const flaky = new Proxy(engine, {
+      get(target, property) {
+        if (property === "listJobs")
+          return async () => {
+            rowReads += 1;
+            if (rowReads === 2) throw new Error("connection terminated");
+            return target.listJobs();
+          };
+        const value = Reflect.get(target, property, target);
+        return typeof value === "function" ? value.bind(target) : value;
+      },
+    });
+    const registry = new TaskRegistry();
+    registry.register({ name: "report", handler: async () => {} });
+    const watched = new ConfigReconciler({ target: flaky, registry, logger: logs.logger, now });
+    const desired = state([{ name: "report", cron: "0 9 * * *" }]);
+    const applying = await watched.reconcile(desired, "config");
+    expect(applying.applied).toEqual([expect.objectContaining({ kind: "create", task: "report" })]);
+    expect(watched.lastResult).toBe(applying);
+    expect(
+      logs.find((line) => /the read after applying a reconcile failed/.test(String(line.msg))),
+    ).toMatchObject({
+      level: 40,
+    });
+    expect(rowReads).toBe(2);
+    expect((await watched.reconcile(desired, "anti-entropy")).applied).toEqual([]);
+    expect(rowReads).toBe(3);
   });
 
   it("reconciles waiting for the lock hold no connection: four on a pool of three all finish", async () => {
