@@ -396,8 +396,7 @@ export class AgendaEngine {
     // the other instances to re-run at once (CronwardenJobRepository), instead of failing them.
     const cutOff = [...this.#running.entries()];
     for (const [jobId, run] of cutOff) {
-      const entry = this.#ledger.get(jobId);
-      if (entry) entry.handedOff = true;
+      this.#ledger.get(jobId)?.cutOff();
       run.controller.abort(
         new Error("shutdown: drain timeout reached; the run is handed to another instance"),
       );

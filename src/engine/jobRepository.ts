@@ -15,7 +15,8 @@ import {
 import { nextSlot, rowSchedule } from "../core/policies/schedule.js";
 import { redactSecrets } from "../observability/redact.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
-import type { RowAtStart, RunLedger } from "./runLedger.js";
+import type { RunLedger } from "./runLedger.js";
+import type { RowAtStart, SlotRun } from "./slotRun.js";
 import {
   claimDueJobs,
   closeFinishedSlot,
@@ -36,8 +37,9 @@ import type { LockRenewer } from "./watchdog.js";
 
 /**
  * Agenda's PostgreSQL repository with these changes:
- * - every lock records in the RunLedger what the row held (the slot, the lock time, whether
- *   the previous run finished), because Agenda overwrites those fields before the handler starts;
+ * - every lock starts a SlotRun in the ledger with what the row held (the slot, the lock time,
+ *   whether the previous run finished), because Agenda overwrites those fields before the handler
+ *   starts (src/engine/slotRun.ts);
  * - a job taken over from a dead instance (its run unfinished, its lock expired) runs at once,
  *   even if the dead run had already moved `next_run_at` to a later slot;
  * - `saveJobState` is fenced: it writes only while the row still holds this instance's lock
@@ -137,7 +139,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     if (!job._id) return;
     const jobId = String(job._id);
     const fence = job.lockedAt ?? this.#ledger.get(jobId)?.heldLockAt;
-    this.#ledger.renewed(jobId, undefined);
+    this.#ledger.get(jobId)?.fenced(undefined);
     if (!fence) return; // not known which lock is ours: it expires
     try {
       await releaseLock(this.#db, jobId, fence);
@@ -245,8 +247,9 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       throw new DatabaseUnreachableBeforeStartError(job.name, error as Error);
     }
     const jobId = String(job._id);
-    this.#ledger.renewed(jobId, renewed);
-    this.#ledger.startSaved(jobId, row);
+    const run = this.#ledger.get(jobId);
+    run?.fenced(renewed);
+    run?.startSaved(row);
   }
 
   /**
@@ -274,12 +277,14 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
         entry.previousRunUnfinished || (data !== undefined && data !== null && "manualRun" in data),
     });
     if (!plan) return;
-    entry.catchUp = plan.decision;
-    if (!entry.previousRunUnfinished) entry.scheduledAt = plan.slot; // the slot, not its jittered due time
-    if (plan.decision.kind === "catch-up")
-      entry.scheduledAt = new Date(
-        plan.decision.run ?? plan.decision.skipped[0] ?? entry.scheduledAt.getTime(),
-      );
+    // the slot, not its jittered due time (a re-run keeps the dead run's)
+    const slot = entry.previousRunUnfinished ? entry.scheduledAt : plan.slot;
+    entry.planned(
+      plan.decision,
+      plan.decision.kind === "catch-up"
+        ? new Date(plan.decision.run ?? plan.decision.skipped[0] ?? slot.getTime())
+        : slot,
+    );
     if (plan.nextRunAt) job.nextRunAt = plan.nextRunAt;
   }
 
@@ -382,7 +387,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     } finally {
       this.#finalSavesPending.delete(job.name);
     }
-    this.#ledger.renewed(String(job._id), undefined);
+    this.#ledger.get(String(job._id))?.fenced(undefined);
     if (options.lookAgain) this.#limits.onRowGivenBack?.();
     return answer;
   }
@@ -420,7 +425,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       );
     }
     // after the final save the lock is released: later writes (the next run) are not fenced on it
-    if (!job.lockedAt) this.#ledger.renewed(String(job._id), undefined);
+    if (!job.lockedAt) this.#ledger.get(String(job._id))?.fenced(undefined);
     return row;
   }
 
@@ -435,7 +440,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     job: JobParameters,
     options: JobRepositoryOptions | undefined,
     fence: Date[],
-    entry: NonNullable<ReturnType<RunLedger["get"]>>,
+    entry: SlotRun,
   ): Promise<RowAtStart | undefined> {
     const jobId = String(job._id);
     const notHeld = () =>
@@ -472,7 +477,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       if (!saved) throw notHeld();
       return { row: saved, mark: pause };
     });
-    this.#ledger.renewed(jobId, undefined);
+    this.#ledger.get(jobId)?.fenced(undefined);
     if (mark) this.#limits.onPaused?.(jobId, job.name, mark);
     return row;
   }
@@ -483,7 +488,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   #locked(job: JobParameters): JobParameters {
-    const entry = this.#ledger.locked(String(job._id), job);
+    const entry = this.#ledger.claimed(String(job._id), job);
     this.#slotAfterDue(job);
     if (entry.previousRunUnfinished && job.nextRunAt && job.nextRunAt > new Date()) {
       // the dead run had already computed its next slot; re-run now instead of waiting for it

@@ -4,8 +4,8 @@ import type { Logger } from "../core/logger.js";
 import { redactSecrets, redactValue } from "../observability/redact.js";
 import { retryWhileDisconnected } from "./retry.js";
 import { journalMeta, type RunJournal } from "./runJournal.js";
-import type { RunEntry, RunLedger } from "./runLedger.js";
 import { decodeRunMeta, encodeRunMeta, type RunLogMeta } from "./runLogMeta.js";
+import type { RecordedRun } from "./slotRun.js";
 import type { RunLogInsert } from "./sql/runLog.js";
 import { isNotStarted } from "./staleStart.js";
 import type { StatementBatch } from "./statementBatch.js";
@@ -28,15 +28,21 @@ const UNRECORDED_EVENTS = new Set(["locked", "complete", "start"]);
  * Agenda writes: the slot, the instance, the attempt and the outcome go into `meta`, so one
  * `success`/`fail` row holds the whole run record (task, slot, start, end, duration, outcome,
  * error). Start, retry and outcome rows of a run carry the same identity (slot, attempt, trigger,
- * re-run mark) from the ledger entry, set before the handler starts. Rows are written in batches
+ * re-run mark) from the run (src/engine/slotRun.ts), set before the handler starts. Rows are written in batches
  * (src/engine/statementBatch.ts). Rows whose error says the run
  * never started (src/engine/staleStart.ts) are not written: they are not failures of the task.
  * Every row's text is redacted (src/observability/redact.ts) before it is written. Rows are
  * written fire-and-forget, retried while the database is unreachable; `flush()` waits for them.
  */
+/** The recorder's view of the engine's runs (src/engine/runLedger.ts): read them, and drop one once it is complete. */
+export interface RecordedRuns {
+  get(jobId: string): RecordedRun | undefined;
+  forget(jobId: string): void;
+}
+
 export class RunRecorder implements JobLogger {
   readonly #inner: PostgresJobLogger;
-  readonly #ledger: RunLedger;
+  readonly #ledger: RecordedRuns;
   readonly #instanceId: string;
   readonly #logger: Logger;
   readonly #pending = new Set<Promise<void>>();
@@ -47,7 +53,7 @@ export class RunRecorder implements JobLogger {
   /** `batch` writes the rows (several runs' rows in one statement); without it, Agenda's logger does, a row at a time. */
   constructor(
     inner: PostgresJobLogger,
-    ledger: RunLedger,
+    ledger: RecordedRuns,
     instanceId: string,
     logger: Logger,
     batch?: StatementBatch<RunLogInsert, unknown>,
@@ -203,7 +209,7 @@ export class RunRecorder implements JobLogger {
   }
 
   /** What every row of a run says about which run it is: the slot, the instance, the attempt, the marks. */
-  #identity(run: RunEntry): RunLogMeta {
+  #identity(run: RecordedRun): RunLogMeta {
     return {
       scheduledAt: run.scheduledAt,
       instanceId: this.#instanceId,
@@ -231,7 +237,7 @@ export class RunRecorder implements JobLogger {
     }
     const identity = this.#identity(run);
     if (!isOutcome) return { ...entry, meta: encodeRunMeta(identity) };
-    run.recorded = true;
+    run.outcomeRecorded();
     const meta = encodeRunMeta({
       ...identity,
       ...(run.startedAt ? { startedAt: run.startedAt } : {}),
@@ -252,7 +258,7 @@ export class RunRecorder implements JobLogger {
 }
 
 /** The run a re-run repeats (its start and instance), for the run detail and the timeline. */
-function rerunOfMeta(run: RunEntry): Pick<RunLogMeta, "rerunOf"> {
+function rerunOfMeta(run: RecordedRun): Pick<RunLogMeta, "rerunOf"> {
   if (!run.rerunOf) return {};
   return { rerunOf: { startedAt: run.rerunOf.startedAt, instanceId: run.rerunOf.instanceId } };
 }

@@ -23,17 +23,19 @@ import type {
 import { BEFORE_START_RETRY, START_MARGIN_MS } from "./jobRepository.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { RunJournal } from "./runJournal.js";
-import type { RunEntry, RunLedger } from "./runLedger.js";
+import type { RunLedger } from "./runLedger.js";
 import { decodeRunMeta } from "./runLogMeta.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
+import type { SlotRun } from "./slotRun.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError } from "./staleStart.js";
 import type { Watchdog } from "./watchdog.js";
 
 export interface TaskRunnerDeps {
   pool: Pool;
-  ledger: RunLedger;
+  /** Where the run of a job it is handed is (src/engine/runLedger.ts); the runner drives it from there. */
+  ledger: Pick<RunLedger, "starting">;
   watchdog: Watchdog;
   recorder: RunRecorder;
   logger: Logger;
@@ -81,13 +83,11 @@ export class TaskRunner {
     const { ledger, logger } = this.#deps;
     const jobId = String(job.attrs._id);
     const slotStartedAt = new Date();
-    const entry = ledger.starting(jobId, slotStartedAt, 1);
+    const entry = ledger.starting(jobId, slotStartedAt);
     const prepared = await this.#beforeHandler(taskName, job, entry, slotStartedAt);
     if (prepared.kind !== "run") return;
     const { rerunOf } = prepared;
-    if (rerunOf?.scheduledAt) entry.scheduledAt = rerunOf.scheduledAt;
-    entry.rerun = rerunOf !== undefined;
-    entry.rerunOf = rerunOf;
+    entry.repeats(rerunOf);
 
     const slot = new AbortController(); // shutdown past the drain deadline; overlap cancelRunning
     this.#running.set(jobId, { taskName, controller: slot });
@@ -126,7 +126,7 @@ export class TaskRunner {
       taskName,
       lockedAt: entry.heldLockAt ?? slotStartedAt,
       onRenewed: (lockedAt) => {
-        ledger.renewed(jobId, lockedAt);
+        entry.fenced(lockedAt);
         this.#deps.hooks.lockRenewed?.(taskName);
       },
       onLost: (reason) => loseLock(reason),
@@ -155,23 +155,21 @@ export class TaskRunner {
           ...(entry.upstreams ? { upstreams: entry.upstreams } : {}),
           ...(prepared.withDownstream ? { withDownstream: true } : {}),
         };
-        entry.attempt = attempt;
-        entry.startedAt = run.startedAt;
+        entry.attemptStarted(attempt, run.startedAt);
         if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
         if (overlapCancelled && result.error && !entry.handedOff) {
           // not a failure of the task: the next slot replaced it (no failure in a row, no alert)
           const detail = `cancelled when the next slot came due (overlap: cancelRunning): ${result.error.message}`;
-          ledger.settle(jobId, "interrupted", detail);
+          entry.settle("interrupted", detail);
           logger.info({ task: taskName, slot: entry.scheduledAt }, `run ${detail}`);
           throw new Error(detail);
         }
         if (entry.handedOff) {
-          if (!result.error)
-            entry.handedOff = false; // it finished after all: an ordinary end
+          if (!result.error) entry.endedAfterCutOff();
           else {
             const detail = `cut off at shutdown after the drain timeout (${result.error.message}); handed to another instance, which re-runs the slot`;
-            ledger.settle(jobId, "interrupted", detail);
+            entry.settle("interrupted", detail);
             logger.warn({ task: taskName, slot: entry.scheduledAt }, `run interrupted: ${detail}`);
             // not final: another instance runs the slot again
             this.#deps.hooks.runFinished?.(run, {
@@ -183,19 +181,18 @@ export class TaskRunner {
             throw new Error(detail);
           }
         }
-        entry.journal = run.journal;
-        entry.error = result.error;
+        entry.attemptEnded(run.journal, result.error);
         const delayMs =
           result.error && retryDelay && isRetryable(result.error, lockLostReason, slot.signal)
             ? retryDelay({ attempt, error: result.error, jobName: taskName, jobData: job.attrs.data })
             : null;
         this.#deps.hooks.runFinished?.(run, { ...result, final: delayMs === null });
         if (!result.error) {
-          ledger.settle(jobId, "succeeded");
+          entry.settle("succeeded");
           return;
         }
         if (delayMs === null) {
-          ledger.settle(jobId, "failed", result.error.message);
+          entry.settle("failed", result.error.message);
           throw result.error;
         }
         this.#deps.recorder.recordFailedAttempt(jobId, taskName, {
@@ -215,7 +212,7 @@ export class TaskRunner {
             waited === "lost"
               ? `lock lost before retry ${attempt + 1}: ${lockLostReason}`
               : "shutdown before the retry";
-          ledger.settle(jobId, "failed", reason);
+          entry.settle("failed", reason);
           throw new Error(`${result.error.message} (${reason})`);
         }
       }
@@ -299,13 +296,13 @@ export class TaskRunner {
   async #beforeHandler(
     taskName: string,
     job: Job,
-    entry: RunEntry,
+    entry: SlotRun,
     slotStartedAt: Date,
   ): Promise<
     | { kind: "skipped" | "finished" }
     | { kind: "run"; rerunOf: PreviousRun | undefined; withDownstream: boolean }
   > {
-    const { ledger, logger, pool } = this.#deps;
+    const { logger, pool } = this.#deps;
     const jobId = String(job.attrs._id);
     const lockedAt = entry.heldLockAt?.getTime() ?? slotStartedAt.getTime();
     const deadline = lockedAt + this.#deps.lockLifetimeMs - START_MARGIN_MS;
@@ -316,24 +313,25 @@ export class TaskRunner {
       });
     try {
       if (!this.#applyCatchUp(taskName, jobId, entry)) return { kind: "skipped" };
-      const skipReason = await this.#whySkip(jobId, job, beforeStart);
+      const skipReason = await this.#whySkip(entry, jobId, job, beforeStart);
       if (skipReason) {
-        ledger.settle(jobId, "skipped", skipReason);
+        entry.settle("skipped", skipReason);
         logger.info({ task: taskName, slot: entry.scheduledAt, reason: skipReason }, "run skipped");
         return { kind: "skipped" };
       }
       const manual = manualRunOf(job.attrs.data);
       if (manual) await beforeStart(() => sql.clearManualRun(pool, jobId));
-      entry.trigger = manual ? "manual" : "schedule";
-      entry.requestedBy = manual?.by;
+      entry.triggeredBy(manual ? "manual" : "schedule", manual?.by);
       const withDownstream = manual?.withDownstream === true;
       const downstream =
         typeof job.attrs.data === "object" && job.attrs.data !== null && "after" in job.attrs.data;
       const upstreamsOf = async (slot: Date) => {
-        entry.upstreams = await beforeStart(
-          () =>
-            this.#deps.dependencies?.beforeRun(taskName, slot, { withDownstream, downstream }) ??
-            Promise.resolve(undefined),
+        entry.waitedFor(
+          await beforeStart(
+            () =>
+              this.#deps.dependencies?.beforeRun(taskName, slot, { withDownstream, downstream }) ??
+              Promise.resolve(undefined),
+          ),
         );
       };
       if (!entry.previousRunUnfinished) {
@@ -349,8 +347,7 @@ export class TaskRunner {
       const since = rerunOf.startedAt;
       if (slot && (await beforeStart(() => sql.slotHasOutcome(pool, taskName, slot, since)))) {
         // the run that died had finished and recorded its slot; only its end was not saved
-        entry.slotAlreadyFinished = true;
-        entry.recorded = true; // Agenda's outcome row for this non-run is not written
+        entry.finishedByDeadRun(); // Agenda's outcome row for this non-run is not written
         logger.info(
           { task: taskName, slot, rerunOf },
           "not re-run: the run that died had already recorded the outcome of its slot; its end is saved now",
@@ -361,7 +358,7 @@ export class TaskRunner {
       return { kind: "run", rerunOf, withDownstream };
     } catch (error) {
       if (!isConnectionError(error)) throw error;
-      entry.notStarted = true; // the final save gives the slot back (CronwardenJobRepository)
+      entry.notStartedAfterAll(); // the final save gives the slot back (CronwardenJobRepository)
       throw new DatabaseUnreachableBeforeStartError(taskName, error as Error);
     }
   }
@@ -429,7 +426,7 @@ export class TaskRunner {
    * slots it skipped, one log line and one hook call per decision. False: nothing runs now (the
    * run's own record is the first skipped slot).
    */
-  #applyCatchUp(taskName: string, jobId: string, entry: RunEntry): boolean {
+  #applyCatchUp(taskName: string, jobId: string, entry: SlotRun): boolean {
     const decision = entry.catchUp;
     if (decision?.kind !== "catch-up") return true;
     const { run, skipped, reason } = decision;
@@ -443,7 +440,7 @@ export class TaskRunner {
       run,
     );
     if (run !== null) return true;
-    this.#deps.ledger.settle(jobId, "skipped", reason);
+    entry.settle("skipped", reason);
     return false;
   }
 
@@ -491,18 +488,18 @@ export class TaskRunner {
    * Agenda makes just before the handler reads the row back; without it, the row is read here.
    */
   async #whySkip(
+    entry: SlotRun,
     jobId: string,
     job: Job,
     beforeStart: <T>(query: () => Promise<T>) => Promise<T>,
   ): Promise<string | undefined> {
     const guard =
-      this.#deps.ledger.takeRowAtStart(jobId) ??
-      (await beforeStart(() => sql.selectRunGuard(this.#deps.pool, jobId)));
+      entry.takeRowAtStart() ?? (await beforeStart(() => sql.selectRunGuard(this.#deps.pool, jobId)));
     if (!guard) return "the job row no longer exists";
     if (guard.disabled) return "the task was disabled after this slot was locked";
     // a takeover re-runs a slot that already started under its schedule: a re-timing since then
     // decides the next slot, not whether this one is finished
-    if (this.#deps.ledger.get(jobId)?.previousRunUnfinished) return undefined;
+    if (entry.previousRunUnfinished) return undefined;
     if (
       guard.repeat_interval !==
         (job.attrs.repeatInterval === undefined || job.attrs.repeatInterval === null

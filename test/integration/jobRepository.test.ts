@@ -72,7 +72,7 @@ describe("CronwardenJobRepository", () => {
     const renewed = await lockedAt(name as string);
     expect(renewed?.getTime()).toBeGreaterThan(taken.getTime());
     expect(ledger.get(String(job._id))?.heldLockAt?.getTime()).toBe(renewed?.getTime());
-    expect(ledger.takeRowAtStart(String(job._id))).toEqual({
+    expect(ledger.get(String(job._id))?.takeRowAtStart()).toEqual({
       disabled: false,
       repeat_interval: "0 0 * * *",
       repeat_timezone: "UTC",

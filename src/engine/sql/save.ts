@@ -1,6 +1,6 @@
 import type { JobParameters } from "agenda";
 import { FAILURE_STREAK_KEY, PAUSE_DATA_KEY } from "../../core/policies/pauseOnFailure.js";
-import { type RowAtStart, RUN_DATA_KEY } from "../runLedger.js";
+import { type RowAtStart, RUN_DATA_KEY } from "../slotRun.js";
 import { JOBS_TABLE, type Queryable } from "./tables.js";
 
 /**
