@@ -11,6 +11,7 @@ export {
 } from "./config/cronValidator.js";
 export type { DesiredState, DesiredTask, RejectedEntry } from "./config/desiredState.js";
 export { describeRejection, parseDesiredState } from "./config/desiredState.js";
+export type { Clock } from "./core/clock.js";
 export { CronwardenError, type CronwardenErrorCode } from "./core/errors.js";
 export { createLogger, type Logger, type LoggerOptions } from "./core/logger.js";
 export type { PreviousRun, RetryPolicy, RunOutcome } from "./core/runTypes.js";

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import type { PoolClient } from "pg";
+import { type Clock, systemClock } from "../core/clock.js";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
@@ -82,7 +83,8 @@ const ERROR_LOG_WINDOW_MS = 30_000;
 export class AgendaEngine {
   readonly #options: EngineOptions;
   readonly #logger: Logger;
-  readonly #ledger = new RunLedger();
+  readonly #clock: Clock;
+  readonly #ledger: RunLedger;
   readonly #running: RunningRuns = new Map();
   /** The claim loop's "handler done" of each run going, by job id (the task runner calls it). */
   readonly #handlerDone = new Map<string, () => void>();
@@ -107,6 +109,8 @@ export class AgendaEngine {
   constructor(options: EngineOptions) {
     cacheDebugColors();
     this.#logger = options.logger.child({ component: "engine" });
+    this.#clock = options.clock ?? systemClock;
+    this.#ledger = new RunLedger(this.#clock);
     // every hook call goes through one guard: a hook that throws or rejects never fails a run
     this.#options = {
       ...options,
@@ -168,6 +172,7 @@ export class AgendaEngine {
       instanceId,
       this.#logger,
       new StatementBatch((rows) => sql.insertRunLogRows(pool, rows).then(() => rows.map(() => undefined))),
+      this.#clock,
     );
     const hooks = this.#options.hooks ?? {};
     const dependencies = new DependencyCoordinator({
@@ -192,10 +197,13 @@ export class AgendaEngine {
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
     const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger, {
       lockLifetimeMs,
+      clock: this.#clock,
       onRowGivenBack: () => this.#loop?.claimNow(),
       onHandedOff: (jobId, taskName) => {
         // the other instances lock it now, not at their next poll
-        void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(), priority: 0 }).catch(() => {});
+        void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(this.#clock()), priority: 0 }).catch(
+          () => {},
+        );
       },
       catchUpGraceMs: Math.max(
         this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,
@@ -225,7 +233,7 @@ export class AgendaEngine {
         },
         onReleased: (rows) => {
           this.#loop?.claimNow();
-          const soon = Date.now() + processEveryMs;
+          const soon = this.#clock() + processEveryMs;
           for (const row of rows)
             if (row.next_run_at && row.next_run_at.getTime() <= soon)
               void this.#wake({
@@ -239,13 +247,18 @@ export class AgendaEngine {
     const lookAheadMs = lookAheadOf(processEveryMs);
     notificationChannel.subscribe((notification) => {
       const due = notification.nextRunAt;
-      if (!due || new Date(due).getTime() <= Date.now() + lookAheadMs) this.#loop?.claimNow();
+      if (!due || new Date(due).getTime() <= this.#clock() + lookAheadMs) this.#loop?.claimNow();
     });
     this.#runner = new TaskRunner(
       {
         pool,
         ledger: this.#ledger,
-        watchdog: new Watchdog({ renewer: repository, lockLifetimeMs, logger: this.#logger }),
+        watchdog: new Watchdog({
+          renewer: repository,
+          lockLifetimeMs,
+          logger: this.#logger,
+          now: () => new Date(this.#clock()),
+        }),
         recorder: this.#recorder,
         logger: this.#logger,
         hooks: {
@@ -259,6 +272,7 @@ export class AgendaEngine {
         timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
         lockLifetimeMs,
         handlerDone: (jobId) => this.#handlerDone.get(jobId)?.(),
+        clock: this.#clock,
       },
       this.#running,
     );
@@ -291,6 +305,7 @@ export class AgendaEngine {
       maxConcurrency,
       maxClaimed: HELD_LOCKS_PER_WORKER * maxConcurrency,
       lockLifetimeMs,
+      now: this.#clock,
       claim: async (request) => {
         const jobs = await repository.claimDue({
           ...request,
@@ -453,7 +468,7 @@ export class AgendaEngine {
         return;
       }
       job.repeatEvery(cron, { timezone });
-      job.attrs.nextRunAt = nextSlotAfter(cron, timezone, new Date()) ?? job.attrs.nextRunAt;
+      job.attrs.nextRunAt = nextSlotAfter(cron, timezone, new Date(this.#clock())) ?? job.attrs.nextRunAt;
     }
     if (!enabled) job.disable();
     await job.save();

@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import type { Clock } from "../core/clock.js";
 import type { DependencySpec, SkipKind, UpstreamRun } from "../core/dependencies/index.js";
 import type { Logger } from "../core/logger.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
@@ -10,6 +11,12 @@ import type { RunJournal } from "./runJournal.js";
 export interface EngineOptions {
   pool: Pool;
   instanceId: string;
+  /**
+   * The time the engine's own decisions and records read: the claim, a run's slot and start, the
+   * start save's lock time, the takeover hold, the run log's retry rows (src/core/clock.ts).
+   * Agenda's Job stamps a run's `lastRunAt` and `lastFinishedAt` from the system clock itself.
+   */
+  clock?: Clock;
   processEveryMs: number;
   lockLifetimeMs: number;
   /** Runs in progress at once on this instance, all tasks together (Agenda's maxConcurrency). */

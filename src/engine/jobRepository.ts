@@ -1,6 +1,7 @@
 import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters, JobRepositoryOptions } from "agenda";
 import type { Pool } from "pg";
+import { type Clock, systemClock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { POLICY_DATA_KEY, planRunStart } from "../core/policies/catchUpAtStart.js";
 import {
@@ -73,6 +74,8 @@ export interface JobRepositoryLimits {
   onPaused?: (jobId: string, taskName: string, pause: PauseMark) => void;
   /** A slot at most this late is on time; older ones are missed and follow the task's catchUp policy. */
   catchUpGraceMs?: number;
+  /** The engine's clock (src/core/clock.ts): the start save's lock time, the takeover hold, a re-run's due time. */
+  clock?: Clock;
 }
 
 export class CronwardenJobRepository extends PostgresJobRepository implements LockRenewer {
@@ -83,6 +86,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   readonly #finalSavesPending = new Set<string>();
   #takeoversHeldUntil = 0;
   readonly #limits: JobRepositoryLimits;
+  readonly #clock: Clock;
   /** The saves that start and end runs, several runs' in one statement (a herd). */
   readonly #saves: StatementBatch<JobRowSave, RowAtStart | null>;
 
@@ -92,6 +96,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#ledger = ledger;
     this.#logger = logger;
     this.#limits = limits;
+    this.#clock = limits.clock ?? systemClock;
     this.#saves = new StatementBatch((saves) => saveJobRows(pool, saves), {
       key: (save) => String(save.job._id),
     });
@@ -153,7 +158,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
 
   /** After an outage no lock counts as expired for a while (see holdTakeovers). */
   #takeoverDeadline(lockDeadline: Date): Date {
-    return Date.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
+    return this.#clock() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
   }
 
   /** Runs whose end (or hand-off) is being saved. */
@@ -207,7 +212,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
    * during the outage, so "expired" says nothing yet about whether the owner is alive.
    */
   holdTakeovers(forMs: number): void {
-    this.#takeoversHeldUntil = Date.now() + forMs;
+    this.#takeoversHeldUntil = this.#clock() + forMs;
   }
 
   /**
@@ -222,7 +227,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     heldLock: Date,
     options: JobRepositoryOptions | undefined,
   ): Promise<void> {
-    const renewed = new Date();
+    const renewed = new Date(this.#clock());
     const deadline = heldLock.getTime() + this.#limits.lockLifetimeMs - START_MARGIN_MS;
     this.#planStart(job, renewed);
     const slot = this.#ledger.get(String(job._id))?.scheduledAt ?? job.nextRunAt ?? renewed;
@@ -238,7 +243,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
           const fence = tries === 1 ? [heldLock] : [heldLock, renewed];
           return this.#saveJobState({ ...job, lockedAt: renewed }, options, fence, slot);
         },
-        { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - Date.now()) },
+        { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - this.#clock()) },
       );
     } catch (error) {
       if (!isConnectionError(error)) throw error;
@@ -312,7 +317,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   async #releaseUnstarted(job: JobParameters, fences: Date[]): Promise<void> {
     const entry = this.#ledger.get(String(job._id));
     // a takeover re-run is due at once (see #locked); any other slot is due at its own time
-    const slot = !entry || entry.previousRunUnfinished ? new Date() : entry.scheduledAt;
+    const slot = !entry || entry.previousRunUnfinished ? new Date(this.#clock()) : entry.scheduledAt;
     const released = await this.#giveBack(
       job,
       () =>
@@ -461,7 +466,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       if (decision.pause) {
         const message = entry.error?.message ?? entry.detail;
         pause = {
-          at: new Date(),
+          at: new Date(this.#clock()),
           failures: decision.streak,
           slot: entry.scheduledAt,
           lastError: errorSummary(message === undefined ? undefined : redactSecrets(message)),
@@ -490,9 +495,10 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   #locked(job: JobParameters): JobParameters {
     const entry = this.#ledger.claimed(String(job._id), job);
     this.#slotAfterDue(job);
-    if (entry.previousRunUnfinished && job.nextRunAt && job.nextRunAt > new Date()) {
+    const now = new Date(this.#clock());
+    if (entry.previousRunUnfinished && job.nextRunAt && job.nextRunAt > now) {
       // the dead run had already computed its next slot; re-run now instead of waiting for it
-      return { ...job, nextRunAt: new Date() };
+      return { ...job, nextRunAt: now };
     }
     return job;
   }

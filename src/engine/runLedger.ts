@@ -3,14 +3,20 @@
  * (src/engine/slotRun.ts). The engine owns the ledger; the claim adds a run and its end removes it.
  */
 
+import { type Clock, systemClock } from "../core/clock.js";
 import { type LockedRow, SlotRun } from "./slotRun.js";
 
 export class RunLedger {
   readonly #runs = new Map<string, SlotRun>();
+  readonly #clock: Clock;
+
+  constructor(clock: Clock = systemClock) {
+    this.#clock = clock;
+  }
 
   /** The claim locked a job: its run starts here, replacing what an earlier claim left. */
   claimed(jobId: string, row: LockedRow): SlotRun {
-    const run = SlotRun.claimed(row, new Date());
+    const run = SlotRun.claimed(row, new Date(this.#clock()));
     this.#runs.set(jobId, run);
     return run;
   }

@@ -1,5 +1,6 @@
 import type { PostgresJobLogger } from "@agendajs/postgres-backend";
 import type { JobLogEntry, JobLogger, JobLogQuery, JobLogQueryResult } from "agenda";
+import { type Clock, systemClock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { redactSecrets, redactValue } from "../observability/redact.js";
 import { retryWhileDisconnected } from "./retry.js";
@@ -47,6 +48,8 @@ export class RunRecorder implements JobLogger {
   readonly #logger: Logger;
   readonly #pending = new Set<Promise<void>>();
   readonly #batch: StatementBatch<RunLogInsert, unknown> | undefined;
+  /** The engine's clock: the times of the rows the recorder stamps itself (src/core/clock.ts). */
+  readonly #clock: Clock;
   /** Called once a run's outcome row is written (task dependencies decide on the written record). */
   onOutcome: ((taskName: string, meta: RunLogMeta) => void) | undefined;
 
@@ -57,7 +60,9 @@ export class RunRecorder implements JobLogger {
     instanceId: string,
     logger: Logger,
     batch?: StatementBatch<RunLogInsert, unknown>,
+    clock: Clock = systemClock,
   ) {
+    this.#clock = clock;
     this.#inner = inner;
     this.#batch = batch;
     this.#ledger = ledger;
@@ -81,7 +86,7 @@ export class RunRecorder implements JobLogger {
   recordStart(jobId: string, taskName: string): void {
     const run = this.#ledger.get(jobId);
     if (!run) return;
-    const startedAt = run.startedAt ?? new Date();
+    const startedAt = run.startedAt ?? new Date(this.#clock());
     void this.#write({
       timestamp: startedAt,
       level: "info",
@@ -105,7 +110,7 @@ export class RunRecorder implements JobLogger {
     reason: string,
     more: string | null,
   ): Promise<void> {
-    const finishedAt = new Date();
+    const finishedAt = new Date(this.#clock());
     const writes = slots.map((slot, index) => {
       const detail = more && index === slots.length - 1 ? `${reason} (${more})` : reason;
       return this.#write({
@@ -159,7 +164,7 @@ export class RunRecorder implements JobLogger {
     attempt: { attempt: number; startedAt: Date; error: Error; retryDelayMs: number; journal?: RunJournal },
   ): void {
     const run = this.#ledger.get(jobId);
-    const finishedAt = new Date();
+    const finishedAt = new Date(this.#clock());
     void this.log({
       timestamp: finishedAt,
       level: "warn",

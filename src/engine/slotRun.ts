@@ -54,25 +54,25 @@ export function runOfRow(data: unknown): PreviousRun | undefined {
 }
 
 /** What the run recorder reads of a run to write its log rows, and its one step (src/engine/runRecorder.ts). */
-export interface RecordedRun {
-  readonly scheduledAt: Date;
-  readonly startedAt?: Date | undefined;
-  readonly attempt?: number | undefined;
-  readonly rerun?: boolean | undefined;
-  readonly rerunOf?: PreviousRun | undefined;
-  readonly trigger?: "schedule" | "manual" | undefined;
-  readonly requestedBy?: string | undefined;
-  readonly outcome?: RunOutcome | undefined;
-  readonly detail?: string | undefined;
-  readonly recorded?: boolean | undefined;
-  readonly journal?: RunJournal | undefined;
-  readonly error?: Error | undefined;
-  readonly catchUp?: CatchUpDecision | undefined;
-  readonly upstreams?: UpstreamRun[] | undefined;
-  outcomeRecorded(): void;
-}
+export type RecordedRun = Pick<
+  SlotRun,
+  | "scheduledAt"
+  | "startedAt"
+  | "attempt"
+  | "rerun"
+  | "rerunOf"
+  | "trigger"
+  | "requestedBy"
+  | "outcome"
+  | "detail"
+  | "recorded"
+  | "journal"
+  | "error"
+  | "upstreams"
+  | "outcomeRecorded"
+>;
 
-export class SlotRun implements RecordedRun {
+export class SlotRun {
   /** The `next_run_at` the job was locked for: the slot (a re-run's or a catch-up's, once known). */
   readonly scheduledAt: Date;
   /** The lock time this instance wrote last: writes to the row are fenced on it. */

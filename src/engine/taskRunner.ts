@@ -1,6 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import type { Pool } from "pg";
+import { type Clock, systemClock } from "../core/clock.js";
 import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import {
@@ -55,6 +56,8 @@ export interface TaskRunnerDeps {
       options: { withDownstream: boolean; downstream: boolean },
     ): Promise<UpstreamRun[] | undefined>;
   };
+  /** The engine's clock (src/core/clock.ts): a slot's start, each attempt's, the overlap and start deadlines. */
+  clock?: Clock;
 }
 
 /** The runs in progress on this instance, by job id: the drain aborts them at its deadline. */
@@ -73,16 +76,19 @@ const DEFAULT_RETRY_MAX_DELAY_MS = 60_000;
 export class TaskRunner {
   readonly #deps: TaskRunnerDeps;
   readonly #running: RunningRuns;
+  readonly #clock: Clock;
 
   constructor(deps: TaskRunnerDeps, running: RunningRuns) {
     this.#deps = deps;
+    this.#clock = deps.clock ?? systemClock;
     this.#running = running;
   }
 
   async run(taskName: string, job: Job, handler: RunHandler, options: TaskDefinitionOptions): Promise<void> {
     const { ledger, logger } = this.#deps;
     const jobId = String(job.attrs._id);
-    const slotStartedAt = new Date();
+    const clock = this.#clock;
+    const slotStartedAt = new Date(clock());
     const entry = ledger.starting(jobId, slotStartedAt);
     const prepared = await this.#beforeHandler(taskName, job, entry, slotStartedAt);
     if (prepared.kind !== "run") return;
@@ -111,7 +117,7 @@ export class TaskRunner {
                 ),
               );
             },
-            Math.max(0, cancelTime - Date.now()),
+            Math.max(0, cancelTime - clock()),
           );
     let lockLostReason: string | undefined;
     let loseLock: (reason: string) => void = () => {};
@@ -145,7 +151,7 @@ export class TaskRunner {
           taskName,
           jobId,
           scheduledAt: entry.scheduledAt,
-          startedAt: attempt === 1 ? slotStartedAt : new Date(),
+          startedAt: attempt === 1 ? slotStartedAt : new Date(clock()),
           attempt,
           trigger: entry.trigger ?? "schedule",
           ...(entry.requestedBy === undefined ? {} : { requestedBy: entry.requestedBy }),
@@ -268,7 +274,7 @@ export class TaskRunner {
         policy: policy.overlap,
         runStartedAt: Math.min(job.attrs.lastRunAt?.getTime() ?? startedAt.getTime(), startedAt.getTime()),
         handlerStartedAt: startedAt.getTime(),
-        now: Date.now(),
+        now: this.#clock(),
         pendingSlot,
         schedule: slotSource(schedule, timezone),
       });
@@ -309,7 +315,7 @@ export class TaskRunner {
     const beforeStart = <T>(query: () => Promise<T>) =>
       retryWhileDisconnected(query, {
         ...BEFORE_START_RETRY,
-        maxElapsedMs: Math.max(0, deadline - Date.now()),
+        maxElapsedMs: Math.max(0, deadline - this.#clock()),
       });
     try {
       if (!this.#applyCatchUp(taskName, jobId, entry)) return { kind: "skipped" };

@@ -4,6 +4,7 @@ import type { Pool } from "pg";
 import { ConfigWatcher } from "../config/configWatcher.js";
 import { parseDesiredState } from "../config/desiredState.js";
 import { checkFleetGuard } from "../config/fleetGuard.js";
+import { type Clock, systemClock } from "../core/clock.js";
 import { AgendaEngine, type ChainSlot, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
 import { type HistoryPage, type RunDetail, readHistory, readRunDetail } from "../engine/runHistory.js";
 import { readTimeline, type TimelinePage, type TimelineQuery } from "../engine/timeline.js";
@@ -39,6 +40,11 @@ export interface SchedulerOptions extends SchedulerSettingsInput {
   /** Where the desired state comes from. */
   config: ConfigSource;
   logger?: Logger;
+  /**
+   * The time the scheduler and its engine read (src/core/clock.ts); the system clock unless a test
+   * drives it. Timers still wait in real time.
+   */
+  clock?: Clock;
 }
 
 export interface StopResult {
@@ -85,6 +91,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #engine: AgendaEngine;
   readonly #reporter: RunReporter;
   readonly #reconciler: ConfigReconciler;
+  readonly #clock: Clock;
   readonly #watcher: ConfigWatcher;
   readonly #store: DesiredStateStore;
   readonly #audit: AuditLog;
@@ -106,7 +113,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   constructor(options: SchedulerOptions) {
     super();
-    const { pool, config, logger, ...settingsInput } = options;
+    const { pool, config, logger, clock = systemClock, ...settingsInput } = options;
+    this.#clock = clock;
     const settings = parseSchedulerSettings(settingsInput);
     this.#pool = pool;
     const instanceId =
@@ -132,13 +140,14 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       livenessCheckMs: settings.livenessCheckMs,
       migrate: settings.migrate,
       logger: this.#logger,
+      clock,
       repairLostNextRun: async () => {
         const current = this.#watcher.current;
         if (current) await this.#reconcile(current, "anti-entropy");
       },
       hooks: {
         ...reporter.hooks(),
-        missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: new Date() }),
+        missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: new Date(clock()) }),
         slotsSkipped: (skipped) => this.emit("slots:skipped", skipped),
         taskPaused: (paused) => this.emit("task:paused", paused),
       },
@@ -149,6 +158,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       target: this.#engine,
       registry: this.#registry,
       logger: this.#logger,
+      now: () => new Date(clock()),
       recorder: {
         recordAudit: (entries) => this.#audit.record(entries),
         saveApplied: (state, appliedBy) =>
@@ -403,7 +413,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     }
     const requestedBy = options.requestedBy ?? IN_PROCESS_CALLER;
     const via = options.via ?? "scheduler.runNow()";
-    const requestedAt = new Date();
+    const requestedAt = new Date(this.#clock());
     const outcome = await this.#engine.requestRun(
       name,
       requestedBy,
@@ -577,7 +587,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const state = parseDesiredState(stored.document, {
       defaultTimezone: this.settings.defaultTimezone,
       rules: { minIntervalMs: this.settings.minIntervalMs },
-      now: new Date(),
+      now: new Date(this.#clock()),
       source: `last applied config (${stored.source})`,
       revision: stored.revision,
     });
@@ -598,7 +608,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
    * Deletes run history older than the retention; returns the rows deleted (null: another
    * instance is at it). stop() waits for every prune in flight, the hourly one and called ones.
    */
-  pruneRunHistory(now = new Date()): Promise<number | null> {
+  pruneRunHistory(now = new Date(this.#clock())): Promise<number | null> {
     const prune = this.#prune(now);
     const settled = prune.then(
       () => undefined,

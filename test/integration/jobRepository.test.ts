@@ -6,6 +6,7 @@ import { RunLedger } from "../../src/engine/runLedger.js";
 import { StaleStartError } from "../../src/engine/staleStart.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
+import { pollUntil } from "../helpers/poll.js";
 
 /** The repository's locking rules, driven the way Agenda drives them, against a real PostgreSQL. */
 
@@ -151,6 +152,51 @@ describe("CronwardenJobRepository", () => {
       [name],
     );
     expect(rows[0]).toEqual({ next_run_at: next, repeat_interval: "* * * * * *" });
+  });
+
+  it("reads the engine's clock: the takeover hold after an outage ends when the clock passes it, and a re-run is due at the clock's now", async () => {
+    const [name] = await dueJobs("hold", 1);
+    // its owner died mid-run an hour ago; the dead run had already moved the next run ahead
+    await db.pool.query(
+      `UPDATE agenda_jobs SET locked_at = now() - interval '1 hour', last_run_at = now() - interval '1 hour',
+              last_finished_at = NULL, next_run_at = now() + interval '1 hour' WHERE name = $1`,
+      [name],
+    );
+    // an expired lock counts only once the server has been up a whole lock lifetime (sql/claim.ts)
+    await pollUntil(
+      "the database up for a lock lifetime",
+      async () =>
+        (
+          await db.pool.query<{ up: boolean }>(
+            "SELECT pg_postmaster_start_time() <= now() - make_interval(secs => $1::double precision / 1000) AS up",
+            [LOCK_LIFETIME_MS],
+          )
+        ).rows[0]?.up,
+      { timeoutMs: 2 * LOCK_LIFETIME_MS, intervalMs: 200 },
+    );
+    let now = Date.now();
+    const clock = () => now;
+    const ledger = new RunLedger(clock);
+    const repo = new CronwardenJobRepository(db.pool, ledger, logs.logger, {
+      lockLifetimeMs: LOCK_LIFETIME_MS,
+      clock,
+    });
+    const claimNow = () =>
+      repo.claimDue({
+        names: [name as string],
+        holding: [],
+        until: new Date(now + 1000),
+        limit: 1,
+        owner: "test",
+        now: new Date(now),
+      });
+    repo.holdTakeovers(LOCK_LIFETIME_MS);
+    expect(await claimNow()).toEqual([]); // held: no lock counts as expired right after an outage
+    now += LOCK_LIFETIME_MS + 1; // the clock passes the hold; no real time is waited
+    const [taken] = await claimNow();
+    expect(taken?.name).toBe(name);
+    expect(taken?.nextRunAt?.getTime()).toBe(now); // the re-run is due at once, by the clock
+    expect(ledger.get(String(taken?._id))?.previousRunUnfinished).toBe(true);
   });
 
   it("freeing a pre-locked job that lands late does not free another instance's lock", async () => {

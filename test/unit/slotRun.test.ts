@@ -102,6 +102,11 @@ describe("SlotRun", () => {
     });
   });
 
+  it("the ledger's claim time is its clock's", () => {
+    const ledger = new RunLedger(() => now.getTime());
+    expect(ledger.claimed("9", { nextRunAt: null }).scheduledAt).toEqual(now);
+  });
+
   it("a run whose claim went unseen starts a run of its own in the ledger", () => {
     const ledger = new RunLedger();
     const started = ledger.starting("8", now);
