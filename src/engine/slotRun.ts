@@ -3,9 +3,10 @@
  * what the engine knows of it. Its fields are read-only outside; each change is a named step
  * below, made by the part of the engine whose step it is:
  *
- * - the claim (src/engine/jobRepository.ts `claimed`): the slot, the lock, the row as it was;
- * - the start save (jobRepository): the lock it wrote (`fenced`), the row it read back, the
- *   catch-up plan;
+ * - the claim (src/engine/jobRepository.ts, through RunLedger.claimed): the slot, the lock, the
+ *   row as it was;
+ * - the start save (jobRepository): the lock it wrote (`fenced`), the row it read back
+ *   (`startSaved`), the catch-up plan (`planned`); lock renewals and the final save (`fenced`);
  * - the runner (src/engine/taskRunner.ts): the trigger, the re-run, each attempt, the outcome;
  * - the shutdown (src/engine/agendaEngine.ts): a cut-off run handed to another instance;
  * - the run recorder (src/engine/runRecorder.ts): its outcome row written.
