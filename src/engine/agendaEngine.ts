@@ -65,6 +65,8 @@ const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
  * the others idle; the rest are claimed as runs end (src/engine/claimLoop.ts).
  */
 const HELD_LOCKS_PER_WORKER = 2;
+/** At most this long before its slot a run is handed over (see startAheadOf). */
+const START_AHEAD_MS = 250;
 /** Another instance's reconcile holds the lock: asked again after this, doubling up to the max. */
 const RECONCILE_LOCK_RETRY_MS = 25;
 const RECONCILE_LOCK_RETRY_MAX_MS = 250;
@@ -245,6 +247,7 @@ export class AgendaEngine {
         },
       });
     const lookAheadMs = lookAheadOf(processEveryMs);
+    const startAheadMs = startAheadOf(processEveryMs, lockLifetimeMs);
     notificationChannel.subscribe((notification) => {
       const due = notification.nextRunAt;
       if (!due || new Date(due).getTime() <= this.#clock() + lookAheadMs) this.#loop?.claimNow();
@@ -273,6 +276,7 @@ export class AgendaEngine {
         lockLifetimeMs,
         handlerDone: (jobId) => this.#handlerDone.get(jobId)?.(),
         clock: this.#clock,
+        startAheadMs,
       },
       this.#running,
     );
@@ -302,6 +306,7 @@ export class AgendaEngine {
     this.#loop = new ClaimLoop<EngineClaim>({
       processEveryMs,
       lookAheadMs,
+      startAheadMs,
       maxConcurrency,
       maxClaimed: HELD_LOCKS_PER_WORKER * maxConcurrency,
       lockLifetimeMs,
@@ -321,6 +326,8 @@ export class AgendaEngine {
             job: new Job(agenda, attrs, true),
           };
           nextRunAhead.prepare(claimed.job, claimed.dueAt);
+          if (claimed.dueAt > request.now.getTime())
+            this.#ledger.get(claimed.id)?.startsAt(new Date(claimed.dueAt));
           if (attrs.nextRunAt) this.#options.hooks?.slotLocked?.(attrs.name, attrs.nextRunAt);
           return claimed;
         });
@@ -776,4 +783,15 @@ function nextSlotAfter(cron: string, timezone: string, after: Date): Date | unde
  */
 function lookAheadOf(processEveryMs: number): number {
   return processEveryMs + Math.min(processEveryMs / 4, 1_000);
+}
+
+/**
+ * How long before its slot a claimed run makes its start save and checks, its handler waiting for
+ * the slot (src/engine/claimLoop.ts): long enough for that round trip on a loaded machine, well
+ * inside the look-ahead's margin over one poll (so a job claimed by a poll is still ahead of it)
+ * and the lock's lifetime (the lock is renewed by the start save, and next by the watchdog once
+ * the handler starts).
+ */
+function startAheadOf(processEveryMs: number, lockLifetimeMs: number): number {
+  return Math.min(START_AHEAD_MS, (lookAheadOf(processEveryMs) - processEveryMs) / 2, lockLifetimeMs / 10);
 }

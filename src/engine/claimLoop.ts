@@ -8,8 +8,11 @@
  * - One statement per pass claims up to `maxClaimed - held` due jobs of all names, including those
  *   due within the look-ahead (src/engine/sql/claim.ts claimDueJobs). A pass runs every poll, when a
  *   run ends (there is room again), and on a job notification (a save, a run-now, a release).
- * - A job claimed ahead of its slot gets one timer; a timer that fires before the slot by `now()`
- *   is armed again for the rest, so the start never waits for a poll.
+ * - A job claimed ahead of its slot gets one timer, for `startAheadMs` before the slot: its run
+ *   makes the start save and the checks before its handler then, and waits for the slot only to
+ *   call the handler (src/engine/taskRunner.ts), so the database round trip is not between the
+ *   slot and the handler. A timer that fires early by `now()` is armed again for the rest, so the
+ *   start never waits for a poll.
  * - Due jobs wait in slot order for one of `maxConcurrency` workers. One whose lock expired while
  *   it waited is dropped (the lock is no longer this instance's to use; see onStale).
  * - The run itself (start save, handler, final save) is the `run` callback's; the loop only counts it.
@@ -56,6 +59,11 @@ export interface ClaimLoopDeps<J extends ClaimedJob> {
   processEveryMs: number;
   /** How far ahead of now a pass claims (at least one poll, so a slot never waits for the next). */
   lookAheadMs: number;
+  /**
+   * How long before its slot a claimed job is handed to `run` (0: at the slot). Less than the
+   * look-ahead's margin over one poll, so a job claimed by a poll is still ahead of it.
+   */
+  startAheadMs?: number;
   maxConcurrency: number;
   /** Jobs held at once, claimed and running together. */
   maxClaimed: number;
@@ -166,11 +174,11 @@ export class ClaimLoop<J extends ClaimedJob> {
     if (jobs.length > 0) this.#startDue();
   }
 
-  /** Queues a job at its slot: at once if due, else by a timer armed again if it fires early. */
+  /** Queues a job at its start (its slot less the start-ahead): at once if due, else by a timer armed again if it fires early. */
   #arm(job: J): void {
     const held = this.#waiting.get(job.id);
     if (!held) return;
-    const left = job.dueAt - this.#now();
+    const left = job.dueAt - (this.#deps.startAheadMs ?? 0) - this.#now();
     if (left <= 0) {
       held.timer = undefined;
       this.#queue.push(job);

@@ -28,29 +28,42 @@ const MAX_SCHEDULES = 1_000;
 export class NextRunAhead {
   readonly #known = new Map<string, KnownNextRun>();
 
-  /** Makes `job.computeNextRunAt()` use the answer checked for its schedule around `dueAt`. */
+  /**
+   * Makes `job.computeNextRunAt()` use the answer checked for its schedule around `dueAt`. A run
+   * handed over before `dueAt` (src/engine/claimLoop.ts, startAheadMs) starts its handler at
+   * `dueAt`: that is the start Agenda records (`lastRunAt`, set by `Job#run` just before it
+   * computes the next run), so the next run is the slot after this one, never this one again.
+   */
   prepare(job: Job, dueAt: number): void {
-    const attrs = job.attrs;
-    if (attrs.repeatInterval === undefined || attrs.repeatInterval === null || attrs.repeatAt) return;
-    const key = scheduleKey(attrs);
-    let known = this.#known.get(key);
-    if (!known || dueAt < known.from || dueAt > known.to) {
-      known = check(job, dueAt);
-      if (!known) return;
-      if (this.#known.size >= MAX_SCHEDULES) this.#known.clear();
-      this.#known.set(key, known);
-    }
-    const answer = known;
+    const answer = this.#answer(job, dueAt);
     // private in agenda's types (6.2.6, pinned), called by Job#run on the job itself
     const computing = job as unknown as ComputesNextRun;
     const agendas = computing.computeNextRunAt;
     computing.computeNextRunAt = function (this: ComputesNextRun) {
-      const startedAt = this.attrs.lastRunAt?.getTime();
-      if (startedAt === undefined || startedAt < answer.from || startedAt > answer.to)
+      let startedAt = this.attrs.lastRunAt?.getTime();
+      if (startedAt !== undefined && startedAt < dueAt) {
+        this.attrs.lastRunAt = new Date(dueAt);
+        startedAt = dueAt;
+      }
+      if (!answer || startedAt === undefined || startedAt < answer.from || startedAt > answer.to)
         return agendas.call(this);
       this.attrs.nextRunAt = new Date(answer.nextRunAt);
       return this;
     };
+  }
+
+  #answer(job: Job, dueAt: number): KnownNextRun | undefined {
+    const attrs = job.attrs;
+    if (attrs.repeatInterval === undefined || attrs.repeatInterval === null || attrs.repeatAt)
+      return undefined;
+    const key = scheduleKey(attrs);
+    const known = this.#known.get(key);
+    if (known && dueAt >= known.from && dueAt <= known.to) return known;
+    const checked = check(job, dueAt);
+    if (!checked) return undefined;
+    if (this.#known.size >= MAX_SCHEDULES) this.#known.clear();
+    this.#known.set(key, checked);
+    return checked;
   }
 }
 

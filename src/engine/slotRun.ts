@@ -90,6 +90,11 @@ export class SlotRun {
   /** The unfinished previous run, from the identity its start save wrote in the job row. */
   readonly deadRun?: PreviousRun | undefined;
 
+  /**
+   * When its handler may start: the due time of a run handed over ahead of its slot (the start
+   * save and the checks come first; src/engine/claimLoop.ts, startAheadMs). Unset: at once.
+   */
+  readonly handlerAt?: Date | undefined;
   readonly startedAt?: Date | undefined;
   readonly attempt?: number | undefined;
   /** This run repeats one that died. */
@@ -171,6 +176,11 @@ export class SlotRun {
   /** Every step below goes through here: the fields are read-only to everyone else. */
   #set(fields: Partial<Omit<SlotRun, "outcomeRecorded">>): void {
     Object.assign(this, fields);
+  }
+
+  /** The engine hands the run over before its due time `at`: the runner calls the handler at `at`. */
+  startsAt(at: Date): void {
+    this.#set({ handlerAt: at });
   }
 
   /** The lock this instance holds now (a start save or a renewal wrote it), or none (released). */

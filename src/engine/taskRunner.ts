@@ -58,12 +58,16 @@ export interface TaskRunnerDeps {
   };
   /** The engine's clock (src/core/clock.ts): a slot's start, each attempt's, the overlap and start deadlines. */
   clock?: Clock;
+  /** How long before its slot the claim loop hands a run over (its handler waits for the slot). */
+  startAheadMs?: number;
 }
 
 /** The runs in progress on this instance, by job id: the drain aborts them at its deadline. */
 export type RunningRuns = Map<string, { taskName: string; controller: AbortController }>;
 
 const DEFAULT_RETRY_DELAY_MS = 1_000;
+/** A handler's wait for its slot may outlast the start-ahead by this much (timers fire late under load). */
+const WAIT_SLACK_MS = 1_000;
 const DEFAULT_RETRY_MAX_DELAY_MS = 60_000;
 
 /**
@@ -88,12 +92,14 @@ export class TaskRunner {
     const { ledger, logger } = this.#deps;
     const jobId = String(job.attrs._id);
     const clock = this.#clock;
-    const slotStartedAt = new Date(clock());
-    const entry = ledger.starting(jobId, slotStartedAt);
-    const prepared = await this.#beforeHandler(taskName, job, entry, slotStartedAt);
+    const preparedAt = new Date(clock());
+    const entry = ledger.starting(jobId, preparedAt);
+    const prepared = await this.#beforeHandler(taskName, job, entry, preparedAt);
     if (prepared.kind !== "run") return;
     const { rerunOf } = prepared;
     entry.repeats(rerunOf);
+    await this.#untilHandlerTime(entry);
+    const slotStartedAt = new Date(clock());
 
     const slot = new AbortController(); // shutdown past the drain deadline; overlap cancelRunning
     this.#running.set(jobId, { taskName, controller: slot });
@@ -236,6 +242,23 @@ export class TaskRunner {
   }
 
   /**
+   * A run handed over before its slot (src/engine/claimLoop.ts, startAheadMs) has made its start
+   * save and checks; its handler waits here for the slot. The wait is bounded in monotonic time
+   * by the start-ahead: a wall clock stepped back must not keep a start-saved lock waiting with no
+   * renewal (the watchdog starts with the handler).
+   */
+  async #untilHandlerTime(entry: SlotRun): Promise<void> {
+    const at = entry.handlerAt?.getTime();
+    if (at === undefined) return;
+    const giveUpAt = performance.now() + (this.#deps.startAheadMs ?? 0) + WAIT_SLACK_MS;
+    for (let left = at - this.#clock(); left > 0; left = at - this.#clock()) {
+      const bound = giveUpAt - performance.now();
+      if (bound <= 0) return;
+      await sleep(Math.min(left, Math.ceil(bound)));
+    }
+  }
+
+  /**
    * The overlap decision at a run's end (src/core/policies/overlap.ts): the slots that fell due
    * while it ran are recorded skipped (one log line, one event), and for `skip` the next run moves
    * to the first slot after now. Written by the run's final save (the same job object).
@@ -303,14 +326,14 @@ export class TaskRunner {
     taskName: string,
     job: Job,
     entry: SlotRun,
-    slotStartedAt: Date,
+    preparedAt: Date,
   ): Promise<
     | { kind: "skipped" | "finished" }
     | { kind: "run"; rerunOf: PreviousRun | undefined; withDownstream: boolean }
   > {
     const { logger, pool } = this.#deps;
     const jobId = String(job.attrs._id);
-    const lockedAt = entry.heldLockAt?.getTime() ?? slotStartedAt.getTime();
+    const lockedAt = entry.heldLockAt?.getTime() ?? preparedAt.getTime();
     const deadline = lockedAt + this.#deps.lockLifetimeMs - START_MARGIN_MS;
     const beforeStart = <T>(query: () => Promise<T>) =>
       retryWhileDisconnected(query, {
@@ -348,7 +371,7 @@ export class TaskRunner {
       // are read from the run log's last start row
       const rerunOf =
         entry.deadRun ??
-        (await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? slotStartedAt)));
+        (await beforeStart(() => this.#previousRun(jobId, job.attrs.lastRunAt ?? preparedAt)));
       const slot = rerunOf.scheduledAt;
       const since = rerunOf.startedAt;
       if (slot && (await beforeStart(() => sql.slotHasOutcome(pool, taskName, slot, since)))) {

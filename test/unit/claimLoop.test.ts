@@ -19,6 +19,7 @@ const now = () => Date.now() - lag;
 
 function loop(options: {
   due: Job[];
+  startAheadMs?: number;
   maxConcurrency?: number;
   maxClaimed?: number;
   runFor?: number;
@@ -65,6 +66,7 @@ function loop(options: {
     },
     processEveryMs: 5_000,
     lookAheadMs: 6_000,
+    ...(options.startAheadMs === undefined ? {} : { startAheadMs: options.startAheadMs }),
     maxConcurrency: options.maxConcurrency ?? 20,
     maxClaimed: options.maxClaimed ?? 40,
     lockLifetimeMs: 15_000,
@@ -115,6 +117,27 @@ describe("ClaimLoop", () => {
     expect(started).toHaveLength(1);
     expect((started[0]?.at ?? 0) - slot).toBeGreaterThanOrEqual(0);
     expect((started[0]?.at ?? 0) - slot).toBeLessThan(10);
+    expect(await drained(claims, 1_000)).toEqual({ completed: 1, running: 0 });
+  });
+
+  it("with a start-ahead, hands a job claimed ahead to its run that long before its slot", async () => {
+    const slot = Date.now() + 3_000;
+    const {
+      loop: claims,
+      started,
+      begin,
+    } = loop({
+      due: [job("minute", slot), job("overdue", Date.now() - 1_000)],
+      startAheadMs: 200,
+    });
+    await begin();
+    expect(started.map((run) => run.id)).toEqual(["overdue"]);
+    await vi.advanceTimersByTimeAsync(2_790);
+    expect(started).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(20);
+    expect(started).toHaveLength(2);
+    expect((started[1]?.at ?? 0) - (slot - 200)).toBeGreaterThanOrEqual(0);
+    expect((started[1]?.at ?? 0) - (slot - 200)).toBeLessThan(10);
     expect(await drained(claims, 1_000)).toEqual({ completed: 1, running: 0 });
   });
 

@@ -74,11 +74,29 @@ describe("NextRunAhead", () => {
     expect([...answers]).toEqual([Date.parse("2026-12-03T03:00:00.000Z")]);
   });
 
+  it.each([
+    ["a minute cron", { repeatInterval: "* * * * *" }, due + 60_000],
+    ["a human interval", { repeatInterval: "5 minutes" }, due + 300_000],
+  ] as [string, Partial<JobParameters>, number][])(
+    "%s handed over before its slot: the start recorded is the slot, and the next run the slot after it",
+    (_, attrs, after) => {
+      const ahead = new NextRunAhead();
+      const prepared = job({ ...attrs, nextRunAt: new Date(due) });
+      ahead.prepare(prepared as unknown as Job, due);
+      // Job#run sets lastRunAt to the wall clock, here 250 ms before the slot
+      expect(started(prepared, due - 250)).toBe(after);
+      expect(prepared.attrs.lastRunAt?.getTime()).toBe(due);
+      // unprepared, Agenda would have made the slot itself the next run
+      expect(agendas(attrs, due - 250)).toBeLessThanOrEqual(due + (after - due) - 250);
+    },
+  );
+
   it("an interval is left to Agenda: its answer moves with the start", () => {
     const ahead = new NextRunAhead();
     const prepared = job({ repeatInterval: "5 minutes", nextRunAt: new Date(due) });
-    ahead.prepare(prepared as unknown as Job, due);
     const compute = vi.spyOn(Job.prototype as unknown as Computing, "computeNextRunAt");
+    ahead.prepare(prepared as unknown as Job, due);
+    compute.mockClear();
     expect(started(prepared, due + 1_234)).toBe(due + 1_234 + 300_000);
     expect(compute).toHaveBeenCalledTimes(1);
   });
