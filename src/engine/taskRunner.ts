@@ -30,7 +30,7 @@ import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import type { SlotRun } from "./slotRun.js";
 import * as sql from "./sql.js";
-import { DatabaseUnreachableBeforeStartError } from "./staleStart.js";
+import { DatabaseUnreachableBeforeStartError, RunNotStartedError } from "./staleStart.js";
 import type { Watchdog } from "./watchdog.js";
 
 export interface TaskRunnerDeps {
@@ -98,33 +98,11 @@ export class TaskRunner {
     if (prepared.kind !== "run") return;
     const { rerunOf } = prepared;
     entry.repeats(rerunOf);
-    await this.#untilHandlerTime(entry);
-    const slotStartedAt = new Date(clock());
 
+    // set up before the wait for the slot, so that little is left between the slot and the handler
     const slot = new AbortController(); // shutdown past the drain deadline; overlap cancelRunning
     this.#running.set(jobId, { taskName, controller: slot });
-    // overlap cancelRunning: the handler's signal fires when the next slot comes due
     const policy = policyOfData(job.attrs.data);
-    const cancelTime = cancelAt(
-      policy.overlap,
-      slotStartedAt.getTime(),
-      job.attrs.nextRunAt ? new Date(job.attrs.nextRunAt).getTime() : null,
-    );
-    let overlapCancelled = false;
-    const cancelTimer =
-      cancelTime === undefined
-        ? undefined
-        : setTimeout(
-            () => {
-              overlapCancelled = true;
-              slot.abort(
-                new Error(
-                  `cancelled: the next slot is due at ${new Date(cancelTime).toISOString()} (overlap: cancelRunning)`,
-                ),
-              );
-            },
-            Math.max(0, cancelTime - clock()),
-          );
     let lockLostReason: string | undefined;
     let loseLock: (reason: string) => void = () => {};
     const lockLost = new Promise<string>((resolve) => {
@@ -136,7 +114,7 @@ export class TaskRunner {
     const stopWatchdog = this.#deps.watchdog.watch({
       jobId,
       taskName,
-      lockedAt: entry.heldLockAt ?? slotStartedAt,
+      lockedAt: entry.heldLockAt ?? preparedAt,
       onRenewed: (lockedAt) => {
         entry.fenced(lockedAt);
         this.#deps.hooks.lockRenewed?.(taskName);
@@ -150,8 +128,38 @@ export class TaskRunner {
           maxRetries: options.retry.maxRetries,
         })
       : undefined;
+    let slotStartedAt = preparedAt;
+    let cancelTimer: NodeJS.Timeout | undefined;
+    let overlapCancelled = false;
 
     try {
+      await this.#untilHandlerTime(entry, slot.signal, lockLost);
+      if (slot.signal.aborted || lockLostReason !== undefined) {
+        // cut off at the drain, or the lock lost, while it waited for its slot: nothing ran here
+        entry.notStartedAfterAll(); // the final save gives the slot back (CronwardenJobRepository)
+        throw new RunNotStartedError(
+          `${taskName}: ${lockLostReason === undefined ? "the shutdown's drain deadline came" : `the lock was lost (${lockLostReason})`} before its slot; the handler did not start and the slot was given back`,
+        );
+      }
+      slotStartedAt = new Date(clock());
+      // overlap cancelRunning: the handler's signal fires when the next slot comes due
+      const cancelTime = cancelAt(
+        policy.overlap,
+        slotStartedAt.getTime(),
+        job.attrs.nextRunAt ? new Date(job.attrs.nextRunAt).getTime() : null,
+      );
+      if (cancelTime !== undefined)
+        cancelTimer = setTimeout(
+          () => {
+            overlapCancelled = true;
+            slot.abort(
+              new Error(
+                `cancelled: the next slot is due at ${new Date(cancelTime).toISOString()} (overlap: cancelRunning)`,
+              ),
+            );
+          },
+          Math.max(0, cancelTime - clock()),
+        );
       for (let attempt = 1; ; attempt++) {
         const run: EngineRun = {
           taskName,
@@ -232,7 +240,7 @@ export class TaskRunner {
       clearTimeout(cancelTimer);
       this.#deps.handlerDone?.(jobId);
       // a run that lost its lock or was handed off does not decide the row's next run: its owner does
-      if (lockLostReason === undefined && !entry.handedOff)
+      if (lockLostReason === undefined && !entry.handedOff && !entry.notStarted)
         // the skipped records land before the run's final save moves the row past their slots: a
         // process killed in between leaves its slot to the taker, not a slot without a record
         await this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
@@ -247,14 +255,21 @@ export class TaskRunner {
    * by the start-ahead: a wall clock stepped back must not keep a start-saved lock waiting with no
    * renewal (the watchdog starts with the handler).
    */
-  async #untilHandlerTime(entry: SlotRun): Promise<void> {
+  async #untilHandlerTime(entry: SlotRun, signal: AbortSignal, lockLost: Promise<string>): Promise<void> {
     const at = entry.handlerAt?.getTime();
     if (at === undefined) return;
     const giveUpAt = performance.now() + (this.#deps.startAheadMs ?? 0) + WAIT_SLACK_MS;
-    for (let left = at - this.#clock(); left > 0; left = at - this.#clock()) {
+    let lost = false;
+    void lockLost.then(() => {
+      lost = true;
+    });
+    for (let left = at - this.#clock(); left > 0 && !lost && !signal.aborted; left = at - this.#clock()) {
       const bound = giveUpAt - performance.now();
       if (bound <= 0) return;
-      await sleep(Math.min(left, Math.ceil(bound)));
+      await Promise.race([
+        sleep(Math.min(left, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
+        lockLost,
+      ]);
     }
   }
 

@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import type { RunStartedEvent } from "../../src/index.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
@@ -72,4 +73,44 @@ it("a run claimed ahead saves its start before its slot, calls its handler at th
     "SELECT next_run_at FROM agenda_jobs WHERE name = 'ahead'",
   );
   expect(job[0]?.next_run_at.getTime()).toBeGreaterThan(Math.max(...slots));
+}, 60_000);
+
+it("a stop whose drain deadline comes while a run waits for its slot: the handler does not start and the slot is given back", async () => {
+  await harness?.stop();
+  const entered: number[] = [];
+  harness = await SchedulerHarness.start(
+    db.pool,
+    [{ name: "cut", handler: async (context) => void entered.push(context.scheduledAt.getTime()) }],
+    [{ name: "cut", cron: "*/2 * * * * *" }],
+    // the default 5 s poll: handed over 250 ms before each slot
+    { minIntervalMs: 2000 },
+  );
+  // the window between the start save (the row's recorded start is the slot, still ahead) and the
+  // slot; polled until caught, slot after slot
+  let slot: number | undefined;
+  for (let tries = 0; slot === undefined && tries < 3000; tries++) {
+    const { rows } = await db.pool.query<{ last_run_at: Date | null; locked_at: Date | null }>(
+      "SELECT last_run_at, locked_at FROM agenda_jobs WHERE name = 'cut'",
+    );
+    const row = rows[0];
+    if (row?.locked_at && row.last_run_at && row.last_run_at.getTime() > Date.now() + 20)
+      slot = row.last_run_at.getTime();
+    else await sleep(5);
+  }
+  if (slot === undefined) throw new Error("never saw a run waiting for its slot");
+  const result = await harness.scheduler.stop({ drainTimeoutMs: 0 });
+  await sleep(Math.max(0, slot - Date.now()) + 200);
+  expect(entered).not.toContain(slot);
+  expect(result.handedOff).toEqual(["cut"]);
+  const { rows } = await db.pool.query<{ locked_at: Date | null; next_run_at: Date }>(
+    "SELECT locked_at, next_run_at FROM agenda_jobs WHERE name = 'cut'",
+  );
+  expect(rows[0]?.locked_at).toBeNull();
+  expect(rows[0]?.next_run_at.getTime()).toBe(slot);
+  const { rows: logged } = await db.pool.query<{ event: string }>(
+    "SELECT event FROM agenda_logs WHERE job_name = 'cut' AND event = 'fail'",
+  );
+  expect(logged).toEqual([]);
+  await harness.stop();
+  harness = undefined;
 }, 60_000);
