@@ -4,8 +4,10 @@
  * processEvery is 5 s; lock lifetime 15 s and 10 min). As a user would run it: several processes
  * per contender, each on its own database, each started at a random second of the minute, each
  * measuring the first N minute boundaries after it reported ready. For each boundary, handler
- * entry minus the slot. The i-th process of each contender starts at the same moment, so the two
- * contenders see the same start phases and the same machine load.
+ * entry minus the slot. Contenders one after the other (as the herd), each with the machine to
+ * itself: the i-th process of each starts at the same second of the minute, so the two see the
+ * same start phases. (Run side by side, the other contender's processes woke at the same instant
+ * on the same cores, and each contender's figures were partly the other's load.)
  *
  * A slot whose poll-ahead does not lock it waits for the next poll: late by up to 5 s here, which
  * the 1 s cron of bench/scenarios/lateness.ts cannot show (its poll is 0.5-1 s).
@@ -59,46 +61,81 @@ export type MinuteLatenessResult = Record<Contender, MinuteLatenessFigures>;
 type Launcher = Awaited<ReturnType<typeof prepareContender>>;
 
 export async function runMinuteLateness(context: BenchContext): Promise<MinuteLatenessResult> {
-  const { latenessMinuteProcesses: processes, latenessMinuteBoundaries: boundaries } = context.sizes;
+  const { latenessMinuteProcesses: processes } = context.sizes;
+  // one random second of the minute per process index, the same for both contenders
+  const phases = Array.from({ length: processes }, () => Math.floor(Math.random() * MINUTE_MS)).sort(
+    (a, b) => a - b,
+  );
+  context.progress(
+    `lateness-minute: ${processes} processes per contender at seconds ${phases
+      .map((at) => (at / 1000).toFixed(1))
+      .join(
+        ", ",
+      )}; ${context.sizes.latenessMinuteBoundaries} boundaries each; contenders one after the other`,
+  );
+  const measured: Measured[] = [];
+  for (const contender of CONTENDERS) measured.push(...(await measureContender(context, contender, phases)));
+  const result = {} as MinuteLatenessResult;
+  for (const contender of CONTENDERS) {
+    const mine = measured.filter((entry) => entry.contender === contender).sort((a, b) => a.index - b.index);
+    const all = mine.flatMap((entry) => entry.process.lateness);
+    const started = all.filter((ms): ms is number => ms !== null);
+    result[contender] = {
+      processes: mine.length,
+      boundaries: all.length,
+      p50: percentile(started, 50),
+      p99: percentile(started, 99),
+      max: started.length > 0 ? Math.max(...started) : Number.NaN,
+      late: started.filter((ms) => ms > MINUTE_LATE_MS).length,
+      missed: all.length - started.length,
+      duplicates: mine.reduce((sum, entry) => sum + entry.duplicates, 0),
+      otherStarts: mine.reduce((sum, entry) => sum + entry.otherStarts, 0),
+      perProcess: mine.map((entry) => entry.process),
+    };
+  }
+  return result;
+}
+
+interface Measured {
+  contender: Contender;
+  index: number;
+  process: MinuteProcess;
+  duplicates: number;
+  otherStarts: number;
+}
+
+/** One contender's processes, started at `phases` (ms into the minute) of the coming minute. */
+async function measureContender(
+  context: BenchContext,
+  contender: Contender,
+  phases: number[],
+): Promise<Measured[]> {
+  const { latenessMinuteBoundaries: boundaries } = context.sizes;
   const databases: string[] = [];
-  const launchers = new Map<string, Launcher>();
-  const workers: Array<{ contender: Contender; index: number; worker: Worker }> = [];
+  const launchers = new Map<number, Launcher>();
+  const workers: Array<{ index: number; worker: Worker }> = [];
   try {
-    for (let index = 0; index < processes; index++) {
-      for (const contender of CONTENDERS) {
-        const database = `bench_lateness_minute_${contender}_${index}`;
-        databases.push(database);
-        launchers.set(
-          `${contender}:${index}`,
-          await prepareContender(context, contender, database, { prefix: "minute", count: 1, cron: CRON }),
-        );
-      }
+    for (const index of phases.keys()) {
+      const database = `bench_lateness_minute_${contender}_${index}`;
+      databases.push(database);
+      launchers.set(
+        index,
+        await prepareContender(context, contender, database, { prefix: "minute", count: 1, cron: CRON }),
+      );
     }
-    // one random moment of the coming minute per process index, in start order
-    const from = Date.now() + 1_000;
-    const launchAt = Array.from(
-      { length: processes },
-      () => from + Math.floor(Math.random() * MINUTE_MS),
-    ).sort((a, b) => a - b);
-    context.progress(
-      `lateness-minute: ${processes} processes per contender at seconds ${launchAt
-        .map((at) => ((at % MINUTE_MS) / 1000).toFixed(1))
-        .join(", ")}; ${boundaries} boundaries each`,
-    );
+    const minute = (Math.floor((Date.now() + 1_000) / MINUTE_MS) + 1) * MINUTE_MS;
     const spawned: number[] = [];
-    for (const [index, at] of launchAt.entries()) {
-      await sleepUntil(at);
+    for (const [index, phase] of phases.entries()) {
+      await sleepUntil(minute + phase);
       spawned[index] = Date.now();
-      for (const contender of CONTENDERS) {
-        const launch = launchers.get(`${contender}:${index}`);
-        if (!launch) throw new Error(`no launcher for ${contender} ${index}`);
-        // no poll, lock lifetime or minimum interval: each contender's own defaults
-        const worker = launch(`lateness-minute-${contender}-${index}`, { taskMs: 0, lockLifetimeMs: null });
-        workers.push({ contender, index, worker });
-      }
+      const launch = launchers.get(index);
+      if (!launch) throw new Error(`no launcher for ${contender} ${index}`);
+      // no poll, lock lifetime or minimum interval: each contender's own defaults
+      const worker = launch(`lateness-minute-${contender}-${index}`, { taskMs: 0, lockLifetimeMs: null });
+      workers.push({ index, worker });
     }
-    const measured = await Promise.all(
-      workers.map(async ({ contender, index, worker }) => {
+    return await Promise.all(
+      workers.map(async ({ index, worker }) => {
         const ready = await worker.ready(60_000);
         const first = (Math.floor(ready.at / MINUTE_MS) + 1) * MINUTE_MS;
         const slots = Array.from({ length: boundaries }, (_, n) => first + n * MINUTE_MS);
@@ -132,27 +169,6 @@ export async function runMinuteLateness(context: BenchContext): Promise<MinuteLa
         return { contender, index, process, duplicates, otherStarts };
       }),
     );
-    const result = {} as MinuteLatenessResult;
-    for (const contender of CONTENDERS) {
-      const mine = measured
-        .filter((entry) => entry.contender === contender)
-        .sort((a, b) => a.index - b.index);
-      const all = mine.flatMap((entry) => entry.process.lateness);
-      const started = all.filter((ms): ms is number => ms !== null);
-      result[contender] = {
-        processes: mine.length,
-        boundaries: all.length,
-        p50: percentile(started, 50),
-        p99: percentile(started, 99),
-        max: started.length > 0 ? Math.max(...started) : Number.NaN,
-        late: started.filter((ms) => ms > MINUTE_LATE_MS).length,
-        missed: all.length - started.length,
-        duplicates: mine.reduce((sum, entry) => sum + entry.duplicates, 0),
-        otherStarts: mine.reduce((sum, entry) => sum + entry.otherStarts, 0),
-        perProcess: mine.map((entry) => entry.process),
-      };
-    }
-    return result;
   } finally {
     await Promise.all(workers.map(({ worker }) => worker.stop()));
     for (const database of databases) await context.pg.dropDatabase(database).catch(() => {});
