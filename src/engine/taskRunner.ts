@@ -68,6 +68,8 @@ export type RunningRuns = Map<string, { taskName: string; controller: AbortContr
 const DEFAULT_RETRY_DELAY_MS = 1_000;
 /** A handler's wait for its slot may outlast the start-ahead by this much (timers fire late under load). */
 const WAIT_SLACK_MS = 1_000;
+/** The end of a handler's wait for its slot that is waited by event-loop turns, not a timer. */
+const LAST_MS_BY_TURNS = 1;
 const DEFAULT_RETRY_MAX_DELAY_MS = 60_000;
 
 /**
@@ -266,8 +268,14 @@ export class TaskRunner {
     for (let left = at - this.#clock(); left > 0 && !lost && !signal.aborted; left = at - this.#clock()) {
       const bound = giveUpAt - performance.now();
       if (bound <= 0) return;
+      if (left <= LAST_MS_BY_TURNS) {
+        // a timer set for the last millisecond fires a millisecond or two late (the event loop's
+        // clock is whole milliseconds, and `Date` may read behind it): the rest by loop turns
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        continue;
+      }
       await Promise.race([
-        sleep(Math.min(left, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
+        sleep(Math.min(left - LAST_MS_BY_TURNS, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
         lockLost,
       ]);
     }
