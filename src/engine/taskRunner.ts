@@ -68,6 +68,13 @@ export type RunningRuns = Map<string, { taskName: string; controller: AbortContr
 const DEFAULT_RETRY_DELAY_MS = 1_000;
 /** A handler's wait for its slot may outlast the start-ahead by this much (timers fire late under load). */
 const WAIT_SLACK_MS = 1_000;
+/** What the checks before the handler decided: the run goes on, or the slot is skipped or already finished. */
+type BeforeHandler =
+  | { kind: "skipped" | "finished" }
+  | { kind: "run"; rerunOf: PreviousRun | undefined; withDownstream: boolean };
+
+const NEVER_ABORTED = new AbortController().signal;
+const NEVER_LOST = new Promise<string>(() => {});
 /** The end of a handler's wait for its slot that is waited by event-loop turns, not a timer. */
 const LAST_MS_BY_TURNS = 1;
 const DEFAULT_RETRY_MAX_DELAY_MS = 60_000;
@@ -96,8 +103,21 @@ export class TaskRunner {
     const clock = this.#clock;
     const preparedAt = new Date(clock());
     const entry = ledger.starting(jobId, preparedAt);
-    const prepared = await this.#beforeHandler(taskName, job, entry, preparedAt);
-    if (prepared.kind !== "run") return;
+    let prepared: BeforeHandler;
+    try {
+      prepared = await this.#beforeHandler(taskName, job, entry, preparedAt);
+    } catch (error) {
+      // (a run that did not start gives its row back as it was)
+      if (!(error instanceof RunNotStartedError)) await this.#untilHandlerTime(entry);
+      throw error;
+    }
+    if (prepared.kind !== "run") {
+      // a slot skipped or closed before its time ends at its time: Agenda stamps the end
+      // (`lastFinishedAt`) when this returns, and an end before the recorded start would make the
+      // row look like a run that never finished (taken over as a dead run at the next claim)
+      await this.#untilHandlerTime(entry);
+      return;
+    }
     const { rerunOf } = prepared;
     entry.repeats(rerunOf);
 
@@ -257,7 +277,11 @@ export class TaskRunner {
    * by the start-ahead: a wall clock stepped back must not keep a start-saved lock waiting with no
    * renewal (the watchdog starts with the handler).
    */
-  async #untilHandlerTime(entry: SlotRun, signal: AbortSignal, lockLost: Promise<string>): Promise<void> {
+  async #untilHandlerTime(
+    entry: SlotRun,
+    signal: AbortSignal = NEVER_ABORTED,
+    lockLost: Promise<string> = NEVER_LOST,
+  ): Promise<void> {
     const at = entry.handlerAt?.getTime();
     if (at === undefined) return;
     const giveUpAt = performance.now() + (this.#deps.startAheadMs ?? 0) + WAIT_SLACK_MS;
@@ -345,15 +369,7 @@ export class TaskRunner {
    * had finished its slot. Each database call is retried while the database is unreachable, as long
    * as the lock lasts; past that the run did not start: it is released untouched, never a failure.
    */
-  async #beforeHandler(
-    taskName: string,
-    job: Job,
-    entry: SlotRun,
-    preparedAt: Date,
-  ): Promise<
-    | { kind: "skipped" | "finished" }
-    | { kind: "run"; rerunOf: PreviousRun | undefined; withDownstream: boolean }
-  > {
+  async #beforeHandler(taskName: string, job: Job, entry: SlotRun, preparedAt: Date): Promise<BeforeHandler> {
     const { logger, pool } = this.#deps;
     const jobId = String(job.attrs._id);
     const lockedAt = entry.heldLockAt?.getTime() ?? preparedAt.getTime();

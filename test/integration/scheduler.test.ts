@@ -141,13 +141,17 @@ describe("scheduler with a watched config file", () => {
     expect((await jobRow("malformed")).repeat_interval).toBe("0 0 * * * *");
   });
 
-  it("a task disabled after Agenda pre-locked its slot does not run its handler", async () => {
+  it("a task disabled after Agenda pre-locked its slot does not run its handler; its next slot is an ordinary run", async () => {
     const slotsRun: string[] = [];
+    const reruns: string[] = [];
     const h = await harness(
       [
         {
           name: "prelocked",
-          handler: async (context) => void slotsRun.push(context.scheduledAt.toISOString()),
+          handler: async (context) => {
+            slotsRun.push(context.scheduledAt.toISOString());
+            if (context.rerunOf) reruns.push(context.scheduledAt.toISOString());
+          },
         },
       ],
       [{ name: "prelocked", cron: "*/5 * * * * *" }],
@@ -158,6 +162,14 @@ describe("scheduler with a watched config file", () => {
       detail: "the task was disabled after this slot was locked",
     });
     expect(slotsRun).not.toContain(skipped.scheduledAt.toISOString());
+    // the skip, decided before its slot (the start-ahead), ends no earlier than its recorded start:
+    // the row does not look like a run that never finished
+    const row = await jobRow("prelocked");
+    expect(row.last_finished_at.getTime()).toBeGreaterThanOrEqual(row.last_run_at.getTime());
+    const before = slotsRun.length;
+    await db().pool.query("UPDATE agenda_jobs SET disabled = false WHERE name = 'prelocked'");
+    await pollUntil("the next slot's run", () => slotsRun.length > before, { timeoutMs: 15_000 });
+    expect(reruns).toEqual([]);
   });
 
   it("a cron change during a long run: no second concurrent run, and the new cron decides the next slot", async () => {
