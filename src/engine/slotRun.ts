@@ -4,7 +4,8 @@
  * below, made by the part of the engine whose step it is:
  *
  * - the claim (src/engine/jobRepository.ts, through RunLedger.claimed): the slot, the lock, the
- *   row as it was;
+ *   row as it was; for a run handed over before its slot, when its handler starts (`startsAt`,
+ *   src/engine/agendaEngine.ts);
  * - the start save (jobRepository): the lock it wrote (`fenced`), the row it read back
  *   (`startSaved`), the catch-up plan (`planned`); lock renewals and the final save (`fenced`);
  * - the runner (src/engine/taskRunner.ts): the trigger, the re-run, each attempt, the outcome;

@@ -66,18 +66,18 @@ export interface TaskRunnerDeps {
 export type RunningRuns = Map<string, { taskName: string; controller: AbortController }>;
 
 const DEFAULT_RETRY_DELAY_MS = 1_000;
+const DEFAULT_RETRY_MAX_DELAY_MS = 60_000;
 /** A handler's wait for its slot may outlast the start-ahead by this much (timers fire late under load). */
 const WAIT_SLACK_MS = 1_000;
+/** The end of a handler's wait for its slot that is waited by event-loop turns, not a timer. */
+const LAST_MS_BY_TURNS = 1;
+const NEVER_ABORTED = new AbortController().signal;
+const NEVER_LOST = new Promise<string>(() => {});
+
 /** What the checks before the handler decided: the run goes on, or the slot is skipped or already finished. */
 type BeforeHandler =
   | { kind: "skipped" | "finished" }
   | { kind: "run"; rerunOf: PreviousRun | undefined; withDownstream: boolean };
-
-const NEVER_ABORTED = new AbortController().signal;
-const NEVER_LOST = new Promise<string>(() => {});
-/** The end of a handler's wait for its slot that is waited by event-loop turns, not a timer. */
-const LAST_MS_BY_TURNS = 1;
-const DEFAULT_RETRY_MAX_DELAY_MS = 60_000;
 
 /**
  * Runs one slot of one task, from the moment Agenda hands over a locked job: skips it if the
@@ -107,7 +107,8 @@ export class TaskRunner {
     try {
       prepared = await this.#beforeHandler(taskName, job, entry, preparedAt);
     } catch (error) {
-      // (a run that did not start gives its row back as it was)
+      // an unexpected error ends the run at its time, as a skip does (below); a run that did not
+      // start stamps no end: its row is given back as it was
       if (!(error instanceof RunNotStartedError)) await this.#untilHandlerTime(entry);
       throw error;
     }
@@ -273,9 +274,9 @@ export class TaskRunner {
 
   /**
    * A run handed over before its slot (src/engine/claimLoop.ts, startAheadMs) has made its start
-   * save and checks; its handler waits here for the slot. The wait is bounded in monotonic time
-   * by the start-ahead: a wall clock stepped back must not keep a start-saved lock waiting with no
-   * renewal (the watchdog starts with the handler).
+   * save and checks; its handler, or the end of a slot it skipped, waits here for the slot. The
+   * wait is bounded in monotonic time by the start-ahead: a wall clock stepped back must not keep
+   * a start-saved lock waiting (a skipped slot's lock has no watchdog renewing it).
    */
   async #untilHandlerTime(
     entry: SlotRun,
