@@ -283,6 +283,13 @@ describe.skipIf(!available)("dashboard", () => {
   });
 
   it("history pages back to the oldest run, filters by outcome, and links to a run", async () => {
+    // more runs than one page of the history (25), so that an older page exists: dash-ok runs every
+    // second, and on a quick machine the tests before this one can take less than 25 s
+    await pollUntil(
+      "more than a page of dash-ok's runs",
+      async () => (await harness.scheduler.runHistory({ task: "dash-ok", limit: 26 })).runs.length > 25,
+      { timeoutMs: 30_000 },
+    );
     const tab = await page();
     await tab.goto(`${url}/dashboard/#/tasks/dash-ok`);
     await tab.locator("#history tbody tr[data-run]").first().waitFor();
@@ -346,7 +353,7 @@ describe.skipIf(!available)("dashboard", () => {
     await tab.locator("#run-facts").waitFor();
     expect(await tab.locator("#run-facts").innerText()).toMatch(/retried after this/);
     await tab.context().close();
-  });
+  }, 90_000);
 
   it("a run's detail shows the error's stack and the handler's log lines, the secret redacted", async () => {
     const tab = await page();
