@@ -1,8 +1,7 @@
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, beforeAll, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import type { RunStartedEvent } from "../../src/index.js";
-import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
-import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
+import { harnessSuite, pollUntil } from "../helpers/harness.js";
 
 /**
  * A run claimed ahead of its slot makes its start save and checks before the slot, and its handler
@@ -13,32 +12,23 @@ import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
 
 const SLOTS = 5;
 
-let db: TestDatabase;
-let harness: SchedulerHarness | undefined;
-
-beforeAll(async () => {
-  db = await createTestDatabase();
-});
-
-afterAll(async () => {
-  await harness?.stop();
-  await db?.drop();
-});
+const suite = harnessSuite();
 
 it("a run claimed ahead saves its start before its slot, calls its handler at the slot, and runs each slot once", async () => {
   const started: RunStartedEvent[] = [];
   /** The job row as each handler saw it when it started. */
   const rows: { scheduledAt: number; enteredAt: number; lockedAt: number; lastRunAt: number }[] = [];
-  harness = await SchedulerHarness.start(
-    db.pool,
+  const harness = await suite.start(
     [
       {
         name: "ahead",
         handler: async (context) => {
           const enteredAt = Date.now();
-          const { rows: found } = await db.pool.query<{ locked_at: Date; last_run_at: Date }>(
-            "SELECT locked_at, last_run_at FROM agenda_jobs WHERE name = 'ahead'",
-          );
+          const { rows: found } = await suite
+            .db()
+            .pool.query<{ locked_at: Date; last_run_at: Date }>(
+              "SELECT locked_at, last_run_at FROM agenda_jobs WHERE name = 'ahead'",
+            );
           const row = found[0];
           if (!row) throw new Error("no job row");
           rows.push({
@@ -69,17 +59,16 @@ it("a run claimed ahead saves its start before its slot, calls its handler at th
   // each slot once, one after the other
   const slots = started.map((event) => event.scheduledAt.getTime());
   expect(new Set(slots).size).toBe(slots.length);
-  const { rows: job } = await db.pool.query<{ next_run_at: Date }>(
-    "SELECT next_run_at FROM agenda_jobs WHERE name = 'ahead'",
-  );
+  const { rows: job } = await suite
+    .db()
+    .pool.query<{ next_run_at: Date }>("SELECT next_run_at FROM agenda_jobs WHERE name = 'ahead'");
   expect(job[0]?.next_run_at.getTime()).toBeGreaterThan(Math.max(...slots));
+  await harness.stop(); // before the next test's scheduler
 }, 60_000);
 
 it("a stop whose drain deadline comes while a run waits for its slot: the handler does not start and the slot is given back", async () => {
-  await harness?.stop();
   const entered: number[] = [];
-  harness = await SchedulerHarness.start(
-    db.pool,
+  const harness = await suite.start(
     [{ name: "cut", handler: async (context) => void entered.push(context.scheduledAt.getTime()) }],
     [{ name: "cut", cron: "*/2 * * * * *" }],
     // the default 5 s poll: handed over 250 ms before each slot
@@ -89,9 +78,11 @@ it("a stop whose drain deadline comes while a run waits for its slot: the handle
   // slot; polled until caught, slot after slot
   let slot: number | undefined;
   for (let tries = 0; slot === undefined && tries < 3000; tries++) {
-    const { rows } = await db.pool.query<{ last_run_at: Date | null; locked_at: Date | null }>(
-      "SELECT last_run_at, locked_at FROM agenda_jobs WHERE name = 'cut'",
-    );
+    const { rows } = await suite
+      .db()
+      .pool.query<{ last_run_at: Date | null; locked_at: Date | null }>(
+        "SELECT last_run_at, locked_at FROM agenda_jobs WHERE name = 'cut'",
+      );
     const row = rows[0];
     if (row?.locked_at && row.last_run_at && row.last_run_at.getTime() > Date.now() + 20)
       slot = row.last_run_at.getTime();
@@ -102,15 +93,15 @@ it("a stop whose drain deadline comes while a run waits for its slot: the handle
   await sleep(Math.max(0, slot - Date.now()) + 200);
   expect(entered).not.toContain(slot);
   expect(result.handedOff).toEqual(["cut"]);
-  const { rows } = await db.pool.query<{ locked_at: Date | null; next_run_at: Date }>(
-    "SELECT locked_at, next_run_at FROM agenda_jobs WHERE name = 'cut'",
-  );
+  const { rows } = await suite
+    .db()
+    .pool.query<{ locked_at: Date | null; next_run_at: Date }>(
+      "SELECT locked_at, next_run_at FROM agenda_jobs WHERE name = 'cut'",
+    );
   expect(rows[0]?.locked_at).toBeNull();
   expect(rows[0]?.next_run_at.getTime()).toBe(slot);
-  const { rows: logged } = await db.pool.query<{ event: string }>(
-    "SELECT event FROM agenda_logs WHERE job_name = 'cut' AND event = 'fail'",
-  );
+  const { rows: logged } = await suite
+    .db()
+    .pool.query<{ event: string }>("SELECT event FROM agenda_logs WHERE job_name = 'cut' AND event = 'fail'");
   expect(logged).toEqual([]);
-  await harness.stop();
-  harness = undefined;
 }, 60_000);
