@@ -1,6 +1,6 @@
 /**
  * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile] [-- --keep]
- *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the idle/memory workers, which run under plain node)
+ *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the contender workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
  * database per scenario and contender, each contender in its own OS process. Progress goes to

@@ -2,7 +2,7 @@
 import { rename, writeFile } from "node:fs/promises";
 import path from "node:path";
 import { Worker } from "./children.js";
-import type { PlainNode } from "./plainNode.js";
+import { type PlainNode, preparePlainNode } from "./plainNode.js";
 import type { BenchPostgres } from "./postgres.js";
 import { type ContenderSpec, taskName } from "./protocol.js";
 
@@ -88,7 +88,7 @@ export interface BenchContext {
   logDir: string;
   quick: boolean;
   sizes: Sizes;
-  /** Options for the plain-node workers of the idle/memory scenario (`--node-flags=`); none by default. */
+  /** Node options of the contender workers, which run under plain node (`--node-flags=`); none by default. */
   nodeFlags: string[];
   progress(message: string): void;
 }
@@ -142,7 +142,7 @@ export function startContender(
   spec: Omit<ContenderSpec, "label" | "logFile" | "poolMax" | "lockLifetimeMs"> & {
     /** Absent: LOCK_LIFETIME_MS; null: not passed, the contender's own default. */
     lockLifetimeMs?: number | null;
-    /** Run under plain node, cronwarden from dist/ (bench/lib/plainNode.ts); absent: tsx on the source. */
+    /** Run under plain node, cronwarden from dist/ (bench/lib/plainNode.ts; prepareContender's launchers pass it); absent: tsx on the source. */
     plainNode?: PlainNode;
   },
 ): Worker {
@@ -180,8 +180,10 @@ export async function prepareContender(
   const databaseUrl = await context.pg.createDatabase(database);
   const configFile = path.join(context.dir, `${database}.json`);
   if (contender === "cronwarden") await writeTasksFile(configFile, tasks);
+  // what users run: the compiled package under plain node, for both contenders
+  const plainNode = await preparePlainNode(context.dir, context.progress);
   return (label, spec) =>
-    startContender(context, contender, label, { ...spec, databaseUrl, tasks, configFile });
+    startContender(context, contender, label, { plainNode, ...spec, databaseUrl, tasks, configFile });
 }
 
 /** Linear interpolation between closest ranks (numpy's default); NaN when empty. */

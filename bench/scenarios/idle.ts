@@ -2,8 +2,8 @@
  * Idle load: N registered tasks, none due (a daily cron twelve hours away), default 5 s poll; transactions per
  * second on the contender's own database (pg_stat_database xact_commit + xact_rollback, delta over
  * a window after a settle). The same processes give the memory figure: VmRSS at the end of the
- * window (no forced GC). Both contenders run under plain node, cronwarden from the compiled package
- * (bench/lib/plainNode.ts).
+ * window (no forced GC). As in every scenario, both contenders run under plain node, cronwarden
+ * from the compiled package (bench/lib/plainNode.ts).
  */
 import type { Worker } from "../lib/children.js";
 import {
@@ -15,7 +15,6 @@ import {
   prepareContender,
   sleep,
 } from "../lib/common.js";
-import { preparePlainNode } from "../lib/plainNode.js";
 
 const SETTLE_MS = 2 * DEFAULT_PROCESS_EVERY_MS;
 
@@ -74,7 +73,6 @@ export async function runIdle(context: BenchContext): Promise<IdleResult> {
 /** Starts the runs together, measures one shared window, stops them. */
 async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[]> {
   try {
-    const plainNode = await preparePlainNode(context.dir, context.progress);
     for (const run of runs) {
       const tasks = { prefix: "idle", count: run.count, cron: farDailyCron() };
       const launch = await prepareContender(context, run.contender, run.database, tasks);
@@ -83,7 +81,6 @@ async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[
           processEveryMs: DEFAULT_PROCESS_EVERY_MS,
           minIntervalMs: 60_000,
           taskMs: 0,
-          plainNode,
         });
       run.worker = run.spawn(1);
     }
