@@ -5,6 +5,11 @@ export interface SuperviseOptions {
   taskName: string;
   startedAt: Date;
   run: () => Promise<void>;
+  /**
+   * Called right after `run` is called, in the same turn: the run's bookkeeping (its start record,
+   * log line and events) follows the handler's call instead of delaying it. Must not throw.
+   */
+  started?: () => void;
   /** Fires the handler's AbortSignal with the reason. */
   abort: (reason: Error) => void;
   /** Resolves with a reason if the watchdog loses the lock. */
@@ -39,16 +44,21 @@ type Event =
  */
 export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunResult, "final">> {
   const now = options.now ?? Date.now;
-  const settled: Promise<Event> = Promise.resolve()
-    .then(options.run)
-    .then(
-      () => ({ kind: "settled", error: undefined }) as const,
-      (thrown: unknown) =>
-        ({
-          kind: "settled",
-          error: toError(thrown, `task "${options.taskName}" failed without an error value`),
-        }) as const,
-    );
+  let handled: Promise<void>;
+  try {
+    handled = Promise.resolve(options.run());
+  } catch (thrown) {
+    handled = Promise.reject(thrown);
+  }
+  options.started?.();
+  const settled: Promise<Event> = handled.then(
+    () => ({ kind: "settled", error: undefined }) as const,
+    (thrown: unknown) =>
+      ({
+        kind: "settled",
+        error: toError(thrown, `task "${options.taskName}" failed without an error value`),
+      }) as const,
+  );
   const lost: Promise<Event> = options.lockLost.then((reason) => ({ kind: "lost", reason }) as const);
   const timers: NodeJS.Timeout[] = [];
   const after = (ms: number): Promise<Event> =>

@@ -199,8 +199,9 @@ export class TaskRunner {
           ...(prepared.withDownstream ? { withDownstream: true } : {}),
         };
         entry.attemptStarted(attempt, run.startedAt);
-        if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
-        const result = await this.#attempt(run, handler, options, lockLost, slot.signal);
+        const result = await this.#attempt(run, handler, options, lockLost, slot.signal, () => {
+          if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
+        });
         if (overlapCancelled && result.error && !entry.handedOff) {
           // not a failure of the task: the next slot replaced it (no failure in a row, no alert)
           const detail = `cancelled when the next slot came due (overlap: cancelRunning): ${result.error.message}`;
@@ -519,6 +520,7 @@ export class TaskRunner {
     options: TaskDefinitionOptions,
     lockLost: Promise<string>,
     slotSignal: AbortSignal,
+    recordStart: () => void,
   ): Promise<Omit<RunResult, "final">> {
     const { hooks, logger } = this.#deps;
     const attempt = new AbortController();
@@ -526,9 +528,14 @@ export class TaskRunner {
     slotSignal.addEventListener("abort", forward, { once: true });
     try {
       const attemptRun = { ...run, signal: attempt.signal };
-      hooks.runStarted?.(attemptRun);
       return await superviseRun({
         run: () => handler(attemptRun),
+        // after the handler's call, in the same turn: the slot's time is the handler's, and the
+        // start row, the log line and the events still come before anything the run ends with
+        started: () => {
+          recordStart();
+          hooks.runStarted?.(attemptRun);
+        },
         abort: (error) => attempt.abort(error),
         lockLost,
         timeoutMs: options.timeoutMs,

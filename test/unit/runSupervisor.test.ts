@@ -33,6 +33,44 @@ describe("superviseRun", () => {
     expect(thrownNothing.error?.message).toBe('task "task" failed without an error value');
   });
 
+  it("calls the handler first, then `started`, in the same turn; a handler's synchronous throw fails the run", async () => {
+    const order: string[] = [];
+    const started = () => order.push("started");
+    const common = {
+      taskName: "task",
+      startedAt: new Date(),
+      abort: () => {},
+      lockLost: new Promise<string>(() => {}),
+      timeoutMs: undefined,
+      graceMs: 1000,
+      onLockLost: () => {},
+      onAbandoned: () => {},
+      started,
+    };
+    const result = superviseRun({
+      ...common,
+      run: async () => {
+        order.push("handler");
+        await sleep(1);
+        order.push("handler settled");
+      },
+    });
+    expect(order).toEqual(["handler", "started"]);
+    expect(await result).toMatchObject({ outcome: "succeeded" });
+    expect(order).toEqual(["handler", "started", "handler settled"]);
+
+    order.length = 0;
+    const thrown = await superviseRun({
+      ...common,
+      run: () => {
+        order.push("handler");
+        throw new Error("sync boom");
+      },
+    });
+    expect(thrown).toMatchObject({ outcome: "failed", error: new Error("sync boom") });
+    expect(order).toEqual(["handler", "started"]);
+  });
+
   it("a timeout fires the signal and fails the run, once a handler that honours it has settled", async () => {
     let settledAt = 0;
     const { result, signal } = supervise(
