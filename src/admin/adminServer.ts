@@ -1,18 +1,13 @@
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
 import type { Logger } from "../core/logger.js";
-import { DASHBOARD_PREFIX, dashboardRoutes } from "../dashboard/dashboardRoutes.js";
 import { redactSecrets, registerSecret } from "../observability/redact.js";
 import { AccessPolicy, type Caller } from "./auth.js";
-import { configRoutes } from "./configRoutes.js";
-import { dependencyRoutes } from "./dependencyRoutes.js";
 import { EventLoopMonitor } from "./eventLoopMonitor.js";
 import { errorHandler, notFoundHandler } from "./httpErrors.js";
 import { MissedSlotTracker } from "./missedSlots.js";
-import { type MetricsSource, PROBE_PATHS, probeRoutes } from "./probeRoutes.js";
+import type { MetricsSource } from "./probeRoutes.js";
 import type { AdminScheduler } from "./schedulerApi.js";
-import { taskRoutes } from "./taskRoutes.js";
-import { timelineRoutes } from "./timelineRoutes.js";
 import type { AdminToken } from "./tokens.js";
 
 export const DEFAULT_ADMIN_PORT = 8787;
@@ -71,16 +66,33 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   const stallMs = options.eventLoopStallMs ?? 10_000;
   let monitor: EventLoopMonitor | undefined;
 
-  // fastify (about 18 MB) is loaded when the server starts, not by every process that imports cronwarden
+  // fastify (about 18 MB) and the routes are loaded when the server starts, not by every process
+  // that imports cronwarden (docs/benchmarks.md, "What loads with the package")
   const build = async (): Promise<FastifyInstance> => {
-    const { default: Fastify } = await import("fastify");
+    const [
+      { default: Fastify },
+      { DASHBOARD_PREFIX, dashboardRoutes },
+      { configRoutes },
+      { dependencyRoutes },
+      { PROBE_PATHS, probeRoutes },
+      { taskRoutes },
+      { timelineRoutes },
+    ] = await Promise.all([
+      import("fastify"),
+      import("../dashboard/dashboardRoutes.js"),
+      import("./configRoutes.js"),
+      import("./dependencyRoutes.js"),
+      import("./probeRoutes.js"),
+      import("./taskRoutes.js"),
+      import("./timelineRoutes.js"),
+    ]);
     // fastify's own request logging is off: nothing logs request headers (the token)
     const server = Fastify({ logger: false, bodyLimit: 16 * 1024, return503OnClosing: true });
     server.addHook("onRequest", async (request) => {
       // the dashboard's static files hold no data; every data call they make carries the token
-      if (request.method === "GET" && isDashboardFile(request.url)) return;
+      if (request.method === "GET" && isDashboardFile(request.url, DASHBOARD_PREFIX)) return;
       // probes (kubelet) send no credentials; they reveal only up/ready booleans
-      if (request.method === "GET" && isProbe(request.url)) return;
+      if (request.method === "GET" && isProbe(request.url, PROBE_PATHS)) return;
       callers.set(request.raw, access.check(request));
     });
     server.addHook("onSend", async (_request, reply, payload) => {
@@ -118,14 +130,14 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   };
 }
 
-function isDashboardFile(url: string): boolean {
+function isDashboardFile(url: string, prefix: string): boolean {
   const pathname = url.split("?")[0] ?? "";
-  return pathname === "/" || pathname === "/dashboard" || pathname.startsWith(DASHBOARD_PREFIX);
+  return pathname === "/" || pathname === "/dashboard" || pathname.startsWith(prefix);
 }
 
-function isProbe(url: string): boolean {
+function isProbe(url: string, probePaths: readonly string[]): boolean {
   const pathname = url.split("?")[0] ?? "";
-  return (PROBE_PATHS as readonly string[]).includes(pathname);
+  return probePaths.includes(pathname);
 }
 
 function urlOf(address: AddressInfo): string {

@@ -1,11 +1,13 @@
-import { collectDefaultMetrics, Registry } from "prom-client";
+import type { Registry } from "prom-client";
 import type { AlertDeliveryObserver } from "../alerts/alert.js";
 import type { Logger } from "../core/logger.js";
 import { type SchedulerEventSource, Subscriptions } from "../scheduler/eventSubscriptions.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
 import { packageVersion } from "../version.js";
 import { defineMetrics } from "./definitions.js";
+
 import { EventFeed } from "./eventFeed.js";
+import { promClient } from "./promClient.js";
 import { setStatusGauges } from "./statusGauges.js";
 
 /** What the metrics read of a Scheduler: its events, and status() at scrape time. */
@@ -39,7 +41,8 @@ export interface Metrics {
  */
 export function createMetrics(scheduler: MetricsScheduler, options: MetricsOptions = {}): Metrics {
   const logger = options.logger?.child({ component: "metrics" });
-  const registry = new Registry();
+  const prom = promClient();
+  const registry = new prom.Registry();
   let inFlight: Promise<void> | undefined;
   let failing = false;
   const refreshStatus = () => {
@@ -63,7 +66,7 @@ export function createMetrics(scheduler: MetricsScheduler, options: MetricsOptio
   const metrics = defineMetrics(registry, refreshStatus);
   const feed = new EventFeed(metrics);
   metrics.buildInfo.set({ version: packageVersion(), node_version: process.version }, 1);
-  if (options.defaultMetrics !== false) collectDefaultMetrics({ register: registry });
+  if (options.defaultMetrics !== false) prom.collectDefaultMetrics({ register: registry });
   const subscriptions = new Subscriptions(scheduler, (event, error) =>
     logger?.warn({ err: error, event }, `metrics: the ${event} listener failed`),
   );

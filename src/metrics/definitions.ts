@@ -1,10 +1,12 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import type { Registry } from "prom-client";
+import { promClient } from "./promClient.js";
 
 /**
  * Every metric cronwarden exports, on the registry it is given. Names follow the Prometheus
  * conventions: `cronwarden_` prefix, base units (seconds), `_total` for counters.
  */
 export function defineMetrics(registry: Registry, refreshStatus: () => Promise<void>) {
+  const { Counter, Gauge, Histogram } = promClient();
   const registers = [registry];
   // Gauges read from scheduler.status() at scrape time; one status() call serves them all.
   const collect = () => refreshStatus();
