@@ -91,6 +91,9 @@ export class AgendaEngine {
   /** The claim loop's "handler done" of each run going, by job id (the task runner calls it). */
   readonly #handlerDone = new Map<string, () => void>();
   readonly #definedTasks: string[] = [];
+  /** Each defined task's handler and options; one processor serves every name (no closure per task). */
+  readonly #definitions = new Map<string, { handler: RunHandler; options: TaskDefinitionOptions }>();
+  #processor: ((job: Job) => Promise<void>) | undefined;
   /** The defined names' array literal for the claim, made again only when a task is defined. */
   #definedLiteral: { count: number; literal: string } = { count: 0, literal: "{}" };
   readonly #lastErrorLog = new Map<string, number>();
@@ -371,12 +374,16 @@ export class AgendaEngine {
    * run at a time.
    */
   defineTask(taskName: string, handler: RunHandler, options: TaskDefinitionOptions = {}): void {
-    const runner = this.#runner;
-    if (!runner) throw new Error("AgendaEngine.prepare() must complete first");
+    if (!this.#runner) throw new Error("AgendaEngine.prepare() must complete first");
     this.#definedTasks.push(taskName);
-    this.#requireAgenda().define(taskName, (job: Job) => runner.run(taskName, job, handler, options), {
-      concurrency: 1,
-    });
+    this.#definitions.set(taskName, { handler, options });
+    this.#processor ??= (job: Job) => {
+      const name = job.attrs.name;
+      const definition = this.#definitions.get(name);
+      if (!definition || !this.#runner) return Promise.reject(new Error(`no task "${name}" is defined here`));
+      return this.#runner.run(name, job, definition.handler, definition.options);
+    };
+    this.#requireAgenda().define(taskName, this.#processor, { concurrency: 1 });
   }
 
   async start(): Promise<void> {

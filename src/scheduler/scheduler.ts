@@ -6,6 +6,7 @@ import { parseDesiredState } from "../config/desiredState.js";
 import { checkFleetGuard } from "../config/fleetGuard.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { AgendaEngine, type ChainSlot, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
+import type { RunHandler } from "../engine/engineApi.js";
 import { type HistoryPage, type RunDetail, readHistory, readRunDetail } from "../engine/runHistory.js";
 import { readTimeline, type TimelinePage, type TimelineQuery } from "../engine/timeline.js";
 import type { HistoryQuery } from "../engine/timelineSql.js";
@@ -254,12 +255,14 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#registry.seal();
     await this.#engine.prepare();
     this.#stillStarting("after preparing the schema");
-    for (const task of this.#registry.list()) {
-      this.#engine.defineTask(task.name, (run) => this.#reporter.run(task, run), {
-        timeoutMs: task.timeoutMs,
-        retry: task.retry,
-      });
-    }
+    // one handler for every task, found by name: no closure per task (10,000 tasks hold them all)
+    const runRegistered: RunHandler = (run) => {
+      const task = this.#registry.get(run.taskName);
+      if (!task) return Promise.reject(new Error(`task "${run.taskName}" is not registered`));
+      return this.#reporter.run(task, run);
+    };
+    // a registered task carries its timeoutMs and retry: it is the definition's options as it is
+    for (const task of this.#registry.list()) this.#engine.defineTask(task.name, runRegistered, task);
     this.#enabledTasks = new Set(
       (await this.#engine.listJobs()).filter((job) => !job.disabled).map((job) => job.name),
     );
