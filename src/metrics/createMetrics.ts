@@ -5,7 +5,6 @@ import { type SchedulerEventSource, Subscriptions } from "../scheduler/eventSubs
 import type { Scheduler } from "../scheduler/scheduler.js";
 import { packageVersion } from "../version.js";
 import { defineMetrics } from "./definitions.js";
-
 import { EventFeed } from "./eventFeed.js";
 import { promClient } from "./promClient.js";
 import { setStatusGauges } from "./statusGauges.js";
