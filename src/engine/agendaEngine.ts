@@ -94,8 +94,11 @@ export class AgendaEngine {
   /** Each defined task's handler and options; one processor serves every name (no closure per task). */
   readonly #definitions = new Map<string, { handler: RunHandler; options: TaskDefinitionOptions }>();
   #processor: ((job: Job) => Promise<void>) | undefined;
-  /** The defined names' array literal for the claim, made again only when a task is defined. */
-  #definedLiteral: { count: number; literal: string } = { count: 0, literal: "{}" };
+  /**
+   * Names of jobs a claim pass found that this instance does not define (another service's, or a
+   * task only a newer release has): given back once, then left alone by every pass.
+   */
+  readonly #foreignNames = new Set<string>();
   readonly #lastErrorLog = new Map<string, number>();
   readonly #health: DatabaseHealth;
   #runner: TaskRunner | undefined;
@@ -316,9 +319,24 @@ export class AgendaEngine {
       now: this.#clock,
       claim: async (request) => {
         const jobs = await repository.claimDue({
-          ...request,
-          names: this.#namesLiteral(),
+          until: request.until,
+          limit: request.limit,
+          now: request.now,
+          names: null,
+          skip: this.#foreignNames.size === 0 ? request.holding : [...request.holding, ...this.#foreignNames],
           owner: instanceId,
+          runsHere: (name) => this.#definitions.has(name),
+          givenBack: (job) => {
+            this.#foreignNames.add(job.name);
+            void this.#wake({
+              id: String(job._id),
+              name: job.name,
+              nextRunAt: job.nextRunAt ?? null,
+              priority: job.priority ?? 0,
+            }).catch((error: unknown) =>
+              this.#logger.debug({ err: error }, "could not wake the owner of a job given back"),
+            );
+          },
         });
         return jobs.map((attrs) => {
           const claimed: EngineClaim = {
@@ -377,6 +395,7 @@ export class AgendaEngine {
     if (!this.#runner) throw new Error("AgendaEngine.prepare() must complete first");
     this.#definedTasks.push(taskName);
     this.#definitions.set(taskName, { handler, options });
+    this.#foreignNames.delete(taskName);
     this.#processor ??= (job: Job) => {
       const name = job.attrs.name;
       const definition = this.#definitions.get(name);
@@ -692,19 +711,6 @@ export class AgendaEngine {
   checkMissedSlots() {
     if (!this.#missedSlots) throw new Error("AgendaEngine.prepare() must complete first");
     return this.#missedSlots.check();
-  }
-
-  /**
-   * pg serializes an array parameter again at every query: with 10,000 names that was half of an
-   * idle instance's allocations (a claim pass every poll). Names are only ever added.
-   */
-  #namesLiteral(): string {
-    if (this.#definedLiteral.count !== this.#definedTasks.length)
-      this.#definedLiteral = {
-        count: this.#definedTasks.length,
-        literal: sql.textArrayLiteral(this.#definedTasks),
-      };
-    return this.#definedLiteral.literal;
   }
 
   /** A claim pass or a run's start failed (the loop goes on). */

@@ -25,9 +25,12 @@ import {
   inTransaction,
   JOBS_TABLE,
   type JobRowSave,
+  PREVIOUS_LOCK,
+  PREVIOUS_OWNER,
   releaseLock,
   releaseUnstartedRun,
   renewLock,
+  restoreLock,
   saveJobRow,
   saveJobRows,
   selectEndState,
@@ -103,22 +106,26 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /**
-   * Locks up to `limit` jobs of `names` due before `until` (or whose lock expired), in one
-   * statement, most overdue first; each is recorded in the ledger (src/engine/sql/claim.ts
-   * claimDueJobs). Jobs whose end is still being saved, and `holding` (jobs this instance has
-   * claimed or runs), are left alone.
+   * Locks up to `limit` jobs due before `until` (or whose lock expired), of `names` or of any name
+   * (null), in one statement, most overdue first; each is recorded in the ledger
+   * (src/engine/sql/claim.ts claimDueJobs). Jobs whose end is still being saved, and `skip` (jobs
+   * this instance has claimed or runs, names it does not define), are left alone. A job whose name
+   * fails `runsHere` is not returned: its lock is given back at once (fenced on the claim's lock),
+   * then `givenBack` is told, so that its owner can be woken.
    */
   async claimDue(claim: {
-    names: readonly string[] | string;
-    holding: readonly string[];
+    names: readonly string[] | null;
+    skip: readonly string[];
     until: Date;
     limit: number;
     owner: string;
     now: Date;
+    runsHere?: (name: string) => boolean;
+    givenBack?: (job: JobParameters) => void;
   }): Promise<JobParameters[]> {
     const rows = await claimDueJobs(this.#db, {
       names: claim.names,
-      skipNames: [...claim.holding, ...this.#finalSavesPending],
+      skipNames: [...claim.skip, ...this.#finalSavesPending],
       until: claim.until,
       lockDeadline: this.#takeoverDeadline(new Date(claim.now.getTime() - this.#limits.lockLifetimeMs)),
       lockedAt: claim.now,
@@ -126,13 +133,20 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       lockLifetimeMs: this.#limits.lockLifetimeMs,
       limit: claim.limit,
     });
-    return rows
-      .map((row) => this.#locked(this.#rowToJob(row)))
-      .sort(
-        (a, b) =>
-          (a.nextRunAt?.getTime() ?? 0) - (b.nextRunAt?.getTime() ?? 0) ||
-          (b.priority ?? 0) - (a.priority ?? 0),
-      );
+    const jobs: JobParameters[] = [];
+    const giveBacks: Promise<void>[] = [];
+    for (const row of rows) {
+      const job = this.#rowToJob(row);
+      if (!claim.runsHere || claim.runsHere(job.name)) jobs.push(this.#locked(job));
+      else giveBacks.push(this.#giveBackForeign(job, claim.now, row, claim.givenBack));
+    }
+    // awaited: a pass is over (a drain waits for it) once nothing it locked is left unaccounted for
+    await Promise.all(giveBacks);
+    return jobs.sort(
+      (a, b) =>
+        (a.nextRunAt?.getTime() ?? 0) - (b.nextRunAt?.getTime() ?? 0) ||
+        (b.priority ?? 0) - (a.priority ?? 0),
+    );
   }
 
   /**
@@ -152,6 +166,27 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       this.#logger.debug(
         { err: error, task: job.name },
         "could not release a pre-locked job; its lock will expire",
+      );
+    }
+  }
+
+  /** A job claimed by a pass that takes any name, of a name this instance does not define. */
+  async #giveBackForeign(
+    job: JobParameters,
+    claimedAt: Date,
+    row: Record<string, unknown>,
+    givenBack?: (job: JobParameters) => void,
+  ): Promise<void> {
+    try {
+      const previous = {
+        lockedAt: (row[PREVIOUS_LOCK] as Date | null | undefined) ?? null,
+        owner: (row[PREVIOUS_OWNER] as string | null | undefined) ?? null,
+      };
+      if (await restoreLock(this.#db, String(job._id), claimedAt, previous)) givenBack?.(job);
+    } catch (error) {
+      this.#logger.debug(
+        { err: error, task: job.name },
+        "could not give back a job this instance does not define; its lock will expire",
       );
     }
   }

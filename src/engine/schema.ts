@@ -11,6 +11,7 @@ import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/sch
 import { withAdvisoryLock } from "./advisoryLock.js";
 import {
   CREATE_DEPENDENCY_WAITS,
+  CREATE_DUE_INDEX,
   DEPENDENCY_WAITS_TABLE,
   INSTANCES_TABLE,
   JOBS_TABLE,
@@ -25,7 +26,9 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * The steps from one schema version to the next: cronwarden's tables (src/store/schema.ts), then
  * 3: the run history's index by task and slot, for the timeline (src/engine/timelineSql.ts);
  * 4: the registry of instances whose liveness lock tells whether they are alive (src/engine/liveness.ts);
- * 5: `resume` entries in the audit trail (a task paused by failure resumed through the API).
+ * 5: `resume` entries in the audit trail (a task paused by failure resumed through the API);
+ * 6: the table of dependency waits (docs/dependencies.md);
+ * 7: the claim's index of due jobs (src/engine/sql/claim.ts CREATE_DUE_INDEX).
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -47,6 +50,9 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   // task dependencies: one row per (downstream, slot), the claim (docs/dependencies.md)
   async (client) => {
     await client.query(CREATE_DEPENDENCY_WAITS);
+  },
+  async (client) => {
+    await client.query(CREATE_DUE_INDEX);
   },
 ];
 /** The version this code needs (the number of MIGRATIONS). */

@@ -52,7 +52,14 @@ async function dueJobs(prefix: string, count: number): Promise<string[]> {
 /** One claim pass of the claim loop (src/engine/claimLoop.ts) for these names. */
 const claim = (repo: CronwardenJobRepository, names: string[], limit: number, holding: string[] = []) => {
   const now = new Date();
-  return repo.claimDue({ names, holding, until: new Date(now.getTime() + 1000), limit, owner: "test", now });
+  return repo.claimDue({
+    names,
+    skip: holding,
+    until: new Date(now.getTime() + 1000),
+    limit,
+    owner: "test",
+    now,
+  });
 };
 
 const lockFor = async (repo: CronwardenJobRepository, name: string) => (await claim(repo, [name], 1))[0];
@@ -121,6 +128,60 @@ describe("CronwardenJobRepository", () => {
     expect((await claim(repo, [due as string, later as string], 10)).map((job) => job.name)).toEqual([due]);
   });
 
+  it("a claim of any name gives back, as it was, a job whose name this instance does not define", async () => {
+    const [own, foreignDue, foreignDead] = await dueJobs("any", 3);
+    // a lock counts as expired once the server has been up for a lock lifetime (sql/claim.ts)
+    await pollUntil(
+      "the server up for a lock lifetime",
+      async () =>
+        (
+          await db.pool.query<{ up: boolean }>(
+            "SELECT pg_postmaster_start_time() <= now() - make_interval(secs => $1::double precision / 1000) AS up",
+            [LOCK_LIFETIME_MS],
+          )
+        ).rows[0]?.up,
+      { timeoutMs: 2 * LOCK_LIFETIME_MS, intervalMs: 200 },
+    );
+    // a dead instance's lock, long expired: an instance that defines the task takes its run over
+    const { rows: before } = await db.pool.query<{ locked_at: Date }>(
+      "UPDATE agenda_jobs SET locked_at = now() - interval '1 hour', last_modified_by = 'dead' WHERE name = $1 RETURNING locked_at",
+      [foreignDead],
+    );
+    const { repo, ledger } = repository();
+    const givenBack: string[] = [];
+    const now = new Date();
+    const claimed = await repo.claimDue({
+      names: null,
+      skip: [],
+      until: new Date(now.getTime() + 1000),
+      limit: 100,
+      owner: "test",
+      now,
+      runsHere: (name) => !name.startsWith("any-") || name === own,
+      givenBack: (job) => givenBack.push(job.name),
+    });
+    expect(claimed.map((job) => job.name)).toContain(own);
+    expect(claimed.map((job) => job.name)).not.toContain(foreignDue);
+    expect(givenBack.sort()).toEqual([foreignDue, foreignDead].sort());
+    const { rows } = await db.pool.query<{
+      name: string;
+      locked_at: Date | null;
+      last_modified_by: string | null;
+    }>("SELECT name, locked_at, last_modified_by FROM agenda_jobs WHERE name = ANY($1) ORDER BY name", [
+      [foreignDue, foreignDead],
+    ]);
+    expect(rows).toEqual([
+      { name: foreignDue, locked_at: null, last_modified_by: "setup" }, // as the engine created it
+      { name: foreignDead, locked_at: before[0]?.locked_at, last_modified_by: "dead" },
+    ]);
+    for (const job of claimed) expect(ledger.get(String(job._id))).toBeDefined();
+    // the others' jobs are due again for the next claim: nothing of theirs is held here
+    await db.pool.query(
+      "UPDATE agenda_jobs SET locked_at = NULL WHERE locked_at IS NOT NULL AND name <> $1",
+      [foreignDead],
+    );
+  });
+
   it("offers a job again right after its run's end is saved, for its next slot within the look-ahead", async () => {
     const [name] = await dueJobs("refill", 1);
     const { repo } = repository();
@@ -184,7 +245,7 @@ describe("CronwardenJobRepository", () => {
     const claimNow = () =>
       repo.claimDue({
         names: [name as string],
-        holding: [],
+        skip: [],
         until: new Date(now + 1000),
         limit: 1,
         owner: "test",

@@ -12,19 +12,40 @@ import { JOBS_TABLE, type Queryable } from "./tables.js";
 const LOCK_EXPIRED = (deadline: string, lifetimeMs: string) =>
   `(locked_at <= ${deadline} AND pg_postmaster_start_time() <= now() - make_interval(secs => ${lifetimeMs}::double precision / 1000))`;
 
+/** The columns of a claimed row that hold its lock before the claim (claimDueJobs). */
+export const PREVIOUS_LOCK = "cw_previous_locked_at";
+export const PREVIOUS_OWNER = "cw_previous_modified_by";
+
 /**
- * The claim loop's one statement per pass (src/engine/claimLoop.ts): locks up to `limit` jobs of
- * the given names that are due before `until` (the look-ahead) and unlocked, or whose lock expired
- * (LOCK_EXPIRED), most overdue first, skipping rows another instance is locking right now.
- * `skipNames` are jobs this instance still holds or is ending (their row may not show it yet).
- * Returns the locked rows as stored. The same predicate as Agenda's own per-name statement
- * (PostgresJobRepository.getNextJobToRun, @agendajs/postgres-backend 3.0.6), for all names at once.
+ * The claim's own index: the rows a pass may lock when due (unlocked, enabled), in the order it
+ * takes them. Agenda's indexes lead with the name (its processor locks one name per statement) or
+ * carry no priority, so a pass over many names sorted every due row: in a herd of 10,000 that was
+ * 16 ms of the server's time per pass, most of it planning the names array, the rest the sort.
+ * A run's claim and start save leave the index (their rows are locked); its final save re-enters it.
+ */
+export const CREATE_DUE_INDEX = `
+  CREATE INDEX IF NOT EXISTS "cronwarden_jobs_due_idx" ON "${JOBS_TABLE}" (next_run_at ASC, priority DESC)
+   WHERE disabled = FALSE AND locked_at IS NULL`;
+
+/**
+ * The claim loop's one statement per pass (src/engine/claimLoop.ts): locks up to `limit` jobs due
+ * before `until` (the look-ahead) and unlocked, or whose lock expired (LOCK_EXPIRED), most overdue
+ * first, skipping rows another instance is locking right now. The same predicate as Agenda's own
+ * per-name statement (PostgresJobRepository.getNextJobToRun, @agendajs/postgres-backend 3.0.6), in
+ * two halves so that the due half reads CREATE_DUE_INDEX in order and stops at `limit` rows.
+ * - `names`: only these names; null for any name. The engine passes null: a list of every task it
+ *   defines is planned again at every pass, which is what made the pass slow (CREATE_DUE_INDEX).
+ *   It gives back a job of a name it does not define and leaves that name alone afterwards
+ *   (src/engine/agendaEngine.ts, claim).
+ * - `skipNames`: jobs this instance still holds or is ending (their row may not show it yet), and
+ *   names it does not define.
+ * Returns the locked rows as stored, each with the lock it had before (PREVIOUS_LOCK, PREVIOUS_OWNER)
+ * for restoreLock.
  */
 export async function claimDueJobs(
   db: Queryable,
   claim: {
-    /** The names, or their array literal (textArrayLiteral, src/engine/sql/missedSlots.ts) made once. */
-    names: readonly string[] | string;
+    names: readonly string[] | null;
     skipNames: readonly string[];
     until: Date;
     lockDeadline: Date;
@@ -34,17 +55,29 @@ export async function claimDueJobs(
     limit: number;
   },
 ): Promise<Record<string, unknown>[]> {
-  if (claim.limit <= 0 || claim.names.length === 0 || claim.names === "{}") return [];
+  if (claim.limit <= 0 || claim.names?.length === 0) return [];
+  const ofName = `($3::text[] IS NULL OR name = ANY($3::text[])) AND NOT (name = ANY($4::text[]))`;
   const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET locked_at = $1, last_modified_by = $2
-      WHERE id IN (
-        SELECT id FROM "${JOBS_TABLE}"
-         WHERE disabled = FALSE AND name = ANY($3::text[]) AND NOT (name = ANY($4::text[]))
-           AND ((locked_at IS NULL AND next_run_at <= $5) OR ${LOCK_EXPIRED("$6", "$7")})
+    `WITH due AS (
+        SELECT id, next_run_at, priority, locked_at, last_modified_by FROM "${JOBS_TABLE}"
+         WHERE disabled = FALSE AND locked_at IS NULL AND next_run_at <= $5 AND ${ofName}
+         ORDER BY next_run_at ASC, priority DESC
+         LIMIT $8
+         FOR UPDATE SKIP LOCKED),
+      expired AS (
+        SELECT id, next_run_at, priority, locked_at, last_modified_by FROM "${JOBS_TABLE}"
+         WHERE disabled = FALSE AND ${LOCK_EXPIRED("$6", "$7")} AND ${ofName}
          ORDER BY next_run_at ASC NULLS LAST, priority DESC
          LIMIT $8
-         FOR UPDATE SKIP LOCKED)
-      RETURNING *`,
+         FOR UPDATE SKIP LOCKED),
+      picked AS (
+        SELECT * FROM (SELECT * FROM due UNION ALL SELECT * FROM expired) AS candidates
+         ORDER BY next_run_at ASC NULLS LAST, priority DESC
+         LIMIT $8)
+     UPDATE "${JOBS_TABLE}" AS j SET locked_at = $1, last_modified_by = $2
+       FROM picked
+      WHERE j.id = picked.id
+      RETURNING j.*, picked.locked_at AS ${PREVIOUS_LOCK}, picked.last_modified_by AS ${PREVIOUS_OWNER}`,
     [
       claim.lockedAt,
       claim.owner,
@@ -57,6 +90,26 @@ export async function claimDueJobs(
     ],
   );
   return result.rows;
+}
+
+/**
+ * Puts back the lock a claim replaced (`previous`: a lock time and its owner, or none), fenced on
+ * the claim's own lock. A job this instance does not define goes back as it was: an expired lock
+ * stays expired, so that an instance that defines it takes the dead run over; a lock freed instead
+ * would leave a plain future job, its dead run's slot lost.
+ */
+export async function restoreLock(
+  db: Queryable,
+  jobId: string,
+  claimedAt: Date,
+  previous: { lockedAt: Date | null; owner: string | null },
+): Promise<boolean> {
+  const result = await db.query(
+    `UPDATE "${JOBS_TABLE}" SET locked_at = $3, last_modified_by = $4
+      WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
+    [jobId, claimedAt, previous.lockedAt, previous.owner],
+  );
+  return result.rowCount === 1;
 }
 
 /** The watchdog's fenced renewal: moves the lock only if the row still holds the time we wrote. */

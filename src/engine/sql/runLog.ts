@@ -4,6 +4,7 @@ import { metaHas, metaText } from "../runLogMeta.js";
 import {
   DEPENDENCY_WAITS_TABLE,
   JOBS_TABLE,
+  jsonRecords,
   LOGS_TABLE,
   type Queryable,
   RETENTION_LOCK_KEY,
@@ -196,30 +197,35 @@ export interface RunLogInsert {
 
 /**
  * Writes run-log rows in one statement (the columns and values of Agenda's PostgresJobLogger.log,
- * @agendajs/postgres-backend 3.0.6, one array per column).
+ * @agendajs/postgres-backend 3.0.6, the rows as one JSON parameter: jsonRecords).
  */
 export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInsert[]): Promise<void> {
   if (rows.length === 0) return;
-  const column = <T>(pick: (row: RunLogInsert) => T) => rows.map(pick);
   await db.query(
     `INSERT INTO "${LOGS_TABLE}"
        (timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta)
-     SELECT * FROM unnest($1::timestamptz[], $2::varchar[], $3::varchar[], $4::varchar[], $5::varchar[], $6::text[],
-                          $7::int[], $8::text[], $9::int[], $10::int[], $11::int[], $12::varchar[], $13::jsonb[])`,
+     SELECT timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta
+       FROM json_to_recordset($1::json) AS v(timestamp timestamptz, level varchar, event varchar, job_id varchar,
+            job_name varchar, message text, duration int, error text, fail_count int, retry_delay int,
+            retry_attempt int, agenda_name varchar, meta jsonb)`,
     [
-      column((row) => row.timestamp),
-      column((row) => row.level),
-      column((row) => row.event),
-      column((row) => row.jobId ?? null),
-      column((row) => row.jobName),
-      column((row) => row.message),
-      column((row) => (row.duration === undefined ? null : Math.round(row.duration))),
-      column((row) => row.error ?? null),
-      column((row) => row.failCount ?? null),
-      column((row) => row.retryDelay ?? null),
-      column((row) => row.retryAttempt ?? null),
-      column((row) => row.agendaName ?? null),
-      column((row) => (row.meta ? JSON.stringify(row.meta) : null)),
+      jsonRecords(
+        rows.map((row) => ({
+          timestamp: row.timestamp,
+          level: row.level,
+          event: row.event,
+          job_id: row.jobId ?? null,
+          job_name: row.jobName,
+          message: row.message,
+          duration: row.duration === undefined ? null : Math.round(row.duration),
+          error: row.error ?? null,
+          fail_count: row.failCount ?? null,
+          retry_delay: row.retryDelay ?? null,
+          retry_attempt: row.retryAttempt ?? null,
+          agenda_name: row.agendaName ?? null,
+          meta: row.meta ?? null,
+        })),
+      ),
     ],
   );
 }

@@ -1,7 +1,7 @@
 import type { JobParameters } from "agenda";
 import { FAILURE_STREAK_KEY, PAUSE_DATA_KEY } from "../../core/policies/pauseOnFailure.js";
 import { type RowAtStart, RUN_DATA_KEY } from "../slotRun.js";
-import { JOBS_TABLE, type Queryable } from "./tables.js";
+import { JOBS_TABLE, jsonRecords, type Queryable } from "./tables.js";
 
 /**
  * Agenda's save of a job's state (PostgresJobRepository.saveJobState, @agendajs/postgres-backend
@@ -41,7 +41,6 @@ export async function saveJobRows(
   saves: readonly JobRowSave[],
 ): Promise<(RowAtStart | null)[]> {
   if (saves.length === 0) return [];
-  const column = <T>(pick: (save: JobRowSave) => T) => saves.map(pick);
   const result = await db.query<RowAtStart & { id: string }>(
     `UPDATE "${JOBS_TABLE}" AS j
         SET locked_at = v.locked_at,
@@ -64,34 +63,38 @@ export async function saveJobRows(
                 || CASE WHEN v.pause IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('${PAUSE_DATA_KEY}', v.pause) END
               END,
             disabled = CASE WHEN v.pause IS NULL THEN j.disabled ELSE TRUE END
-       FROM unnest($1::uuid[], $2::timestamptz[], $3::timestamptz[], $4::timestamptz[], $5::real[], $6::text[],
-                   $7::int[], $8::timestamptz[], $9::timestamptz[], $10::text[], $11::text[], $12::text[], $13::text[],
-                   $14::boolean[], $15::timestamptz[], $16::timestamptz[], $17::text[], $18::int[], $19::jsonb[])
-         AS v(id, locked_at, next_run_at, last_run_at, progress, fail_reason, fail_count, failed_at, last_finished_at,
-              name, last_modified_by, repeat_interval, repeat_timezone, fenced, fence_a, fence_b, starting_slot, streak, pause)
+       FROM json_to_recordset($1::json)
+         AS v(id uuid, locked_at timestamptz, next_run_at timestamptz, last_run_at timestamptz, progress real,
+              fail_reason text, fail_count int, failed_at timestamptz, last_finished_at timestamptz, name text,
+              last_modified_by text, repeat_interval text, repeat_timezone text, fenced boolean,
+              fence_a timestamptz, fence_b timestamptz, starting_slot text, streak int, pause jsonb)
       WHERE j.id = v.id AND j.name = v.name
         AND (NOT v.fenced OR date_trunc('milliseconds', j.locked_at) IN (v.fence_a, v.fence_b))
       RETURNING j.id, j.disabled, j.repeat_interval, j.repeat_timezone`,
     [
-      column((save) => String(save.job._id)),
-      column((save) => save.job.lockedAt ?? null),
-      column((save) => save.job.nextRunAt ?? null),
-      column((save) => save.job.lastRunAt ?? null),
-      column((save) => save.job.progress ?? null),
-      column((save) => save.job.failReason ?? null),
-      column((save) => save.job.failCount ?? null),
-      column((save) => save.job.failedAt ?? null),
-      column((save) => save.job.lastFinishedAt ?? null),
-      column((save) => save.job.name),
-      column((save) => save.lastModifiedBy),
-      column((save) => (save.job.repeatInterval === undefined ? null : String(save.job.repeatInterval))),
-      column((save) => save.job.repeatTimezone ?? null),
-      column((save) => save.fence !== null),
-      column((save) => save.fence?.[0] ?? null),
-      column((save) => save.fence?.[1] ?? null),
-      column((save) => save.startingSlot?.toISOString() ?? null),
-      column((save) => save.end?.streak ?? null),
-      column((save) => (save.end?.pause ? JSON.stringify(save.end.pause) : null)),
+      jsonRecords(
+        saves.map((save) => ({
+          id: String(save.job._id),
+          locked_at: save.job.lockedAt ?? null,
+          next_run_at: save.job.nextRunAt ?? null,
+          last_run_at: save.job.lastRunAt ?? null,
+          progress: save.job.progress ?? null,
+          fail_reason: save.job.failReason ?? null,
+          fail_count: save.job.failCount ?? null,
+          failed_at: save.job.failedAt ?? null,
+          last_finished_at: save.job.lastFinishedAt ?? null,
+          name: save.job.name,
+          last_modified_by: save.lastModifiedBy,
+          repeat_interval: save.job.repeatInterval === undefined ? null : String(save.job.repeatInterval),
+          repeat_timezone: save.job.repeatTimezone ?? null,
+          fenced: save.fence !== null,
+          fence_a: save.fence?.[0] ?? null,
+          fence_b: save.fence?.[1] ?? null,
+          starting_slot: save.startingSlot?.toISOString() ?? null,
+          streak: save.end?.streak ?? null,
+          pause: save.end?.pause ?? null,
+        })),
+      ),
     ],
   );
   const saved = new Map(

@@ -24,3 +24,19 @@ export type Queryable = Pool | ClientBase;
 
 /** A downstream task's wait for one slot, and its claim: one row per (downstream, slot) (docs/dependencies.md). */
 export const DEPENDENCY_WAITS_TABLE = "cronwarden_dependency_waits";
+
+/**
+ * Rows for one statement as a JSON array, read with json_to_recordset: the batched statements
+ * (the saves and run-log rows of a herd) pass one string built natively instead of an array
+ * parameter per column, which pg serializes element by element in JavaScript (a fifth of what a
+ * herd allocated). A NUL, which no PostgreSQL text can hold, becomes U+FFFD: one task's error
+ * message must not fail the rows of the others in its batch.
+ */
+export function jsonRecords(rows: readonly object[]): string {
+  const json = JSON.stringify(rows);
+  return json.includes("\\u0000") ? JSON.stringify(rows, withoutNul) : json;
+}
+
+function withoutNul(_key: string, value: unknown): unknown {
+  return typeof value === "string" ? value.replaceAll("\u0000", "\uFFFD") : value;
+}
