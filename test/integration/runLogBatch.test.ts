@@ -81,4 +81,23 @@ describe("StatementBatch of run-log rows", () => {
     );
     expect(rows.map((each) => each.job_id)).toEqual(["job-1", "job-3"]);
   });
+
+  it("a NUL in a task's error, which PostgreSQL text cannot hold, is written as U+FFFD and fails nothing", async () => {
+    await insertRunLogRows(db.pool, [
+      {
+        ...row("nul", 1),
+        event: "fail",
+        error: "bad\u0000byte",
+        meta: { scheduledAt: "x", detail: "a\u0000b" },
+      },
+      row("nul", 2),
+    ]);
+    const { rows } = await db.pool.query(
+      "SELECT job_id, error, meta->>'detail' AS detail FROM agenda_logs WHERE job_name = 'nul' ORDER BY job_id",
+    );
+    expect(rows).toEqual([
+      { job_id: "job-1", error: "bad\uFFFDbyte", detail: "a\uFFFDb" },
+      { job_id: "job-2", error: null, detail: null },
+    ]);
+  });
 });

@@ -1,0 +1,29 @@
+import { describe, expect, it } from "vitest";
+import { jsonRecords } from "../../src/engine/sql/tables.js";
+
+/** The batched statements' rows as one JSON parameter (src/engine/sql/tables.ts). */
+describe("jsonRecords", () => {
+  it("is the rows' JSON, dates as ISO strings and nested objects kept as JSON", () => {
+    const at = new Date("2026-12-03T14:00:00.123Z");
+    const json = jsonRecords([{ id: "a", at, meta: { slot: at, n: 1 }, none: null }]);
+    expect(JSON.parse(json)).toEqual([
+      {
+        id: "a",
+        at: "2026-12-03T14:00:00.123Z",
+        meta: { slot: "2026-12-03T14:00:00.123Z", n: 1 },
+        none: null,
+      },
+    ]);
+  });
+
+  it("replaces a NUL, which PostgreSQL text cannot hold, in any string, and keeps the text \\u0000 as written", () => {
+    const rows = [
+      { error: "bad\u0000byte", meta: { detail: ["x\u0000y"] } },
+      { error: "a literal \\u0000 in a message" },
+    ];
+    expect(JSON.parse(jsonRecords(rows))).toEqual([
+      { error: "bad\uFFFDbyte", meta: { detail: ["x\uFFFDy"] } },
+      { error: "a literal \\u0000 in a message" },
+    ]);
+  });
+});
