@@ -64,6 +64,24 @@ const claim = (repo: CronwardenJobRepository, names: string[], limit: number, ho
 
 const lockFor = async (repo: CronwardenJobRepository, name: string) => (await claim(repo, [name], 1))[0];
 
+/**
+ * Waits until an expired lock can count as expired: the server has been up a whole lock lifetime
+ * (sql/claim.ts LOCK_EXPIRED), read from the server itself.
+ */
+async function serverUpForALockLifetime(): Promise<void> {
+  await pollUntil(
+    "the server up for a lock lifetime",
+    async () =>
+      (
+        await db.pool.query<{ up: boolean }>(
+          "SELECT pg_postmaster_start_time() <= now() - make_interval(secs => $1::double precision / 1000) AS up",
+          [LOCK_LIFETIME_MS],
+        )
+      ).rows[0]?.up,
+    { timeoutMs: 2 * LOCK_LIFETIME_MS, intervalMs: 200 },
+  );
+}
+
 async function lockedAt(name: string): Promise<Date | null> {
   const { rows } = await db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = $1", [name]);
   return rows[0]?.locked_at ?? null;
@@ -130,18 +148,7 @@ describe("CronwardenJobRepository", () => {
 
   it("a claim of any name gives back, as it was, a job whose name this instance does not define", async () => {
     const [own, foreignDue, foreignDead] = await dueJobs("any", 3);
-    // a lock counts as expired once the server has been up for a lock lifetime (sql/claim.ts)
-    await pollUntil(
-      "the server up for a lock lifetime",
-      async () =>
-        (
-          await db.pool.query<{ up: boolean }>(
-            "SELECT pg_postmaster_start_time() <= now() - make_interval(secs => $1::double precision / 1000) AS up",
-            [LOCK_LIFETIME_MS],
-          )
-        ).rows[0]?.up,
-      { timeoutMs: 2 * LOCK_LIFETIME_MS, intervalMs: 200 },
-    );
+    await serverUpForALockLifetime();
     // a dead instance's lock, long expired: an instance that defines the task takes its run over
     const { rows: before } = await db.pool.query<{ locked_at: Date }>(
       "UPDATE agenda_jobs SET locked_at = now() - interval '1 hour', last_modified_by = 'dead' WHERE name = $1 RETURNING locked_at",
@@ -223,18 +230,7 @@ describe("CronwardenJobRepository", () => {
               last_finished_at = NULL, next_run_at = now() + interval '1 hour' WHERE name = $1`,
       [name],
     );
-    // an expired lock counts only once the server has been up a whole lock lifetime (sql/claim.ts)
-    await pollUntil(
-      "the database up for a lock lifetime",
-      async () =>
-        (
-          await db.pool.query<{ up: boolean }>(
-            "SELECT pg_postmaster_start_time() <= now() - make_interval(secs => $1::double precision / 1000) AS up",
-            [LOCK_LIFETIME_MS],
-          )
-        ).rows[0]?.up,
-      { timeoutMs: 2 * LOCK_LIFETIME_MS, intervalMs: 200 },
-    );
+    await serverUpForALockLifetime();
     let now = Date.now();
     const clock = () => now;
     const ledger = new RunLedger(clock);
