@@ -13,7 +13,7 @@ import { type PauseMark, pauseOfValue } from "../core/policies/pauseOnFailure.js
 import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
 import { withAdvisoryTryLock } from "./advisoryLock.js";
-import { type ClaimedJob, ClaimLoop } from "./claimLoop.js";
+import { type ClaimedJob, ClaimLoop, type RunTurn } from "./claimLoop.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
 import { DependencyCoordinator } from "./dependencies.js";
@@ -65,6 +65,8 @@ const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
  * the others idle; the rest are claimed as runs end (src/engine/claimLoop.ts).
  */
 const HELD_LOCKS_PER_WORKER = 2;
+/** With handlers that turn over fast (src/engine/claimLoop.ts #claimLimit), up to this many. */
+const MOST_HELD_LOCKS_PER_WORKER = 10;
 /** At most this long before its slot a run is handed over (see startAheadOf). */
 const START_AHEAD_MS = 250;
 /** Another instance's reconcile holds the lock: asked again after this, doubling up to the max. */
@@ -89,7 +91,8 @@ export class AgendaEngine {
   readonly #ledger: RunLedger;
   readonly #running: RunningRuns = new Map();
   /** The claim loop's "handler done" of each run going, by job id (the task runner calls it). */
-  readonly #handlerDone = new Map<string, () => void>();
+  /** The claim loop's worker of each run going (src/engine/claimLoop.ts RunTurn), by job id. */
+  readonly #turns = new Map<string, RunTurn>();
   readonly #definedTasks: string[] = [];
   /** Each defined task's handler and options; one processor serves every name (no closure per task). */
   readonly #definitions = new Map<string, { handler: RunHandler; options: TaskDefinitionOptions }>();
@@ -280,7 +283,8 @@ export class AgendaEngine {
         dependencies,
         timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
         lockLifetimeMs,
-        handlerDone: (jobId) => this.#handlerDone.get(jobId)?.(),
+        handlerDone: (jobId) => this.#turns.get(jobId)?.handlerDone(),
+        worker: (jobId) => this.#turns.get(jobId)?.worker() ?? Promise.resolve(),
         clock: this.#clock,
         startAheadMs,
       },
@@ -314,7 +318,8 @@ export class AgendaEngine {
       lookAheadMs,
       startAheadMs,
       maxConcurrency,
-      maxClaimed: HELD_LOCKS_PER_WORKER * maxConcurrency,
+      baseClaimed: HELD_LOCKS_PER_WORKER * maxConcurrency,
+      maxClaimed: MOST_HELD_LOCKS_PER_WORKER * maxConcurrency,
       lockLifetimeMs,
       now: this.#clock,
       claim: async (request) => {
@@ -353,12 +358,12 @@ export class AgendaEngine {
           return claimed;
         });
       },
-      run: async (claimed, handlerDone) => {
-        this.#handlerDone.set(claimed.id, handlerDone);
+      run: async (claimed, turn) => {
+        this.#turns.set(claimed.id, turn);
         try {
           await claimed.job.run();
         } finally {
-          this.#handlerDone.delete(claimed.id);
+          this.#turns.delete(claimed.id);
         }
       },
       release: (claimed) => repository.unlockJob(claimed.job.attrs),

@@ -13,12 +13,18 @@
  *   call the handler (src/engine/taskRunner.ts), so the database round trip is not between the
  *   slot and the handler. A timer that fires early by `now()` is armed again for the rest, so the
  *   start never waits for a poll.
- * - Due jobs wait in slot order for one of `maxConcurrency` workers. One whose lock expired while
- *   it waited is dropped (the lock is no longer this instance's to use; see onStale).
- * - The run itself (start save, handler, final save) is the `run` callback's; the loop only counts it.
- *   A worker is free again once the run says its handler is done (`handlerDone`): the final save
- *   that follows holds the job (its name is not claimed again, it counts against `maxClaimed`, a
- *   drain waits for it) but not a worker, so in a herd the next handler does not wait for the
+ * - Due jobs are handed to `run` in slot order, up to `maxConcurrency` at once that have no worker
+ *   yet ("on deck"). One whose lock expired while it waited is dropped (the lock is no longer this
+ *   instance's to use; see onStale).
+ * - The run itself (start save, checks, handler, final save) is the `run` callback's; the loop only
+ *   counts it. A run asks for one of `maxConcurrency` workers (`turn.worker()`) just before its
+ *   handler, so a run on deck makes its start save and checks while the handlers ahead of it run:
+ *   when a worker is free, the next handler starts at once instead of after a database round trip
+ *   (in a herd of short handlers that round trip was each worker's whole turn). Workers are
+ *   granted in the order asked.
+ * - A worker is free again once the run says its handler is done (`turn.handlerDone()`): the final
+ *   save that follows holds the job (its name is not claimed again, it counts against `maxClaimed`,
+ *   a drain waits for it) but not a worker, so in a herd the next handler does not wait for the
  *   previous run's save (each save is a database round trip, batched with others').
  *
  * The deps are narrow so that tests drive the loop with their own clock and claims
@@ -45,11 +51,8 @@ export interface ClaimRequest {
 
 export interface ClaimLoopDeps<J extends ClaimedJob> {
   claim(request: ClaimRequest): Promise<J[]>;
-  /**
-   * Runs a claimed job; resolves once its run is over, its final save included. Calls
-   * `handlerDone` once no handler of it runs any more (optional: the run's end implies it).
-   */
-  run(job: J, handlerDone: () => void): Promise<void>;
+  /** Runs a claimed job; resolves once its run is over, its final save included. */
+  run(job: J, turn: RunTurn): Promise<void>;
   /** Frees a claimed job that will not run here (the loop stops before its slot). */
   release(job: J): Promise<void>;
   /** A claimed job's lock expired before a worker was free: it is dropped, not run. */
@@ -65,10 +68,26 @@ export interface ClaimLoopDeps<J extends ClaimedJob> {
    */
   startAheadMs?: number;
   maxConcurrency: number;
-  /** Jobs held at once, claimed and running together. */
+  /** Jobs held at once, claimed and running together, however long handlers take. */
+  baseClaimed?: number;
+  /**
+   * Jobs held at once while handlers turn over fast enough that the workers would start them all
+   * within the start-ahead (at least `baseClaimed`).
+   */
   maxClaimed: number;
   lockLifetimeMs: number;
   now?: () => number;
+}
+
+/** A run's use of the loop's workers. */
+export interface RunTurn {
+  /**
+   * Resolves once one of the `maxConcurrency` workers is this run's: its handler may be called.
+   * A run that ends without asking (a skipped slot) never holds one.
+   */
+  worker(): Promise<void>;
+  /** No handler of this run runs any more: its worker is free (optional: the run's end implies it). */
+  handlerDone(): void;
 }
 
 export interface LoopDrainResult {
@@ -80,6 +99,10 @@ export interface LoopDrainResult {
 
 /** Past the slot by this much when started: a timer never fires before its slot by the clock it was set from. */
 const AFTER_SLOT_MS = 1;
+/** Weight of the last handler's time in the expected turn of a worker (an exponential average). */
+const TURN_WEIGHT = 0.2;
+/** The expected turn is never taken as shorter than this (a handler that returns at once). */
+const MIN_TURN_MS = 0.1;
 
 export class ClaimLoop<J extends ClaimedJob> {
   readonly #deps: ClaimLoopDeps<J>;
@@ -89,8 +112,16 @@ export class ClaimLoop<J extends ClaimedJob> {
   readonly #queue: J[] = [];
   /** Runs not over yet, their final save included. */
   readonly #running = new Map<string, J>();
+  /** Of those, the ones not holding a worker yet, their handler still to come (on deck). */
+  readonly #onDeck = new Set<string>();
   /** Of those, the ones whose handler may still run: each holds one of `maxConcurrency` workers. */
   readonly #working = new Set<string>();
+  /** Runs on deck that asked for a worker, in the order asked. */
+  readonly #workerAsks: { id: string; grant: () => void }[] = [];
+  /** When each run holding a worker got it. */
+  readonly #workerSince = new Map<string, number>();
+  /** How long a handler holds its worker, averaged over the runs so far (none before the first). */
+  #turnMs: number | undefined;
   readonly #runEnded = new Set<() => void>();
   #interval: NodeJS.Timeout | undefined;
   #pass: Promise<void> | undefined;
@@ -106,9 +137,17 @@ export class ClaimLoop<J extends ClaimedJob> {
     return this.#started;
   }
 
-  /** Jobs claimed and not started yet, runs going (their final save included), and handlers going. */
-  get held(): { waiting: number; running: number; working: number } {
-    return { waiting: this.#waiting.size, running: this.#running.size, working: this.#working.size };
+  /**
+   * Jobs claimed and not handed to a run yet, runs going (their final save included), of those the
+   * ones with a worker (their handler going), and the ones on deck (handler still to come).
+   */
+  get held(): { waiting: number; running: number; working: number; onDeck: number } {
+    return {
+      waiting: this.#waiting.size,
+      running: this.#running.size,
+      working: this.#working.size,
+      onDeck: this.#onDeck.size,
+    };
   }
 
   start(): void {
@@ -151,7 +190,7 @@ export class ClaimLoop<J extends ClaimedJob> {
   }
 
   async #claimOnce(): Promise<void> {
-    const limit = this.#deps.maxClaimed - this.#waiting.size - this.#running.size;
+    const limit = this.#claimLimit() - this.#waiting.size - this.#running.size;
     if (limit <= 0) return;
     const now = this.#now();
     const holding = [...this.#waiting.values()].map((held) => held.job.name);
@@ -190,11 +229,50 @@ export class ClaimLoop<J extends ClaimedJob> {
     }, left + AFTER_SLOT_MS);
   }
 
-  /** Starts queued jobs, most overdue first, while workers are free. */
+  /**
+   * How long a worker is expected to stay busy with its handler: the average so far, or longer
+   * while the handlers going have already run longer than that (a herd of slow handlers after one
+   * of quick ones must not look quick). Unknown before the first handler ends: no run goes on deck
+   * and no more than `baseClaimed` are held.
+   */
+  #expectedTurnMs(): number {
+    if (this.#turnMs === undefined) return Number.POSITIVE_INFINITY;
+    let age = 0;
+    if (this.#workerSince.size > 0) {
+      const now = this.#now();
+      for (const since of this.#workerSince.values()) age += now - since;
+      age /= this.#workerSince.size;
+    }
+    return Math.max(this.#turnMs, age, MIN_TURN_MS);
+  }
+
+  /** How many handlers the workers are expected to start within `ms`. */
+  #startsWithin(ms: number): number {
+    return Math.floor((this.#deps.maxConcurrency * ms) / this.#expectedTurnMs());
+  }
+
+  /**
+   * Jobs to hold: `baseClaimed`, and more (up to `maxClaimed`) while the workers would start them
+   * all within the start-ahead: no more than the deck can take, so that one instance does not
+   * hold a herd that others could start sooner.
+   */
+  #claimLimit(): number {
+    const base = this.#deps.baseClaimed ?? this.#deps.maxClaimed;
+    const fast = this.#deps.maxConcurrency + this.#startsWithin(this.#deps.startAheadMs ?? 0);
+    return Math.min(this.#deps.maxClaimed, Math.max(base, fast));
+  }
+
+  /**
+   * Hands queued jobs to runs, most overdue first: one per free worker, and, on deck, as many as
+   * the workers are expected to start within the start-ahead (src/engine/taskRunner.ts). So a run
+   * makes its start save at most about as long before its handler as a run claimed ahead of its
+   * slot does, and with slow handlers no run waits on deck, recorded as started, for a worker.
+   */
   #startDue(): void {
     if (!this.#started) return;
     this.#queue.sort((a, b) => a.dueAt - b.dueAt);
-    while (this.#working.size < this.#deps.maxConcurrency) {
+    const most = this.#deps.maxConcurrency + this.#startsWithin(this.#deps.startAheadMs ?? 0);
+    while (this.#onDeck.size + this.#working.size < most) {
       const job = this.#queue.shift();
       if (!job) return;
       this.#waiting.delete(job.id);
@@ -203,21 +281,60 @@ export class ClaimLoop<J extends ClaimedJob> {
         continue;
       }
       this.#running.set(job.id, job);
-      this.#working.add(job.id);
-      const freeWorker = () => {
-        if (this.#working.delete(job.id)) this.#startDue();
+      this.#onDeck.add(job.id);
+      const turn: RunTurn = {
+        worker: () => this.#askWorker(job.id),
+        handlerDone: () => this.#freeWorker(job.id),
       };
       void this.#deps
-        .run(job, freeWorker)
+        .run(job, turn)
         .catch((error: unknown) => this.#deps.onError(error, job))
         .finally(() => {
-          this.#working.delete(job.id);
+          this.#freeWorker(job.id);
           this.#running.delete(job.id);
           for (const ended of this.#runEnded) ended();
           this.claimNow(); // room again, and the job's next slot may be within the look-ahead
           this.#startDue();
         });
     }
+  }
+
+  #askWorker(id: string): Promise<void> {
+    if (!this.#onDeck.has(id)) return Promise.resolve(); // already has one, or its run is over
+    if (this.#working.size < this.#deps.maxConcurrency) {
+      this.#grantWorker(id);
+      this.#startDue(); // room on deck
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => this.#workerAsks.push({ id, grant: resolve }));
+  }
+
+  #grantWorker(id: string): void {
+    this.#onDeck.delete(id);
+    this.#working.add(id);
+    this.#workerSince.set(id, this.#now());
+  }
+
+  /** The run's handler is done, or the run is over: its worker (or its place on deck) is free. */
+  #freeWorker(id: string): void {
+    const asked = this.#workerAsks.findIndex((ask) => ask.id === id);
+    if (asked >= 0) this.#workerAsks.splice(asked, 1);
+    const since = this.#workerSince.get(id);
+    if (since !== undefined) {
+      this.#workerSince.delete(id);
+      const turn = this.#now() - since;
+      this.#turnMs = this.#turnMs === undefined ? turn : this.#turnMs + TURN_WEIGHT * (turn - this.#turnMs);
+    }
+    let freed = this.#working.delete(id);
+    freed = this.#onDeck.delete(id) || freed;
+    while (this.#working.size < this.#deps.maxConcurrency) {
+      const next = this.#workerAsks.shift();
+      if (!next) break;
+      this.#grantWorker(next.id);
+      next.grant();
+      freed = true;
+    }
+    if (freed) this.#startDue(); // room on deck
   }
 
   async #release(job: J): Promise<void> {

@@ -48,6 +48,11 @@ export interface TaskRunnerDeps {
    * timeout; its final save follows): its worker may start the next due run (src/engine/claimLoop.ts).
    */
   handlerDone?: (jobId: string) => void;
+  /**
+   * Resolves once one of the claim loop's workers is this run's (src/engine/claimLoop.ts): asked
+   * after the start save, the checks and the wait for the slot, just before the handler.
+   */
+  worker?: (jobId: string) => Promise<void>;
   /** Task dependencies: a downstream run's upstream runs, and manual runs with their downstreams. */
   dependencies?: {
     beforeRun(
@@ -157,6 +162,8 @@ export class TaskRunner {
 
     try {
       await this.#untilHandlerTime(entry, slot.signal, lockLost);
+      if (this.#deps.worker && !slot.signal.aborted && lockLostReason === undefined)
+        await Promise.race([this.#deps.worker(jobId), lockLost, aborted(slot.signal)]);
       if (slot.signal.aborted || lockLostReason !== undefined) {
         // cut off at the drain, or the lock lost, while it waited for its slot: nothing ran here
         entry.notStartedAfterAll(); // the final save gives the slot back (CronwardenJobRepository)
@@ -595,6 +602,11 @@ export class TaskRunner {
     const instanceId = meta.instanceId ?? row?.agenda_name ?? null;
     return { scheduledAt: meta.scheduledAt ?? null, startedAt: row?.timestamp ?? before, instanceId };
   }
+}
+
+/** Resolves when the signal fires. */
+function aborted(signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }
 
 /** A lost lock, an abandoned handler or a shutdown end the slot; other failures may be retried. */

@@ -22,12 +22,18 @@ function loop(options: {
   startAheadMs?: number;
   maxConcurrency?: number;
   maxClaimed?: number;
-  runFor?: number;
+  baseClaimed?: number;
+  /** How long each handler runs (by job id). */
+  runFor?: number | ((id: string) => number);
   /** After the handler's `runFor`, the run's final save takes this long (the handler is done). */
   saveFor?: number;
 }): {
   loop: ClaimLoop<Job>;
   started: { id: string; at: number }[];
+  /** When each run was handed over (before its wait for a worker). */
+  handed: { id: string; at: number }[];
+  /** The most handlers that ran at once. */
+  mostWorking: () => number;
   requests: ClaimRequest[];
   released: string[];
   stale: string[];
@@ -38,6 +44,9 @@ function loop(options: {
 } {
   const pending = [...options.due];
   const started: { id: string; at: number }[] = [];
+  const handed: { id: string; at: number }[] = [];
+  let working = 0;
+  let mostWorking = 0;
   const requests: ClaimRequest[] = [];
   const released: string[] = [];
   const stale: string[] = [];
@@ -50,11 +59,17 @@ function loop(options: {
       for (const job of taken) pending.splice(pending.indexOf(job), 1);
       return taken.map((job) => ({ ...job, lockedAt: request.now.getTime() }));
     },
-    run: async (job, handlerDone) => {
+    run: async (job, turn) => {
+      handed.push({ id: job.id, at: now() });
+      await turn.worker();
       started.push({ id: job.id, at: now() });
-      await new Promise((resolve) => setTimeout(resolve, options.runFor ?? 10));
+      working += 1;
+      mostWorking = Math.max(mostWorking, working);
+      const runFor = typeof options.runFor === "function" ? options.runFor(job.id) : options.runFor;
+      await new Promise((resolve) => setTimeout(resolve, runFor ?? 10));
+      working -= 1;
       if (options.saveFor === undefined) return;
-      handlerDone();
+      turn.handlerDone();
       await new Promise((resolve) => setTimeout(resolve, options.saveFor));
     },
     release: async (job) => {
@@ -69,6 +84,7 @@ function loop(options: {
     ...(options.startAheadMs === undefined ? {} : { startAheadMs: options.startAheadMs }),
     maxConcurrency: options.maxConcurrency ?? 20,
     maxClaimed: options.maxClaimed ?? 40,
+    ...(options.baseClaimed === undefined ? {} : { baseClaimed: options.baseClaimed }),
     lockLifetimeMs: 15_000,
     now,
   };
@@ -76,6 +92,8 @@ function loop(options: {
   return {
     loop: claims,
     started,
+    handed,
+    mostWorking: () => mostWorking,
     requests,
     released,
     stale,
@@ -153,13 +171,87 @@ describe("ClaimLoop", () => {
     await begin();
     expect(requests).toHaveLength(1);
     expect(requests[0]?.limit).toBe(4);
-    expect(claims.held).toEqual({ waiting: 4, running: 0, working: 0 });
+    expect(claims.held).toEqual({ waiting: 4, running: 0, working: 0, onDeck: 0 });
     await vi.advanceTimersByTimeAsync(1_001);
     expect(startedIds()).toEqual(["task-0", "task-1"]);
     await vi.advanceTimersByTimeAsync(200); // each run takes 10 ms; ends make room, refills claim the rest
     expect(startedIds().sort()).toEqual(herd.map((each) => each.id).sort());
     expect(new Set(startedIds()).size).toBe(10);
     expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+  });
+
+  it("with quick handlers, runs wait on deck for a worker, and more jobs are held; never more than maxConcurrency handlers at once", async () => {
+    const herd = Array.from({ length: 30 }, (_, index) => job(`task-${index}`, Date.now()));
+    const {
+      loop: claims,
+      begin,
+      started,
+      handed,
+      requests,
+      mostWorking,
+    } = loop({ due: herd, maxConcurrency: 2, startAheadMs: 200, runFor: 10, baseClaimed: 4, maxClaimed: 30 });
+    await begin();
+    // no handler has ended yet: how long one takes is unknown, so only free workers get runs
+    expect(requests[0]?.limit).toBe(4);
+    expect(handed.map((run) => run.id)).toEqual(["task-0", "task-1"]);
+    await vi.advanceTimersByTimeAsync(10); // the first two ended in 10 ms each
+    // the workers start 2 × 200 / 10 = 40 runs within the start-ahead: every job held goes on deck
+    expect(claims.held.onDeck).toBeGreaterThan(2);
+    expect(Math.max(...requests.map((request) => request.limit))).toBeGreaterThan(4);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(started.map((run) => run.id).sort()).toEqual(herd.map((each) => each.id).sort());
+    expect(mostWorking()).toBe(2);
+    expect(handed.some((run) => (started.find((each) => each.id === run.id)?.at ?? 0) > run.at)).toBe(true);
+    expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+  });
+
+  it("with slow handlers, a run is handed over only when a worker is free, and no more than baseClaimed are held", async () => {
+    const due = Array.from({ length: 8 }, (_, index) => job(`slow-${index}`, Date.now()));
+    const {
+      loop: claims,
+      begin,
+      started,
+      handed,
+      requests,
+      stale,
+    } = loop({ due, maxConcurrency: 2, startAheadMs: 200, runFor: 5_000, baseClaimed: 4, maxClaimed: 30 });
+    await begin();
+    await vi.advanceTimersByTimeAsync(20_001);
+    expect(started.map((run) => run.id).sort()).toEqual(due.map((each) => each.id).sort());
+    for (const run of handed) expect(started.find((each) => each.id === run.id)?.at).toBe(run.at);
+    expect(Math.max(...requests.map((request) => request.limit))).toBeLessThanOrEqual(4);
+    expect(stale).toEqual([]);
+    expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+  });
+
+  it("handlers going longer than the ones before keep runs off deck", async () => {
+    const at = Date.now();
+    const {
+      loop: claims,
+      begin,
+      started,
+      handed,
+    } = loop({
+      due: [
+        job("quick-0", at),
+        job("quick-1", at),
+        job("slow-0", at + 100),
+        job("slow-1", at + 100),
+        job("later", at + 3_000),
+      ],
+      maxConcurrency: 2,
+      startAheadMs: 200,
+      runFor: (id) => (id.startsWith("quick") ? 10 : 10_000),
+      maxClaimed: 10,
+    });
+    await begin();
+    await vi.advanceTimersByTimeAsync(3_000);
+    // the handlers so far took 10 ms, but the two going have run for 2.9 s: "later" is not handed
+    // over to wait, recorded as started, for their end
+    expect(handed.map((run) => run.id)).not.toContain("later");
+    await vi.advanceTimersByTimeAsync(7_200);
+    expect(started.find((run) => run.id === "later")?.at).toBe(handed.find((run) => run.id === "later")?.at);
+    expect(await drained(claims, 20_000)).toEqual({ completed: 1, running: 0 });
   });
 
   it("a run whose handler is done frees its worker; its final save still holds the job", async () => {
@@ -183,10 +275,10 @@ describe("ClaimLoop", () => {
     await vi.advanceTimersByTimeAsync(10); // first's handler is done, its save takes 1 s
     expect(startedIds()).toEqual(["first", "second"]);
     expect(started[1]?.at).toBe(at + 10);
-    expect(claims.held).toEqual({ waiting: 0, running: 2, working: 1 });
+    expect(claims.held).toEqual({ waiting: 0, running: 2, working: 1, onDeck: 0 });
     await vi.advanceTimersByTimeAsync(500);
     // both handlers done, both saves going: no worker busy, but the two jobs held fill maxClaimed
-    expect(claims.held).toEqual({ waiting: 0, running: 2, working: 0 });
+    expect(claims.held).toEqual({ waiting: 0, running: 2, working: 0, onDeck: 0 });
     const asked = requests.length;
     await vi.advanceTimersByTimeAsync(5_000); // the saves ended at 1 s; the 5 s poll claims "third"
     expect(requests.length).toBeGreaterThan(asked);
@@ -203,7 +295,7 @@ describe("ClaimLoop", () => {
     await begin();
     await vi.advanceTimersByTimeAsync(100);
     expect(started).toHaveLength(1);
-    expect(claims.held).toEqual({ waiting: 0, running: 1, working: 0 });
+    expect(claims.held).toEqual({ waiting: 0, running: 1, working: 0, onDeck: 0 });
     const result = claims.drain(10_000);
     await vi.advanceTimersByTimeAsync(2_000);
     expect(claims.held.running).toBe(1);
