@@ -13,9 +13,9 @@
  *   call the handler (src/engine/taskRunner.ts), so the database round trip is not between the
  *   slot and the handler. A timer that fires early by `now()` is armed again for the rest, so the
  *   start never waits for a poll.
- * - Due jobs are handed to `run` in slot order, up to `maxConcurrency` at once that have no worker
- *   yet ("on deck"). One whose lock expired while it waited is dropped (the lock is no longer this
- *   instance's to use; see onStale).
+ * - Due jobs are handed to `run` in slot order: one per free worker and, "on deck", as many as the
+ *   workers are expected to start within the start-ahead (#startDue). One whose lock expired while
+ *   it waited is dropped (the lock is no longer this instance's to use; see onStale).
  * - The run itself (start save, checks, handler, final save) is the `run` callback's; the loop only
  *   counts it. A run asks for one of `maxConcurrency` workers (`turn.worker()`) just before its
  *   handler, so a run on deck makes its start save and checks while the handlers ahead of it run:
