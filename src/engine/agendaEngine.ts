@@ -284,7 +284,7 @@ export class AgendaEngine {
         timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
         lockLifetimeMs,
         handlerDone: (jobId) => this.#turns.get(jobId)?.handlerDone(),
-        worker: (jobId) => this.#turns.get(jobId)?.worker() ?? Promise.resolve(),
+        worker: (jobId) => this.#turns.get(jobId)?.worker(),
         clock: this.#clock,
         startAheadMs,
       },

@@ -83,9 +83,10 @@ export interface ClaimLoopDeps<J extends ClaimedJob> {
 export interface RunTurn {
   /**
    * Resolves once one of the `maxConcurrency` workers is this run's: its handler may be called.
-   * A run that ends without asking (a skipped slot) never holds one.
+   * Undefined: one was free at once (or the run holds one already). A run that ends without asking
+   * (a skipped slot) never holds one.
    */
-  worker(): Promise<void>;
+  worker(): Promise<void> | undefined;
   /** No handler of this run runs any more: its worker is free (optional: the run's end implies it). */
   handlerDone(): void;
 }
@@ -118,8 +119,9 @@ export class ClaimLoop<J extends ClaimedJob> {
   readonly #working = new Set<string>();
   /** Runs on deck that asked for a worker, in the order asked. */
   readonly #workerAsks: { id: string; grant: () => void }[] = [];
-  /** When each run holding a worker got it. */
+  /** When each run holding a worker got it, and the sum of those times (for their mean age). */
   readonly #workerSince = new Map<string, number>();
+  #workerSinceSum = 0;
   /** How long a handler holds its worker, averaged over the runs so far (none before the first). */
   #turnMs: number | undefined;
   readonly #runEnded = new Set<() => void>();
@@ -237,13 +239,9 @@ export class ClaimLoop<J extends ClaimedJob> {
    */
   #expectedTurnMs(): number {
     if (this.#turnMs === undefined) return Number.POSITIVE_INFINITY;
-    let age = 0;
-    if (this.#workerSince.size > 0) {
-      const now = this.#now();
-      for (const since of this.#workerSince.values()) age += now - since;
-      age /= this.#workerSince.size;
-    }
-    return Math.max(this.#turnMs, age, MIN_TURN_MS);
+    const going = this.#workerSince.size;
+    const meanAge = going > 0 ? this.#now() - this.#workerSinceSum / going : 0;
+    return Math.max(this.#turnMs, meanAge, MIN_TURN_MS);
   }
 
   /** How many handlers the workers are expected to start within `ms`. */
@@ -299,12 +297,12 @@ export class ClaimLoop<J extends ClaimedJob> {
     }
   }
 
-  #askWorker(id: string): Promise<void> {
-    if (!this.#onDeck.has(id)) return Promise.resolve(); // already has one, or its run is over
+  #askWorker(id: string): Promise<void> | undefined {
+    if (!this.#onDeck.has(id)) return undefined; // already has one, or its run is over
     if (this.#working.size < this.#deps.maxConcurrency) {
       this.#grantWorker(id);
       this.#startDue(); // room on deck
-      return Promise.resolve();
+      return undefined;
     }
     return new Promise((resolve) => this.#workerAsks.push({ id, grant: resolve }));
   }
@@ -312,7 +310,9 @@ export class ClaimLoop<J extends ClaimedJob> {
   #grantWorker(id: string): void {
     this.#onDeck.delete(id);
     this.#working.add(id);
-    this.#workerSince.set(id, this.#now());
+    const now = this.#now();
+    this.#workerSince.set(id, now);
+    this.#workerSinceSum += now;
   }
 
   /** The run's handler is done, or the run is over: its worker (or its place on deck) is free. */
@@ -322,6 +322,7 @@ export class ClaimLoop<J extends ClaimedJob> {
     const since = this.#workerSince.get(id);
     if (since !== undefined) {
       this.#workerSince.delete(id);
+      this.#workerSinceSum = this.#workerSince.size === 0 ? 0 : this.#workerSinceSum - since;
       const turn = this.#now() - since;
       this.#turnMs = this.#turnMs === undefined ? turn : this.#turnMs + TURN_WEIGHT * (turn - this.#turnMs);
     }

@@ -51,8 +51,9 @@ export interface TaskRunnerDeps {
   /**
    * Resolves once one of the claim loop's workers is this run's (src/engine/claimLoop.ts): asked
    * after the start save, the checks and the wait for the slot, just before the handler.
+   * Undefined: one was free at once.
    */
-  worker?: (jobId: string) => Promise<void>;
+  worker?: (jobId: string) => Promise<void> | undefined;
   /** Task dependencies: a downstream run's upstream runs, and manual runs with their downstreams. */
   dependencies?: {
     beforeRun(
@@ -162,8 +163,9 @@ export class TaskRunner {
 
     try {
       await this.#untilHandlerTime(entry, slot.signal, lockLost);
-      if (this.#deps.worker && !slot.signal.aborted && lockLostReason === undefined)
-        await Promise.race([this.#deps.worker(jobId), lockLost, aborted(slot.signal)]);
+      const worker =
+        slot.signal.aborted || lockLostReason !== undefined ? undefined : this.#deps.worker?.(jobId);
+      if (worker) await Promise.race([worker, lockLost, aborted(slot.signal)]);
       if (slot.signal.aborted || lockLostReason !== undefined) {
         // cut off at the drain, or the lock lost, while it waited for its slot: nothing ran here
         entry.notStartedAfterAll(); // the final save gives the slot back (CronwardenJobRepository)
@@ -403,6 +405,8 @@ export class TaskRunner {
       const downstream =
         typeof job.attrs.data === "object" && job.attrs.data !== null && "after" in job.attrs.data;
       const upstreamsOf = async (slot: Date) => {
+        // a task with its own schedule, not asked to run its downstreams: nothing to ask
+        if (!withDownstream && !downstream) return;
         entry.waitedFor(
           await beforeStart(
             () =>

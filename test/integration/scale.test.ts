@@ -65,6 +65,44 @@ describe("a herd larger than the instance's workers", () => {
   });
 });
 
+describe("a herd of quick handlers, more than the instance's workers", () => {
+  it("never runs more handlers at once than maxConcurrency, though runs wait on deck; each task once per slot", async () => {
+    // with handlers of 20 ms, due runs go on deck (their start save made while the handlers ahead
+    // run: docs/design.md, "Workers and the deck"); only the worker each asks for before its
+    // handler keeps them to two at once
+    const names = Array.from({ length: 30 }, (_, index) => `quick-${String(index).padStart(2, "0")}`);
+    let going = 0;
+    let mostGoing = 0;
+    const starts: { task: string; slot: number }[] = [];
+    const h = await suite.start(
+      names.map((name) => ({
+        name,
+        handler: async (ctx) => {
+          starts.push({ task: name, slot: ctx.scheduledAt.getTime() });
+          going += 1;
+          mostGoing = Math.max(mostGoing, going);
+          await sleep(20);
+          going -= 1;
+        },
+      })),
+      names.map((name) => ({ name, cron: "*/5 * * * * *" })),
+      { maxConcurrency: 2, processEveryMs: 500 },
+    );
+    // two whole slots: the second comes after handlers have ended, so the deck is open for it
+    const slots = () => [...new Set(starts.map((start) => start.slot))].sort((a, b) => a - b);
+    const slotsRun = () =>
+      slots().filter((slot) => starts.filter((start) => start.slot === slot).length >= 30);
+    await pollUntil("two slots that all 30 tasks ran for", () => slotsRun().length >= 2, {
+      timeoutMs: 30_000,
+    });
+    expect(mostGoing).toBe(2);
+    for (const slot of slotsRun()) {
+      const tasks = starts.filter((start) => start.slot === slot).map((start) => start.task);
+      expect(tasks.sort()).toEqual(names);
+    }
+  });
+});
+
 describe("a config of thousands of tasks", () => {
   it("creates 2,000 jobs on an empty database and audits all 8,000 fields (more than one INSERT can carry)", async () => {
     const names = Array.from({ length: 2_000 }, (_, index) => `bulk-${String(index).padStart(4, "0")}`);

@@ -61,7 +61,8 @@ function loop(options: {
     },
     run: async (job, turn) => {
       handed.push({ id: job.id, at: now() });
-      await turn.worker();
+      const worker = turn.worker();
+      if (worker) await worker;
       started.push({ id: job.id, at: now() });
       working += 1;
       mostWorking = Math.max(mostWorking, working);
