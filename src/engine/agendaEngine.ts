@@ -90,8 +90,7 @@ export class AgendaEngine {
   readonly #clock: Clock;
   readonly #ledger: RunLedger;
   readonly #running: RunningRuns = new Map();
-  /** The claim loop's "handler done" of each run going, by job id (the task runner calls it). */
-  /** The claim loop's worker of each run going (src/engine/claimLoop.ts RunTurn), by job id. */
+  /** Each run's use of the claim loop's workers (src/engine/claimLoop.ts RunTurn), by job id: the task runner asks and frees its worker. */
   readonly #turns = new Map<string, RunTurn>();
   readonly #definedTasks: string[] = [];
   /** Each defined task's handler and options; one processor serves every name (no closure per task). */

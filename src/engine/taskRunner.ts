@@ -167,7 +167,7 @@ export class TaskRunner {
         slot.signal.aborted || lockLostReason !== undefined ? undefined : this.#deps.worker?.(jobId);
       if (worker) await Promise.race([worker, lockLost, aborted(slot.signal)]);
       if (slot.signal.aborted || lockLostReason !== undefined) {
-        // cut off at the drain, or the lock lost, while it waited for its slot: nothing ran here
+        // cut off at the drain, or the lock lost, while it waited for its slot or a worker: nothing ran here
         entry.notStartedAfterAll(); // the final save gives the slot back (CronwardenJobRepository)
         throw new RunNotStartedError(
           `${taskName}: ${lockLostReason === undefined ? "the shutdown's drain deadline came" : `the lock was lost (${lockLostReason})`} before its slot; the handler did not start and the slot was given back`,
