@@ -74,7 +74,7 @@ describe("a herd of quick handlers, more than the instance's workers", () => {
     let going = 0;
     let mostGoing = 0;
     const starts: { task: string; slot: number }[] = [];
-    const h = await suite.start(
+    await suite.start(
       names.map((name) => ({
         name,
         handler: async (ctx) => {
