@@ -108,6 +108,16 @@ function loop(options: {
 
 const job = (id: string, dueAt: number): Job => ({ id, name: id, dueAt, lockedAt: 0 });
 
+/** The runs whose handler started later than they were handed over: they waited on deck for a worker. */
+function waitedOnDeck(runs: { handed: { id: string; at: number }[]; started: { id: string; at: number }[] }) {
+  return runs.handed
+    .filter((run) => (runs.started.find((each) => each.id === run.id)?.at ?? run.at) > run.at)
+    .map((run) => run.id);
+}
+
+/** The largest claim a pass asked for. */
+const mostAsked = (requests: ClaimRequest[]) => Math.max(...requests.map((request) => request.limit));
+
 /** Drains with the fake clock moving, so runs going can end. */
 async function drained(claims: ClaimLoop<Job>, timeoutMs: number) {
   const result = claims.drain(timeoutMs);
@@ -182,57 +192,52 @@ describe("ClaimLoop", () => {
   });
 
   it("with quick handlers, runs wait on deck for a worker, and more jobs are held; never more than maxConcurrency handlers at once", async () => {
-    const herd = Array.from({ length: 30 }, (_, index) => job(`task-${index}`, Date.now()));
-    const {
-      loop: claims,
-      begin,
-      started,
-      handed,
-      requests,
-      mostWorking,
-    } = loop({ due: herd, maxConcurrency: 2, startAheadMs: 200, runFor: 10, baseClaimed: 4, maxClaimed: 30 });
-    await begin();
+    const due = Array.from({ length: 30 }, (_, index) => job(`task-${index}`, Date.now()));
+    const quick = loop({
+      due,
+      maxConcurrency: 2,
+      startAheadMs: 200,
+      runFor: 10,
+      baseClaimed: 4,
+      maxClaimed: 30,
+    });
+    await quick.begin();
     // no handler has ended yet: how long one takes is unknown, so only free workers get runs
-    expect(requests[0]?.limit).toBe(4);
-    expect(handed.map((run) => run.id)).toEqual(["task-0", "task-1"]);
+    expect(quick.requests[0]?.limit).toBe(4);
+    expect(quick.handed.map((run) => run.id)).toEqual(["task-0", "task-1"]);
     await vi.advanceTimersByTimeAsync(10); // the first two ended in 10 ms each
     // the workers start 2 × 200 / 10 = 40 runs within the start-ahead: every job held goes on deck
-    expect(claims.held.onDeck).toBeGreaterThan(2);
-    expect(Math.max(...requests.map((request) => request.limit))).toBeGreaterThan(4);
+    expect(quick.loop.held.onDeck).toBeGreaterThan(2);
+    expect(mostAsked(quick.requests)).toBeGreaterThan(4);
     await vi.advanceTimersByTimeAsync(200);
-    expect(started.map((run) => run.id).sort()).toEqual(herd.map((each) => each.id).sort());
-    expect(mostWorking()).toBe(2);
-    expect(handed.some((run) => (started.find((each) => each.id === run.id)?.at ?? 0) > run.at)).toBe(true);
-    expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+    expect(quick.startedIds().sort()).toEqual(due.map((each) => each.id).sort());
+    expect(quick.mostWorking()).toBe(2);
+    expect(waitedOnDeck(quick)).not.toEqual([]);
+    expect(await drained(quick.loop, 1_000)).toEqual({ completed: 0, running: 0 });
   });
 
   it("with slow handlers, a run is handed over only when a worker is free, and no more than baseClaimed are held", async () => {
     const due = Array.from({ length: 8 }, (_, index) => job(`slow-${index}`, Date.now()));
-    const {
-      loop: claims,
-      begin,
-      started,
-      handed,
-      requests,
-      stale,
-    } = loop({ due, maxConcurrency: 2, startAheadMs: 200, runFor: 5_000, baseClaimed: 4, maxClaimed: 30 });
-    await begin();
+    const slow = loop({
+      due,
+      maxConcurrency: 2,
+      startAheadMs: 200,
+      runFor: 5_000,
+      baseClaimed: 4,
+      maxClaimed: 30,
+    });
+    await slow.begin();
     await vi.advanceTimersByTimeAsync(20_001);
-    expect(started.map((run) => run.id).sort()).toEqual(due.map((each) => each.id).sort());
-    for (const run of handed) expect(started.find((each) => each.id === run.id)?.at).toBe(run.at);
-    expect(Math.max(...requests.map((request) => request.limit))).toBeLessThanOrEqual(4);
-    expect(stale).toEqual([]);
-    expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+    expect(slow.startedIds().sort()).toEqual(due.map((each) => each.id).sort());
+    expect(waitedOnDeck(slow)).toEqual([]);
+    expect(mostAsked(slow.requests)).toBeLessThanOrEqual(4);
+    expect(slow.stale).toEqual([]);
+    expect(await drained(slow.loop, 1_000)).toEqual({ completed: 0, running: 0 });
   });
 
   it("handlers going longer than the ones before keep runs off deck", async () => {
     const at = Date.now();
-    const {
-      loop: claims,
-      begin,
-      started,
-      handed,
-    } = loop({
+    const mixed = loop({
       due: [
         job("quick-0", at),
         job("quick-1", at),
@@ -245,14 +250,15 @@ describe("ClaimLoop", () => {
       runFor: (id) => (id.startsWith("quick") ? 10 : 10_000),
       maxClaimed: 10,
     });
-    await begin();
+    await mixed.begin();
     await vi.advanceTimersByTimeAsync(3_000);
     // the handlers so far took 10 ms, but the two going have run for 2.9 s: "later" is not handed
     // over to wait, recorded as started, for their end
-    expect(handed.map((run) => run.id)).not.toContain("later");
+    expect(mixed.handed.map((run) => run.id)).not.toContain("later");
     await vi.advanceTimersByTimeAsync(7_200);
-    expect(started.find((run) => run.id === "later")?.at).toBe(handed.find((run) => run.id === "later")?.at);
-    expect(await drained(claims, 20_000)).toEqual({ completed: 1, running: 0 });
+    expect(mixed.startedIds()).toContain("later");
+    expect(waitedOnDeck(mixed)).toEqual([]);
+    expect(await drained(mixed.loop, 20_000)).toEqual({ completed: 1, running: 0 });
   });
 
   it("a run whose handler is done frees its worker; its final save still holds the job", async () => {
