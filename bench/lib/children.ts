@@ -9,7 +9,7 @@ import { createWriteStream } from "node:fs";
 import { readFile } from "node:fs/promises";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import type { ParentMessage, WorkerMessage } from "./protocol.js";
+import type { ParentMessage, WireMessage, WorkerMessage } from "./protocol.js";
 
 export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..");
 
@@ -23,10 +23,17 @@ interface Waiter {
   timer: NodeJS.Timeout;
 }
 
+type StartMessage = Extract<WorkerMessage, { type: "start" }>;
+
 export class Worker {
   readonly label: string;
   readonly child: ChildProcess;
   readonly messages: WorkerMessage[] = [];
+  // kept as messages arrive, so a wait checked on every message costs O(1), not O(messages):
+  // at a herd of 10,000 a scan per message made the orchestrator take a core from the workers
+  readonly #starts: StartMessage[] = [];
+  readonly #startsPerSlot = new Map<number | null, number>();
+  #fatal: Extract<WorkerMessage, { type: "fatal" }> | undefined;
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   readonly stderrFile: string;
   #waiters = new Set<Waiter>();
@@ -56,8 +63,8 @@ export class Worker {
     live.add(this);
     this.child.stdout?.pipe(stderr);
     this.child.stderr?.pipe(stderr);
-    this.child.on("message", (message: WorkerMessage) => {
-      this.messages.push(message);
+    this.child.on("message", (wire: WireMessage) => {
+      for (const message of wire.type === "batch" ? wire.messages : [wire]) this.#receive(message);
       this.#check();
     });
     this.exited = new Promise((resolve) => {
@@ -86,10 +93,9 @@ export class Worker {
 
   /** Resolves once `test` holds (checked on each message); rejects at the deadline or on exit. */
   async waitUntil(what: string, test: () => boolean, timeoutMs: number): Promise<void> {
-    const fatal = () => this.messages.find((message) => message.type === "fatal");
     const check = () => {
-      const failed = fatal();
-      if (failed && failed.type === "fatal") throw new Error(`${this.label} failed: ${failed.message}`);
+      const failed = this.#fatal;
+      if (failed) throw new Error(`${this.label} failed: ${failed.message}`);
       return test();
     };
     if (check()) return;
@@ -119,10 +125,19 @@ export class Worker {
     >;
   }
 
-  starts(): Array<Extract<WorkerMessage, { type: "start" }>> {
-    return this.messages.filter(
-      (message): message is Extract<WorkerMessage, { type: "start" }> => message.type === "start",
-    );
+  /** The handler starts reported so far, in the order received. */
+  starts(): readonly StartMessage[] {
+    return this.#starts;
+  }
+
+  /** How many starts were reported for `slot` (`null`: starts whose slot the worker did not know). */
+  startsOf(slot: number | null): number {
+    return this.#startsPerSlot.get(slot) ?? 0;
+  }
+
+  /** The first fatal error the worker reported, if any. */
+  get fatal(): Extract<WorkerMessage, { type: "fatal" }> | undefined {
+    return this.#fatal;
   }
 
   send(message: ParentMessage): void {
@@ -153,6 +168,14 @@ export class Worker {
   async stderrTail(lines = 30): Promise<string> {
     const text = await readFile(this.stderrFile, "utf8").catch(() => "");
     return text.split("\n").slice(-lines).join("\n");
+  }
+
+  #receive(message: WorkerMessage): void {
+    this.messages.push(message);
+    if (message.type === "start") {
+      this.#starts.push(message);
+      this.#startsPerSlot.set(message.slot, (this.#startsPerSlot.get(message.slot) ?? 0) + 1);
+    } else if (message.type === "fatal") this.#fatal ??= message;
   }
 
   #check(): void {
@@ -203,8 +226,8 @@ export async function waitFor(
   for (;;) {
     if (test()) return;
     for (const worker of workers) {
-      const fatal = worker.messages.find((message) => message.type === "fatal");
-      if (fatal?.type === "fatal") throw new Error(`${worker.label} failed: ${fatal.message}`);
+      const fatal = worker.fatal;
+      if (fatal) throw new Error(`${worker.label} failed: ${fatal.message}`);
     }
     if (workers.length > 0 && workers.every((worker) => !worker.alive))
       throw new Error(`every worker has exited; ${what} will not happen`);

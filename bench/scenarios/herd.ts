@@ -119,15 +119,17 @@ async function herdOnce(
     const slot = boundary.getTime();
     const ofSlot = () =>
       workers.flatMap((each) => each.starts()).filter((start) => start.slot === slot || start.slot === null);
+    const startedOfSlot = () =>
+      workers.reduce((sum, each) => sum + each.startsOf(slot) + each.startsOf(null), 0);
     await sleepUntil(slot);
     let complete = true;
     // each process checks the shared count on its own messages: the one that reports the last start ends the wait
     await Promise.race(
-      workers.map((each) => each.waitUntil(`${count} starts`, () => ofSlot().length >= count, 120_000)),
+      workers.map((each) => each.waitUntil(`${count} starts`, () => startedOfSlot() >= count, 120_000)),
     ).catch((error: Error) => {
       if (!workers.every((each) => each.alive)) throw error;
       complete = false;
-      context.progress(`herd ${contender}: only ${ofSlot().length} of ${count} started within 120 s`);
+      context.progress(`herd ${contender}: only ${startedOfSlot()} of ${count} started within 120 s`);
     });
     // late duplicates would show up within a couple of polls
     await sleep(2 * DEFAULT_PROCESS_EVERY_MS);

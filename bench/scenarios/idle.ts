@@ -90,8 +90,7 @@ async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[
       try {
         setups.push((await run.worker?.ready(timeoutMs))?.setupMs ?? Number.NaN);
       } catch (error) {
-        if (!run.spawn || !run.worker || run.worker.messages.every((message) => message.type !== "fatal"))
-          throw error;
+        if (!run.spawn || !run.worker?.fatal) throw error;
         // a failed start: a supervisor would start the process again, on the same database
         run.firstStartError = firstErrorLine(error as Error);
         context.progress(
