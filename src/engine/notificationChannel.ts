@@ -1,5 +1,4 @@
 import { PostgresNotificationChannel } from "@agendajs/postgres-backend";
-import type { JobStateNotification } from "agenda";
 
 /**
  * Agenda's PostgreSQL LISTEN/NOTIFY channel without the job-state broadcast: Agenda publishes
@@ -9,5 +8,10 @@ import type { JobStateNotification } from "agenda";
  * kept: they make the claim loop of every instance look for due jobs (src/engine/claimLoop.ts).
  */
 export class JobNotificationChannel extends PostgresNotificationChannel {
-  override async publishState(_notification: JobStateNotification): Promise<void> {}
+  constructor(...options: ConstructorParameters<typeof PostgresNotificationChannel>) {
+    super(...options);
+    // Agenda builds and sends a state notification only when the channel has `publishState`
+    // (Agenda.publishJobStateNotification): without it, a run costs no notification object either
+    Object.defineProperty(this, "publishState", { value: undefined });
+  }
 }

@@ -21,10 +21,14 @@ export const REDACTED = "***";
 export const MIN_SECRET_LENGTH = 6;
 
 const registered = new Set<string>();
+/** `registered` as an array: every string that leaves the process is checked against it. */
+let registeredList: readonly string[] = [];
 
 /** Adds a value that must never leave the process in clear. Process-wide; repeated calls are harmless. */
 export function registerSecret(value: string | undefined | null): void {
-  if (typeof value === "string" && value.length >= MIN_SECRET_LENGTH) registered.add(value);
+  if (typeof value !== "string" || value.length < MIN_SECRET_LENGTH || registered.has(value)) return;
+  registered.add(value);
+  registeredList = [...registered];
 }
 
 /** Registers the password of a connection string (`postgres://user:password@...`), if it has one. */
@@ -38,14 +42,22 @@ export function registerUrlPassword(url: string | undefined | null): void {
   }
 }
 
-export function redactSecrets(text: string, secrets: readonly string[] = []): string {
-  let result = text
-    .replace(URL_PASSWORD, `$1${REDACTED}@`)
-    .replace(PASSWORD_PAIR, (_match, key: string, value: string) => {
-      const quote = value.startsWith('"') || value.startsWith("'") ? value.charAt(0) : "";
-      return `${key}${quote}${REDACTED}${quote}`;
-    });
-  for (const secret of [...secrets, ...registered]) {
+export function redactSecrets(text: string, secrets: readonly string[] = NO_SECRETS): string {
+  // every log line's and run record's strings pass here: nothing is allocated for a clean one
+  let result = text.includes("://") ? text.replace(URL_PASSWORD, `$1${REDACTED}@`) : text;
+  result = result.replace(PASSWORD_PAIR, (_match, key: string, value: string) => {
+    const quote = value.startsWith('"') || value.startsWith("'") ? value.charAt(0) : "";
+    return `${key}${quote}${REDACTED}${quote}`;
+  });
+  result = withoutSecrets(result, secrets);
+  return withoutSecrets(result, registeredList);
+}
+
+const NO_SECRETS: readonly string[] = [];
+
+function withoutSecrets(text: string, secrets: readonly string[]): string {
+  let result = text;
+  for (const secret of secrets) {
     if (secret.length > 0 && result.includes(secret)) result = result.split(secret).join(REDACTED);
   }
   return result;
@@ -68,7 +80,9 @@ function redactWalk(value: unknown, depth: number, keyLevels: number): unknown {
   if (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null)
     return value;
   const copy: Record<string, unknown> = {};
-  for (const [key, item] of Object.entries(value)) {
+  const object = value as Record<string, unknown>;
+  for (const key of Object.keys(object)) {
+    const item = object[key];
     copy[key] =
       keyLevels > 0 && item !== undefined && SECRET_KEY_SET.has(key)
         ? REDACTED
