@@ -110,7 +110,6 @@ export function readSpec<T>(): T {
   return JSON.parse(text) as T;
 }
 
-/** Sends to the orchestrator; a worker without a parent (it died) has nothing left to do. */
 /** What goes over the IPC channel: one message, or the starts and ends of a short while in one. */
 export type WireMessage = WorkerMessage | { type: "batch"; messages: WorkerMessage[] };
 
@@ -125,6 +124,7 @@ const REPORT_BATCH_MS = 20;
 const reports: WorkerMessage[] = [];
 let reportTimer: NodeJS.Timeout | undefined;
 
+/** Sends to the orchestrator; a worker without a parent (it died) has nothing left to do. */
 export function send(message: WorkerMessage): void {
   if (!process.send || !process.connected) return;
   if (message.type === "start" || message.type === "finish") {
