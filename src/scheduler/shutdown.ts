@@ -6,23 +6,41 @@ export interface ShutdownOptions {
   shutdown: (signal: NodeJS.Signals) => Promise<void>;
   /** Defaults to process.exit; tests replace it. */
   exit?: (code: number) => void;
+  /** Monotonic milliseconds; tests replace it. */
+  now?: () => number;
 }
+
+/**
+ * A signal this soon after the first is the same request delivered twice, not an operator asking
+ * to exit at once: Ctrl-C in a terminal, or a kill of the process group, reaches both `npm start`
+ * and node, and npm forwards its copy.
+ */
+export const REPEATED_SIGNAL_MS = 1_000;
 
 /**
  * First SIGTERM/SIGINT: run `shutdown` (stop taking runs, drain, close the pool), then exit
  * explicitly (Agenda can leave a timer that keeps the process alive for minutes). A second
- * signal exits at once. Returns a function that removes the handlers.
+ * signal, REPEATED_SIGNAL_MS or more after the first, exits at once. Returns a function that
+ * removes the handlers.
  */
 export function handleShutdownSignals(options: ShutdownOptions): () => void {
   const exit = options.exit ?? ((code: number) => process.exit(code));
-  let shuttingDown = false;
+  const now = options.now ?? (() => performance.now());
+  let firstAt: number | undefined;
   const onSignal = (signal: NodeJS.Signals) => {
-    if (shuttingDown) {
+    if (firstAt !== undefined) {
+      if (now() - firstAt < REPEATED_SIGNAL_MS) {
+        options.logger.info(
+          { signal },
+          `${signal} again within ${REPEATED_SIGNAL_MS} ms: taken as the same request (still shutting down; send it again later to exit at once)`,
+        );
+        return;
+      }
       options.logger.warn({ signal }, `second ${signal}: exiting at once without waiting for running tasks`);
       exit(130);
       return;
     }
-    shuttingDown = true;
+    firstAt = now();
     options.logger.info({ signal }, `${signal} received: shutting down (send it again to exit at once)`);
     options.shutdown(signal).then(
       () => exit(0),

@@ -1,6 +1,8 @@
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
+import { REPEATED_SIGNAL_MS } from "../../src/scheduler/shutdown.js";
 import { yamlOf } from "../helpers/harness.js";
 import { ServiceProcess } from "../helpers/processes.js";
 import { processSuite } from "../helpers/processSuite.js";
@@ -68,13 +70,20 @@ describe("service processes", () => {
     expect(job.rows).toEqual([{ locked_at: null }]);
   });
 
-  it("a second signal exits at once without waiting for the run", async () => {
+  it("a second signal exits at once without waiting for the run; a repeat within a second is the same request", async () => {
     const service = await instance("impatient", [{ name: "slow", cron: "* * * * * *" }], {
       SLOW_TASK_MS: "60000",
     });
     await service.waitFor("a slow run", (line) => line.task === "slow" && line.msg === "run started");
     service.child.kill("SIGTERM");
     await service.waitFor("the first signal", (line) => /^SIGTERM received/.test(String(line.msg)));
+    // what a terminal's Ctrl-C under `npm start` delivers: the signal twice, a moment apart
+    service.child.kill("SIGTERM");
+    await service.waitFor("the repeat taken as the same request", (line) =>
+      String(line.msg).includes("taken as the same request"),
+    );
+    // the window is counted from the first signal, which the child logged before we read it
+    await sleep(REPEATED_SIGNAL_MS);
     service.child.kill("SIGTERM");
     expect(await service.exited).toEqual({ code: 130, signal: null });
     expect(service.find((line) => /^run succeeded/.test(String(line.msg)))).toBeUndefined();
