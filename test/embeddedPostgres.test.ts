@@ -1,17 +1,19 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { appendFile, chmod, mkdtemp, readFile, rm, stat } from "node:fs/promises";
+import { appendFile, chmod, mkdir, mkdtemp, readFile, rm, stat, writeFile } from "node:fs/promises";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { createInterface } from "node:readline";
 import { Writable } from "node:stream";
+import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { CronwardenError } from "../src/core/errors.js";
 import { createLogger, type Logger } from "../src/core/logger.js";
 import { type EmbeddedPostgres, startEmbeddedPostgres } from "../src/infra/embeddedPostgres/index.js";
+import { signalPostmaster } from "../src/infra/embeddedPostgres/recovery.js";
 import { adminUrl } from "./helpers/database.js";
 import { pollUntil } from "./helpers/poll.js";
 
@@ -288,6 +290,29 @@ describe("startEmbeddedPostgres", () => {
     const again = await start(dataDir);
     expect(again.connectionString).toBe(server.connectionString);
     expect(await query(again.connectionString, "SELECT 1 AS ok")).toEqual([{ ok: 1 }]);
+  });
+
+  it("stopWithoutWaiting() asks the server to stop and returns at once (a service exiting on a second signal)", async () => {
+    const dataDir = newDataDir("at-once");
+    const server = await start(dataDir);
+    const pid = await readPostmasterPid(dataDir);
+    if (pid === undefined) throw new Error("no postmaster.pid after start");
+    server.stopWithoutWaiting();
+    await pollUntil("the postmaster to exit", () => !isAlive(pid), { intervalMs: 20, timeoutMs: 30_000 });
+    await expect(server.stop()).resolves.toBeUndefined();
+    expect(() => server.stopWithoutWaiting()).not.toThrow(); // nothing left to signal
+  });
+
+  it("signals no process through a stale postmaster.pid whose pid now belongs to another process", async () => {
+    const dataDir = newDataDir("stale-pid");
+    await mkdir(dataDir, { recursive: true });
+    const other = spawn("sleep", ["30"], { stdio: "ignore" });
+    children.push(other);
+    await writeFile(path.join(dataDir, "postmaster.pid"), `${other.pid}\n${dataDir}\n`);
+    expect(signalPostmaster(dataDir, "SIGINT")).toBe(false);
+    await sleep(100);
+    expect(other.exitCode).toBeNull();
+    expect(other.signalCode).toBeNull();
   });
 
   it("fails with a readable error naming the port when an explicitly given port is busy", async () => {

@@ -4,6 +4,11 @@ export interface ShutdownOptions {
   logger: Logger;
   /** Runs once, on the first SIGTERM or SIGINT: drain, close, clean up. */
   shutdown: (signal: NodeJS.Signals) => Promise<void>;
+  /**
+   * Runs on the signal that exits at once, just before the exit: what must not outlive the process
+   * (the embedded PostgreSQL is asked to stop). Synchronous; an error is logged and the exit goes on.
+   */
+  beforeExitAtOnce?: () => void;
   /** Defaults to process.exit; tests replace it. */
   exit?: (code: number) => void;
   /** Monotonic milliseconds; tests replace it. */
@@ -37,6 +42,11 @@ export function handleShutdownSignals(options: ShutdownOptions): () => void {
         return;
       }
       options.logger.warn({ signal }, `second ${signal}: exiting at once without waiting for running tasks`);
+      try {
+        options.beforeExitAtOnce?.();
+      } catch (error) {
+        options.logger.error({ err: error }, "clean-up before exiting at once failed");
+      }
       exit(130);
       return;
     }

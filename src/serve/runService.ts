@@ -51,6 +51,8 @@ export async function runService(options: ServiceOptions): Promise<void> {
     })();
     return cleaning;
   };
+  /** What must not outlive the process even when it exits at once (a second signal). */
+  const atOnce: Array<() => void> = [];
   const stopping = new AbortController();
   // installed first, so that a signal during start-up still shuts down in order
   handleShutdownSignals({
@@ -58,6 +60,9 @@ export async function runService(options: ServiceOptions): Promise<void> {
     shutdown: async () => {
       stopping.abort();
       await cleanUp();
+    },
+    beforeExitAtOnce: () => {
+      for (const step of atOnce) step();
     },
   });
   // Last line of defence: a scheduler must not die of a stray promise in a dependency. Tests
@@ -88,6 +93,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
         logger: logger.child({ component: "embedded-postgres" }),
       });
       cleanups.push(() => embedded.stop());
+      atOnce.push(() => embedded.stopWithoutWaiting());
       connectionString = embedded.connectionString;
     }
     const pool = new pg.Pool({

@@ -7,7 +7,7 @@ describe("handleShutdownSignals", () => {
   let remove: (() => void) | undefined;
   afterEach(() => remove?.());
 
-  function harness() {
+  function harness(beforeExitAtOnce?: () => void) {
     const lines: string[] = [];
     const logger = createLogger({
       level: "debug",
@@ -24,6 +24,7 @@ describe("handleShutdownSignals", () => {
     remove = handleShutdownSignals({
       logger,
       exit: (code) => exits.push(code),
+      beforeExitAtOnce,
       now: () => clock,
       // a drain that does not end within the test
       shutdown: async (signal) => {
@@ -54,5 +55,20 @@ describe("handleShutdownSignals", () => {
     expect(h.shutdowns).toEqual(["SIGTERM"]);
     expect(h.exits).toEqual([130]);
     expect(h.lines).toContain("second SIGTERM: exiting at once without waiting for running tasks");
+  });
+
+  it("runs beforeExitAtOnce just before exiting at once, and exits even when it throws", () => {
+    const calls: string[] = [];
+    const h = harness(() => {
+      calls.push(`exits so far: ${h.exits.length}`);
+      throw new Error("no server");
+    });
+    process.emit("SIGTERM", "SIGTERM");
+    expect(calls).toEqual([]); // the first signal drains: nothing is cut short
+    h.advance(REPEATED_SIGNAL_MS);
+    process.emit("SIGTERM", "SIGTERM");
+    expect(calls).toEqual(["exits so far: 0"]);
+    expect(h.exits).toEqual([130]);
+    expect(h.lines).toContain("clean-up before exiting at once failed");
   });
 });

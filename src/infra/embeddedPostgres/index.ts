@@ -40,6 +40,12 @@ export interface EmbeddedPostgres {
   logFile: string;
   /** Stops the server (`pg_ctl stop -m fast -w`). Idempotent; concurrent calls share one stop. */
   stop(): Promise<void>;
+  /**
+   * For a process about to exit at once (a second shutdown signal): asks the server for a fast
+   * shutdown (SIGINT to its postmaster) and returns without waiting, so that the server does not
+   * outlive the service. Synchronous; does nothing when the server is not running.
+   */
+  stopWithoutWaiting(): void;
 }
 
 /**

@@ -8,6 +8,7 @@
  * Processes are matched on /proc: a `postgres` executable whose cwd is this data dir (the postmaster and every
  * backend chdir() into it; in proc-cwd mode too, as /proc/<pid>/cwd shows the real path).
  */
+import { readFileSync, readlinkSync, realpathSync } from "node:fs";
 import fs from "node:fs/promises";
 import path from "node:path";
 import { toError } from "../../core/logger.js";
@@ -71,6 +72,31 @@ export async function readPostmasterPid(dataDir: string): Promise<number | undef
   const text = await fs.readFile(path.join(dataDir, "postmaster.pid"), "utf8").catch(() => undefined);
   const pid = text === undefined ? Number.NaN : Number.parseInt(text.split("\n")[0] ?? "", 10);
   return Number.isNaN(pid) ? undefined : pid;
+}
+
+/**
+ * Sends `signal` to the postmaster of `dataDir` (SIGINT: a fast shutdown) and returns at once;
+ * false when no server runs there (no postmaster.pid, or its pid is now another process) or the
+ * signal could not be sent. Synchronous, for a process that exits right after
+ * (src/infra/embeddedPostgres/index.ts, stopWithoutWaiting).
+ */
+export function signalPostmaster(dataDir: string, signal: NodeJS.Signals): boolean {
+  let text: string;
+  try {
+    text = readFileSync(path.join(dataDir, "postmaster.pid"), "utf8");
+  } catch {
+    return false;
+  }
+  const pid = Number.parseInt(text.split("\n")[0] ?? "", 10);
+  if (!Number.isInteger(pid) || pid <= 0) return false;
+  try {
+    // a stale file's pid may belong to another process by now: only the server running in dataDir
+    if (readlinkSync(`/proc/${pid}/cwd`) !== realpathSync(dataDir)) return false;
+    process.kill(pid, signal);
+    return true;
+  } catch {
+    return false; // gone already
+  }
 }
 
 /** The process exists and is not a zombie (container inits do not always reap orphans). */

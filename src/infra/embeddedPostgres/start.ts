@@ -16,7 +16,7 @@ import { embeddedPostgresError } from "./errors.js";
 import { clusterFiles } from "./files.js";
 import type { EmbeddedPostgres, EmbeddedPostgresOptions } from "./index.js";
 import { isPortFree, portInUse } from "./ports.js";
-import { recoverFromPreviousRun } from "./recovery.js";
+import { recoverFromPreviousRun, signalPostmaster } from "./recovery.js";
 import { makeStop, prepareSocketDir, startServer } from "./server.js";
 import { chooseLaunch, chownTree, isRoot, type Launch, resolveServerUser } from "./serverUser.js";
 
@@ -83,6 +83,7 @@ export async function startEmbeddedPostgres(options: EmbeddedPostgresOptions): P
     dataDir,
     logFile: files.logFile,
     stop,
+    stopWithoutWaiting: () => signalPostmaster(files.dataDir, "SIGINT"),
   };
 }
 
