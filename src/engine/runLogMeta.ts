@@ -65,6 +65,8 @@ export const RUN_META = {
   dependency: "dependency",
 } as const satisfies { [K in MetaKey]-?: K };
 
+const META_KEYS = Object.keys(RUN_META) as MetaKey[];
+
 const OUTCOMES: readonly RunOutcome[] = ["succeeded", "failed", "skipped", "interrupted"];
 
 function column(alias: string | undefined): string {
@@ -89,7 +91,7 @@ export function metaHas(key: MetaKey, alias?: string): string {
 /** The JSON written to `agenda_logs.meta`: times as ISO text, absent fields left out. */
 export function encodeRunMeta(meta: RunLogMeta): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const key of Object.keys(RUN_META) as MetaKey[]) {
+  for (const key of META_KEYS) {
     const value = meta[key];
     if (value === undefined) continue;
     if (key === "rerun" && value === false) continue;
