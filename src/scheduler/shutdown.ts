@@ -25,8 +25,8 @@ export const REPEATED_SIGNAL_MS = 1_000;
 /**
  * First SIGTERM/SIGINT: run `shutdown` (stop taking runs, drain, close the pool), then exit
  * explicitly (Agenda can leave a timer that keeps the process alive for minutes). A second
- * signal, REPEATED_SIGNAL_MS or more after the first, exits at once. Returns a function that
- * removes the handlers.
+ * signal, REPEATED_SIGNAL_MS or more after the first, runs `beforeExitAtOnce` and exits at once.
+ * Returns a function that removes the handlers.
  */
 export function handleShutdownSignals(options: ShutdownOptions): () => void {
   const exit = options.exit ?? ((code: number) => process.exit(code));
