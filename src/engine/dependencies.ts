@@ -58,6 +58,13 @@ const NO_DOWNSTREAMS_TTL_MS = 5_000;
  */
 const NO_DOWNSTREAMS_SWEEP_TTL_MS = 15_000;
 
+/** The downstream rows as last read, by upstream name; `any`: there was at least one. */
+interface DownstreamRows {
+  at: number;
+  byUpstream: Map<string, Downstream[]>;
+  any: boolean;
+}
+
 /**
  * The engine side of task dependencies (docs/dependencies.md). A downstream's job row has no
  * schedule; its runs are queued here:
@@ -76,7 +83,7 @@ export class DependencyCoordinator {
   /** Runs (by run key) whose downstreams follow this very run: a manual run with its downstreams, and their chain. */
   readonly #manualChains = new Set<string>();
   readonly #pending = new Set<Promise<unknown>>();
-  #downstreams: { at: number; byUpstream: Map<string, Downstream[]>; any: boolean } | undefined;
+  #downstreams: DownstreamRows | undefined;
   #downstreamsRead: Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> | undefined;
   #downstreamsGeneration = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -124,7 +131,7 @@ export class DependencyCoordinator {
 
   /** An upstream's run starts: its downstreams' waits for the slot open (the waitAtMost clock is the slot's). */
   runStarted(run: EngineRun): void {
-    if (run.attempt !== 1) return;
+    if (run.attempt !== 1 || this.#withoutDownstreams(run.taskName)) return;
     const key = runKey(run.taskName, run.scheduledAt);
     const chain = this.#manualChains.has(key);
     if (run.trigger === "manual" && !chain) return;
@@ -142,11 +149,12 @@ export class DependencyCoordinator {
     if (outcome !== "succeeded" && outcome !== "failed" && outcome !== "skipped") return;
     const slot = meta.scheduledAt;
     if (!slot) return;
+    // a downstream's run of a queued slot carries its upstream runs in its record
+    const ranAsDownstream = meta.upstreams !== undefined;
+    if (!ranAsDownstream && this.#manualChains.size === 0 && this.#withoutDownstreams(taskName)) return;
     const key = runKey(taskName, slot);
     const chain = this.#manualChains.has(key);
     this.#manualChains.delete(key);
-    // a downstream's run of a queued slot carries its upstream runs in its record
-    const ranAsDownstream = meta.upstreams !== undefined;
     if (meta.trigger === "manual" && !chain && !ranAsDownstream) return;
     this.#track(this.#settled(taskName, slot, outcome, chain, ranAsDownstream));
   }
@@ -353,9 +361,8 @@ export class DependencyCoordinator {
   #downstreamsByUpstream(
     noneTtlMs = NO_DOWNSTREAMS_TTL_MS,
   ): Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> {
-    const cached = this.#downstreams;
-    if (cached && Date.now() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs))
-      return Promise.resolve(cached);
+    const cached = this.#freshDownstreams(noneTtlMs);
+    if (cached) return Promise.resolve(cached);
     if (this.#downstreamsRead) return this.#downstreamsRead;
     const generation = this.#downstreamsGeneration;
     const read = (async () => {
@@ -378,6 +385,23 @@ export class DependencyCoordinator {
     });
     this.#downstreamsRead = read;
     return read;
+  }
+
+  /**
+   * The task has no downstream by rows read recently enough: its run's start and outcome cost no promise, no statement. A herd's
+   * runs go through this on every start and every outcome.
+   */
+  #withoutDownstreams(taskName: string): boolean {
+    const cached = this.#freshDownstreams(NO_DOWNSTREAMS_TTL_MS);
+    return cached !== undefined && !cached.byUpstream.has(taskName);
+  }
+
+  /** The downstream rows last read, if recent enough to use: DOWNSTREAMS_TTL_MS, or `noneTtlMs` when there were none. */
+  #freshDownstreams(noneTtlMs: number): DownstreamRows | undefined {
+    const cached = this.#downstreams;
+    return cached && Date.now() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs)
+      ? cached
+      : undefined;
   }
 
   /** The downstream rows changed: the cache and any read in flight are not used again. */

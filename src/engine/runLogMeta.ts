@@ -65,8 +65,6 @@ export const RUN_META = {
   dependency: "dependency",
 } as const satisfies { [K in MetaKey]-?: K };
 
-const META_KEYS = Object.keys(RUN_META) as MetaKey[];
-
 const OUTCOMES: readonly RunOutcome[] = ["succeeded", "failed", "skipped", "interrupted"];
 
 function column(alias: string | undefined): string {
@@ -88,19 +86,30 @@ export function metaHas(key: MetaKey, alias?: string): string {
   return `${column(alias)} ? '${RUN_META[key]}'`;
 }
 
-/** The JSON written to `agenda_logs.meta`: times as ISO text, absent fields left out. */
+/**
+ * The JSON written to `agenda_logs.meta`: times as ISO text, absent fields left out. Field by field
+ * (every run's start and outcome rows pass here); the JSON key of each field is its name, as
+ * RUN_META's type requires, and test/unit/runLogMeta.test.ts checks that every field is written.
+ */
 export function encodeRunMeta(meta: RunLogMeta): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  for (const key of META_KEYS) {
-    const value = meta[key];
-    if (value === undefined) continue;
-    if (key === "rerun" && value === false) continue;
-    if (value instanceof Date) out[RUN_META[key]] = value.toISOString();
-    else if (key === "rerunOf") {
-      const rerunOf = value as NonNullable<RunLogMeta["rerunOf"]>;
-      out[RUN_META[key]] = { startedAt: rerunOf.startedAt.toISOString(), instanceId: rerunOf.instanceId };
-    } else out[RUN_META[key]] = value;
-  }
+  if (meta.scheduledAt !== undefined) out.scheduledAt = meta.scheduledAt.toISOString();
+  if (meta.instanceId !== undefined) out.instanceId = meta.instanceId;
+  if (meta.attempt !== undefined) out.attempt = meta.attempt;
+  if (meta.rerun === true) out.rerun = true;
+  if (meta.trigger !== undefined) out.trigger = meta.trigger;
+  if (meta.requestedBy !== undefined) out.requestedBy = meta.requestedBy;
+  if (meta.upstreams !== undefined) out.upstreams = meta.upstreams;
+  if (meta.startedAt !== undefined) out.startedAt = meta.startedAt.toISOString();
+  if (meta.finishedAt !== undefined) out.finishedAt = meta.finishedAt.toISOString();
+  if (meta.outcome !== undefined) out.outcome = meta.outcome;
+  if (meta.detail !== undefined) out.detail = meta.detail;
+  if (meta.rerunOf !== undefined)
+    out.rerunOf = { startedAt: meta.rerunOf.startedAt.toISOString(), instanceId: meta.rerunOf.instanceId };
+  if (meta.logs !== undefined) out.logs = meta.logs;
+  if (meta.logsDropped !== undefined) out.logsDropped = meta.logsDropped;
+  if (meta.errorStack !== undefined) out.errorStack = meta.errorStack;
+  if (meta.dependency !== undefined) out.dependency = meta.dependency;
   return out;
 }
 

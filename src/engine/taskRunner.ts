@@ -208,7 +208,7 @@ export class TaskRunner {
           ...(prepared.withDownstream ? { withDownstream: true } : {}),
         };
         entry.attemptStarted(attempt, run.startedAt);
-        const result = await this.#attempt(run, handler, options, lockLost, slot.signal, () => {
+        const result = await this.#attempt(run, handler, options, lockLost, slot, () => {
           if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         });
         if (overlapCancelled && result.error && !entry.handedOff) {
@@ -530,15 +530,18 @@ export class TaskRunner {
     handler: RunHandler,
     options: TaskDefinitionOptions,
     lockLost: Promise<string>,
-    slotSignal: AbortSignal,
+    slot: AbortController,
     recordStart: () => void,
   ): Promise<Omit<RunResult, "final">> {
     const { hooks, logger } = this.#deps;
-    const attempt = new AbortController();
+    // with retries, each attempt has its own signal, so that a timed-out attempt's abort does not
+    // abort the next; a slot of one attempt aborts the slot's own (one controller less per run)
+    const attempt = options.retry ? new AbortController() : slot;
+    const slotSignal = slot.signal;
     const forward = () => attempt.abort(slotSignal.reason);
-    slotSignal.addEventListener("abort", forward, { once: true });
+    if (attempt !== slot) slotSignal.addEventListener("abort", forward, { once: true });
     try {
-      const attemptRun = { ...run, signal: attempt.signal };
+      const attemptRun = attempt === slot ? run : { ...run, signal: attempt.signal };
       return await superviseRun({
         run: () => handler(attemptRun),
         // after the handler's call, in the same turn: the slot's time is the handler's, and the
@@ -566,7 +569,7 @@ export class TaskRunner {
         },
       });
     } finally {
-      slotSignal.removeEventListener("abort", forward);
+      if (attempt !== slot) slotSignal.removeEventListener("abort", forward);
     }
   }
 

@@ -6,6 +6,7 @@ import {
   metaJson,
   metaText,
   RUN_META,
+  type RunLogMeta,
 } from "../../src/engine/runLogMeta.js";
 
 /** The run log's `meta` codec (src/engine/runLogMeta.ts), on literal rows as the database returns them. */
@@ -45,6 +46,28 @@ describe("encodeRunMeta", () => {
     });
     expect(encodeRunMeta({ rerun: true })).toEqual({ rerun: true });
     expect(encodeRunMeta({})).toEqual({});
+  });
+
+  it("writes every field RUN_META lists (a field added to RunLogMeta must be added to the encoder)", () => {
+    const every: Required<RunLogMeta> = {
+      scheduledAt: new Date(0),
+      instanceId: "i",
+      attempt: 1,
+      rerun: true,
+      trigger: "manual",
+      requestedBy: "ops",
+      upstreams: [],
+      startedAt: new Date(1),
+      finishedAt: new Date(2),
+      outcome: "succeeded",
+      detail: "d",
+      rerunOf: { startedAt: new Date(0), instanceId: null },
+      logs: [],
+      logsDropped: 0,
+      errorStack: "s",
+      dependency: { reason: "r", kind: "k", upstreams: [] },
+    };
+    expect(Object.keys(encodeRunMeta(every)).sort()).toEqual(Object.values(RUN_META).sort());
   });
 
   it("reads back what it wrote, through JSON", () => {
