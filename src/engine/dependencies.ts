@@ -388,8 +388,8 @@ export class DependencyCoordinator {
   }
 
   /**
-   * The task has no downstream by rows read recently enough: its run's start and outcome cost no promise, no statement. A herd's
-   * runs go through this on every start and every outcome.
+   * The task has no downstream by rows read recently enough: its run's start and outcome cost no
+   * promise and no statement (a herd's runs ask at every start and every outcome).
    */
   #withoutDownstreams(taskName: string): boolean {
     const cached = this.#freshDownstreams(NO_DOWNSTREAMS_TTL_MS);
