@@ -5,7 +5,7 @@
  * change etcd while a client that only knows the first port is cut off).
  */
 import { type ChildProcess, spawn } from "node:child_process";
-import { accessSync, constants } from "node:fs";
+import { accessSync, constants, readFileSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { createServer } from "node:net";
 import os from "node:os";
@@ -31,13 +31,41 @@ export function etcdAvailable(): boolean {
   }
 }
 
+/** The lowest port freePort picks. */
+const LOWEST_PORT = 10_000;
+
+/**
+ * A port nothing listens on, below the kernel's ephemeral range (`ip_local_port_range`, where the
+ * source ports of outgoing connections come from, and `listen(0)`'s ports too). A port from that
+ * range, free when chosen, can be taken by some connection's source port before the server binds
+ * it, or while a server is stopped to be started again on it: an etcd restarted on its peer port in
+ * a CI run failed with "bind: address already in use" 20 ms after the old process had exited.
+ */
 export async function freePort(): Promise<number> {
-  const server = createServer();
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  await new Promise((resolve) => server.close(resolve));
-  if (!address || typeof address === "string") throw new Error("no port");
-  return address.port;
+  const ephemeral = lowestEphemeralPort();
+  for (let tries = 0; tries < 100; tries++) {
+    const port = LOWEST_PORT + Math.floor(Math.random() * (ephemeral - LOWEST_PORT));
+    if (await canListen(port)) return port;
+  }
+  throw new Error(`no free port found between ${LOWEST_PORT} and ${ephemeral - 1} on 127.0.0.1`);
+}
+
+function lowestEphemeralPort(): number {
+  try {
+    const low = Number(readFileSync("/proc/sys/net/ipv4/ip_local_port_range", "utf8").trim().split(/\s+/)[0]);
+    if (Number.isInteger(low) && low > LOWEST_PORT + 1_000) return low;
+  } catch {
+    // not Linux: the IANA range's start, the usual one elsewhere
+  }
+  return 49_152;
+}
+
+function canListen(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once("error", () => resolve(false));
+    server.listen({ port, host: "127.0.0.1", exclusive: true }, () => server.close(() => resolve(true)));
+  });
 }
 
 export class EtcdServer {
