@@ -15,7 +15,8 @@
  *   start never waits for a poll.
  * - Due jobs are handed to `run` in slot order: one per free worker and, "on deck", as many as the
  *   workers are expected to start within the start-ahead (#startDue). One whose lock expired while
- *   it waited is dropped (the lock is no longer this instance's to use; see onStale).
+ *   it waited is dropped (the lock is no longer this instance's to use; see onStale), and a pass
+ *   claims it again at once.
  * - The run itself (start save, checks, handler, final save) is the `run` callback's; the loop only
  *   counts it. A run asks for one of `maxConcurrency` workers (`turn.worker()`) just before its
  *   handler, so a run on deck makes its start save and checks while the handlers ahead of it run:
@@ -55,8 +56,12 @@ export interface ClaimLoopDeps<J extends ClaimedJob> {
   run(job: J, turn: RunTurn): Promise<void>;
   /** Frees a claimed job that will not run here (the loop stops before its slot). */
   release(job: J): Promise<void>;
-  /** A claimed job's lock expired before a worker was free: it is dropped, not run. */
-  onStale(job: J): void;
+  /**
+   * A claimed job's lock expired before it started: it is dropped, not run, and a pass asked at
+   * once claims it again. It waited for a free `worker`, or for its `slot`, which a poll longer
+   * than the lock lifetime claims later than the lock lasts.
+   */
+  onStale(job: J, waitedFor: "worker" | "slot"): void;
   /** A pass or a run failed; the loop goes on (the next pass, or the next run). */
   onError(error: unknown, job?: J): void;
   processEveryMs: number;
@@ -270,12 +275,15 @@ export class ClaimLoop<J extends ClaimedJob> {
     if (!this.#started) return;
     this.#queue.sort((a, b) => a.dueAt - b.dueAt);
     const most = this.#deps.maxConcurrency + this.#startsWithin(this.#deps.startAheadMs ?? 0);
+    let dropped = false;
     while (this.#onDeck.size + this.#working.size < most) {
       const job = this.#queue.shift();
-      if (!job) return;
+      if (!job) break;
       this.#waiting.delete(job.id);
-      if (this.#now() > job.lockedAt + this.#deps.lockLifetimeMs) {
-        this.#deps.onStale(job);
+      const expiredAt = job.lockedAt + this.#deps.lockLifetimeMs;
+      if (this.#now() > expiredAt) {
+        this.#deps.onStale(job, job.dueAt - (this.#deps.startAheadMs ?? 0) > expiredAt ? "slot" : "worker");
+        dropped = true;
         continue;
       }
       this.#running.set(job.id, job);
@@ -295,6 +303,9 @@ export class ClaimLoop<J extends ClaimedJob> {
           this.#startDue();
         });
     }
+    // the job is still due and its lock is anyone's: a pass now claims it again under a new lock
+    // (unless another instance did), instead of the next poll
+    if (dropped) this.claimNow();
   }
 
   #askWorker(id: string): Promise<void> | undefined {

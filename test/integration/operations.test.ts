@@ -293,7 +293,9 @@ describe("silent-stop detection", () => {
     let runs = 0;
     const h = await start(
       [{ name: "stuck", handler: async () => void runs++ }],
-      [{ name: "stuck", cron: "0 0 * * * *" }],
+      // a yearly slot: an hourly one within the look-ahead of the start would be claimed ahead by
+      // this instance, whose lock the UPDATE below overwrites; it would then run at that slot
+      [{ name: "stuck", cron: "0 0 0 1 1 *" }],
       // workers that poll only once a minute: nothing but the detector notices in time
       {
         missedSlotGraceMs: 1000,
@@ -319,7 +321,14 @@ describe("silent-stop detection", () => {
     ]);
     expect(missed).toHaveLength(1);
     expect(h.logs.find((line) => /^missed slot: "stuck"/.test(String(line.msg)))).toBeDefined();
-    await pollUntil("the repaired run", () => runs > 0, { timeoutMs: 10_000 });
+    const repaired = await pollUntil("the repaired run's record", async () => {
+      const history = await h.scheduler.runs("stuck");
+      return history.length > 0 ? history : undefined;
+    });
+    expect(repaired.map((run) => [run.outcome, run.scheduledAt])).toEqual([
+      ["succeeded", rows[0].next_run_at],
+    ]);
+    expect(runs).toBe(1);
     // reported once per slot: a second check finds nothing new
     await sleep(100);
     expect(await h.scheduler.checkMissedSlots()).toEqual([]);

@@ -27,6 +27,9 @@ function loop(options: {
   runFor?: number | ((id: string) => number);
   /** After the handler's `runFor`, the run's final save takes this long (the handler is done). */
   saveFor?: number;
+  processEveryMs?: number;
+  lookAheadMs?: number;
+  lockLifetimeMs?: number;
 }): {
   loop: ClaimLoop<Job>;
   started: { id: string; at: number }[];
@@ -36,7 +39,7 @@ function loop(options: {
   mostWorking: () => number;
   requests: ClaimRequest[];
   released: string[];
-  stale: string[];
+  stale: { id: string; waitedFor: string }[];
   /** Starts the loop and waits for its first claim pass. */
   begin: () => Promise<void>;
   /** The ids of the runs started so far, in start order. */
@@ -49,7 +52,7 @@ function loop(options: {
   let mostWorking = 0;
   const requests: ClaimRequest[] = [];
   const released: string[] = [];
-  const stale: string[] = [];
+  const stale: { id: string; waitedFor: string }[] = [];
   const deps: ClaimLoopDeps<Job> = {
     claim: async (request) => {
       requests.push(request);
@@ -76,17 +79,21 @@ function loop(options: {
     release: async (job) => {
       released.push(job.id);
     },
-    onStale: (job) => stale.push(job.id),
+    onStale: (job, waitedFor) => {
+      stale.push({ id: job.id, waitedFor });
+      // as in the database: a lock that expired is anyone's to claim
+      pending.push({ id: job.id, name: job.name, dueAt: job.dueAt, lockedAt: 0 });
+    },
     onError: (error) => {
       throw error;
     },
-    processEveryMs: 5_000,
-    lookAheadMs: 6_000,
+    processEveryMs: options.processEveryMs ?? 5_000,
+    lookAheadMs: options.lookAheadMs ?? 6_000,
     ...(options.startAheadMs === undefined ? {} : { startAheadMs: options.startAheadMs }),
     maxConcurrency: options.maxConcurrency ?? 20,
     maxClaimed: options.maxClaimed ?? 40,
     ...(options.baseClaimed === undefined ? {} : { baseClaimed: options.baseClaimed }),
-    lockLifetimeMs: 15_000,
+    lockLifetimeMs: options.lockLifetimeMs ?? 15_000,
     now,
   };
   const claims = new ClaimLoop(deps);
@@ -310,26 +317,56 @@ describe("ClaimLoop", () => {
     expect(await result).toEqual({ completed: 1, running: 0 });
   });
 
-  it("drops a job whose lock expired while it waited for a worker", async () => {
+  it("drops a job whose lock expired while it waited for a worker, and claims it again at once", async () => {
     const {
       loop: claims,
       begin,
-      startedIds,
+      started,
       stale,
       released,
+      requests,
     } = loop({
       due: [job("long", Date.now()), job("starved", Date.now())],
       maxConcurrency: 1,
       runFor: 20_000,
     });
+    const begun = Date.now();
     await begin();
     await vi.advanceTimersByTimeAsync(1);
-    expect(startedIds()).toEqual(["long"]);
+    expect(started.map((run) => run.id)).toEqual(["long"]);
     await vi.advanceTimersByTimeAsync(20_000); // "starved" waited past its 15 s lock lifetime
-    expect(stale).toEqual(["starved"]);
-    expect(startedIds()).toEqual(["long"]);
-    expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+    expect(stale).toEqual([{ id: "starved", waitedFor: "worker" }]);
+    // not run under the lock it lost, but under the one a pass took as "long" ended, not a poll later
+    expect(started.map((run) => [run.id, run.at - begun])).toEqual([
+      ["long", 0],
+      ["starved", 20_000],
+    ]);
+    expect(requests.at(-1)?.now.getTime()).toBe(begun + 20_000);
+    expect(await drained(claims, 20_000)).toEqual({ completed: 1, running: 0 });
     expect(released).toEqual([]);
+  });
+
+  it("claims a job again at its slot when the poll is longer than its lock lasts, not a poll later", async () => {
+    const slot = Date.now() + 30_000; // claimed by the first pass, a minute's look-ahead
+    const {
+      started,
+      stale,
+      requests,
+      begin,
+      loop: claims,
+    } = loop({
+      due: [job("minute", slot)],
+      processEveryMs: 60_000,
+      lookAheadMs: 61_000,
+      lockLifetimeMs: 2_000,
+    });
+    await begin();
+    expect(requests).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(30_001);
+    expect(stale).toEqual([{ id: "minute", waitedFor: "slot" }]);
+    expect(requests).toHaveLength(2);
+    expect(started.map((run) => [run.id, run.at - slot])).toEqual([["minute", 1]]);
+    expect(await drained(claims, 1_000)).toEqual({ completed: 1, running: 0 });
   });
 
   it("at the drain, frees the jobs claimed ahead and stops claiming; runs going are waited for", async () => {
