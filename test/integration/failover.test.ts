@@ -144,7 +144,7 @@ describe("several instances", () => {
     await cluster(
       ["l1", "l2", "l3"],
       [
-        { name: "slow", cron: "0 0 * * * *" },
+        { name: "slow", cron: "0 0 0 1 1 *" },
         { name: "quick", enabled: false },
       ],
       {
@@ -177,7 +177,7 @@ describe("several instances", () => {
     const peers = await cluster(
       ["k1", "k2", "k3"],
       [
-        { name: "slow", cron: "0 0 * * * *" },
+        { name: "slow", cron: "0 0 0 1 1 *" },
         { name: "quick", enabled: false },
       ],
       {
@@ -185,7 +185,7 @@ describe("several instances", () => {
         CRONWARDEN_LOCK_LIFETIME_MS: String(LONG_LOCK_MS),
       },
     );
-    // make the hourly job due now, so one of the three picks it up
+    // make the yearly job due now, so one of the three picks it up
     await suite.db.pool.query("UPDATE agenda_jobs SET next_run_at = now() WHERE name = 'slow'");
     const owner = await pollUntil("an instance to start the run", () =>
       peers.find((peer) => peer.find((line) => line.task === "slow" && line.msg === "run started")),
@@ -231,7 +231,7 @@ describe("several instances", () => {
     const peers = await cluster(
       ["p1", "p2"],
       [
-        { name: "slow", cron: "0 0 * * * *" },
+        { name: "slow", cron: "0 0 0 1 1 *" },
         { name: "quick", enabled: false },
       ],
       { SLOW_TASK_MS: "60000", CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_MS) },
@@ -287,7 +287,7 @@ describe("several instances", () => {
     const peers = await cluster(
       ["h1", "h2"],
       [
-        { name: "slow", cron: "0 0 * * * *" },
+        { name: "slow", cron: "0 0 0 1 1 *" },
         { name: "quick", enabled: false },
       ],
       {

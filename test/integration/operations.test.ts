@@ -25,7 +25,7 @@ describe("retries", () => {
           },
         },
       ],
-      [{ name: "retry-flaky", cron: "0 0 * * * *" }],
+      [{ name: "retry-flaky", cron: "0 0 0 1 1 *" }],
     );
     h.scheduler.on("run:retry", (event) => retries.push(event));
     h.scheduler.on("run:finished", (event) => finished.push(event));
@@ -65,7 +65,7 @@ describe("retries", () => {
           },
         },
       ],
-      [{ name: "retry-broken", cron: "0 0 * * * *" }],
+      [{ name: "retry-broken", cron: "0 0 0 1 1 *" }],
     );
     h.scheduler.on("run:finished", (event) => finished.push(event));
     await h.scheduler.runNow("retry-broken");
@@ -98,8 +98,8 @@ describe("run now", () => {
         { name: "now-off", handler: async () => {} },
       ],
       [
-        { name: "now-long", cron: "0 0 * * * *" },
-        { name: "now-off", cron: "0 0 * * * *", enabled: false },
+        { name: "now-long", cron: "0 0 0 1 1 *" },
+        { name: "now-off", cron: "0 0 0 1 1 *", enabled: false },
       ],
     );
     const started = new Promise<void>((resolve) => h.scheduler.once("run:started", () => resolve()));
@@ -337,7 +337,7 @@ describe("silent-stop detection", () => {
   it("reports an enabled job that lost its next run, and re-times it", async () => {
     const h = await start(
       [{ name: "lost-next", handler: async () => {} }],
-      [{ name: "lost-next", cron: "0 0 * * * *" }],
+      [{ name: "lost-next", cron: "0 0 0 1 1 *" }],
       {
         missedSlotCheckMs: 0,
         antiEntropyMs: 0,

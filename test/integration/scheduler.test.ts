@@ -194,9 +194,14 @@ describe("scheduler with a watched config file", () => {
       [{ name: "long-run", cron: "* * * * * *" }],
     );
     await new Promise<void>((resolve) => h.scheduler.once("run:started", () => resolve()));
-    await h.writeConfig([{ name: "long-run", cron: "0 0 * * * *" }]);
+    await h.writeConfig([{ name: "long-run", cron: "0 0 0 1 1 *" }]);
     const planned: Date = (await jobRow("long-run")).next_run_at;
-    expect(planned.getUTCMinutes()).toBe(0);
+    expect([
+      planned.getUTCMonth(),
+      planned.getUTCDate(),
+      planned.getUTCHours(),
+      planned.getUTCMinutes(),
+    ]).toEqual([0, 1, 0, 0]);
     // give two slots of the old 1 s cron the chance to (wrongly) start a second run
     await new Promise((resolve) => setTimeout(resolve, 2500));
     const finished = h.runsOf("long-run", 1);
