@@ -368,14 +368,16 @@ export class AgendaEngine {
       release: (claimed) => repository.unlockJob(claimed.job.attrs),
       onStale: (claimed, waitedFor) => {
         this.#ledger.forget(claimed.id);
-        if (waitedFor === "worker") this.#logStaleStart(new StaleStartError(claimed.name));
+        if (waitedFor === "worker") {
+          this.#logStaleStart(new StaleStartError(claimed.name));
+          return;
+        }
         // a poll longer than the lock lifetime claims a slot earlier than its lock lasts: not a
-        // sign of overload, and the job is claimed again at once
-        else
-          this.#logger.debug(
-            { task: claimed.name, lockLifetimeMs, processEveryMs },
-            "a job claimed ahead of its slot outlived its lock; claiming it again",
-          );
+        // sign of overload, and the loop claims the job again at once
+        this.#logger.debug(
+          { task: claimed.name, lockLifetimeMs, processEveryMs },
+          "a job claimed ahead of its slot outlived its lock; claiming it again",
+        );
       },
       onError: (error, claimed) => {
         // a run that threw never got to its end (its start save failed): its entry is not needed
