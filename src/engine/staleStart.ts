@@ -17,8 +17,8 @@ export class RunNotStartedError extends Error {
 /**
  * A pre-locked run whose lock was lost before it started: its lock expired while it waited for a
  * free worker, and the job was locked again (by the pass this instance asks for at once, or by
- * another instance; src/engine/claimLoop.ts). The save that would start it is refused, so its handler never runs; the job runs
- * under the newer lock.
+ * another instance; src/engine/claimLoop.ts). The save that would start it is refused, so its
+ * handler never runs; the job runs under the newer lock.
  */
 export const STALE_START_MESSAGE = "not started: its lock expired before a worker was free";
 
