@@ -65,8 +65,13 @@ const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
  * the others idle; the rest are claimed as runs end (src/engine/claimLoop.ts).
  */
 const HELD_LOCKS_PER_WORKER = 2;
-/** With handlers that turn over fast (src/engine/claimLoop.ts #claimLimit), up to this many. */
-const MOST_HELD_LOCKS_PER_WORKER = 10;
+/**
+ * With handlers that turn over fast (src/engine/claimLoop.ts #claimLimit), up to this many. A job
+ * claimed after its slot waits for a claim and a start save before its handler, so this bounds
+ * how many of a herd are in flight at once: at 10 a herd of 1,000 quick tasks was claimed in
+ * five rounds after the slot (docs/benchmarks.md, "Holding a herd").
+ */
+const MOST_HELD_LOCKS_PER_WORKER = 50;
 /** At most this long before its slot a run is handed over (see startAheadOf). */
 const START_AHEAD_MS = 250;
 /** Another instance's reconcile holds the lock: asked again after this, doubling up to the max. */

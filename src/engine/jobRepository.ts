@@ -27,7 +27,7 @@ import {
   type JobRowSave,
   PREVIOUS_LOCK,
   PREVIOUS_OWNER,
-  releaseLock,
+  releaseLocks,
   releaseUnstartedRun,
   renewLock,
   restoreLock,
@@ -52,7 +52,8 @@ import type { LockRenewer } from "./watchdog.js";
  *   the job was loaded (a run that finishes after an in-place schedule change would otherwise
  *   write a next run computed from the old cron: docs/design.md, "The in-place schedule change");
  * - `unlockJob` never rejects (an unhandled rejection would end the process while the database
- *   is down);
+ *   is down), and the releases asked for together share one statement (a stop before a herd's slot
+ *   frees every job claimed ahead);
  * - `claimDue` locks the due jobs of all names in one statement, for the claim loop
  *   (src/engine/claimLoop.ts), which replaces Agenda's job processor.
  */
@@ -92,6 +93,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   readonly #clock: Clock;
   /** The saves that start and end runs, several runs' in one statement (a herd). */
   readonly #saves: StatementBatch<JobRowSave, RowAtStart | null>;
+  readonly #releases: StatementBatch<{ jobId: string; lockedAt: Date }, boolean>;
 
   constructor(pool: Pool, ledger: RunLedger, logger: Logger, limits: JobRepositoryLimits) {
     super({ pool, tableName: JOBS_TABLE, ensureSchema: false });
@@ -102,6 +104,9 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#clock = limits.clock ?? systemClock;
     this.#saves = new StatementBatch((saves) => saveJobRows(pool, saves), {
       key: (save) => String(save.job._id),
+    });
+    this.#releases = new StatementBatch((releases) => releaseLocks(pool, releases), {
+      key: (release) => release.jobId,
     });
   }
 
@@ -161,7 +166,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#ledger.get(jobId)?.fenced(undefined);
     if (!fence) return; // not known which lock is ours: it expires
     try {
-      await releaseLock(this.#db, jobId, fence);
+      await this.#releases.submit({ jobId, lockedAt: fence });
     } catch (error) {
       this.#logger.debug(
         { err: error, task: job.name },

@@ -274,4 +274,34 @@ describe("CronwardenJobRepository", () => {
     await repo.unlockJob(job);
     expect(await lockedAt(name as string)).toBeNull(); // its own lock it frees
   });
+
+  it("frees the jobs released together in one statement, each fenced on its own lock", async () => {
+    const names = await dueJobs("release-many", 5);
+    const releases: string[] = [];
+    // counts the release statements the repository sends (the rest goes to the pool unchanged)
+    const counting = new Proxy(db.pool, {
+      get(target, property, receiver) {
+        if (property !== "query") return Reflect.get(target, property, receiver);
+        return (text: unknown, ...rest: unknown[]) => {
+          if (typeof text === "string" && /SET locked_at = NULL/.test(text)) releases.push(text);
+          return (target.query as (...args: unknown[]) => unknown).call(target, text, ...rest);
+        };
+      },
+    });
+    const repo = new CronwardenJobRepository(counting, new RunLedger(), logs.logger, {
+      lockLifetimeMs: LOCK_LIFETIME_MS,
+    });
+    const jobs = (await claim(repo, names, 5)) as JobParameters[];
+    expect(jobs.map((job) => job.name).sort()).toEqual([...names].sort());
+    // one of them was taken over meanwhile: its new owner's lock stays
+    const takenOver = names[2] as string;
+    const { rows } = await db.pool.query<{ locked_at: Date }>(
+      "UPDATE agenda_jobs SET locked_at = now() + interval '1 second' WHERE name = $1 RETURNING locked_at",
+      [takenOver],
+    );
+    await Promise.all(jobs.map((job) => repo.unlockJob(job)));
+    expect(releases).toHaveLength(1);
+    for (const name of names)
+      expect(await lockedAt(name)).toEqual(name === takenOver ? rows[0]?.locked_at : null);
+  });
 });

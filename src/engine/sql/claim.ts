@@ -1,4 +1,4 @@
-import { JOBS_TABLE, type Queryable } from "./tables.js";
+import { JOBS_TABLE, jsonRecords, type Queryable } from "./tables.js";
 
 /** Claiming a job and holding its lock: the poll's statements, the watchdog's renewal, a release. */
 
@@ -127,9 +127,26 @@ export async function renewLock(db: Queryable, jobId: string, expected: Date, ne
  * pre-locked job this instance will not run.
  */
 export async function releaseLock(db: Queryable, jobId: string, lockedAt: Date): Promise<boolean> {
-  const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET locked_at = NULL WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
-    [jobId, lockedAt],
+  return (await releaseLocks(db, [{ jobId, lockedAt }]))[0] ?? false;
+}
+
+/**
+ * Several fenced releases in one statement (a stop frees every job claimed ahead of its slot, up
+ * to a herd's worth; src/engine/jobRepository.ts batches them). Answers, per item in order,
+ * whether its lock was released; no two items may be of the same job.
+ */
+export async function releaseLocks(
+  db: Queryable,
+  releases: readonly { jobId: string; lockedAt: Date }[],
+): Promise<boolean[]> {
+  if (releases.length === 0) return [];
+  const result = await db.query<{ id: string }>(
+    `UPDATE "${JOBS_TABLE}" AS j SET locked_at = NULL
+       FROM json_to_recordset($1::json) AS v(id uuid, locked_at timestamptz)
+      WHERE j.id = v.id AND date_trunc('milliseconds', j.locked_at) = v.locked_at
+      RETURNING j.id`,
+    [jsonRecords(releases.map((release) => ({ id: release.jobId, locked_at: release.lockedAt })))],
   );
-  return result.rowCount === 1;
+  const released = new Set(result.rows.map((row) => row.id));
+  return releases.map((release) => released.has(release.jobId));
 }
