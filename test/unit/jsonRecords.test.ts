@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { jsonRecords } from "../../src/engine/sql/tables.js";
+import { jsonRecords, jsonTime } from "../../src/engine/sql/tables.js";
 
 /** The batched statements' rows as one JSON parameter (src/engine/sql/tables.ts). */
 describe("jsonRecords", () => {
@@ -25,5 +25,14 @@ describe("jsonRecords", () => {
       { error: "bad\uFFFDbyte", meta: { detail: ["x\uFFFDy"] } },
       { error: "a literal \\u0000 in a message" },
     ]);
+  });
+
+  it("takes times as ISO text made beforehand, as the Date's own JSON would be", () => {
+    const at = new Date("2026-12-05T12:00:00.007Z");
+    expect(jsonTime(at)).toBe(JSON.parse(JSON.stringify(at)));
+    expect(jsonTime(new Date(Number.NaN))).toBe(JSON.parse(JSON.stringify(new Date(Number.NaN))));
+    expect(jsonTime(null)).toBeNull();
+    expect(jsonTime(undefined)).toBeNull();
+    expect(jsonTime("2026-12-05T12:00:00.000Z")).toBe("2026-12-05T12:00:00.000Z");
   });
 });

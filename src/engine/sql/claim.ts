@@ -1,4 +1,4 @@
-import { JOBS_TABLE, jsonRecords, type Queryable } from "./tables.js";
+import { JOBS_TABLE, jsonRecords, jsonTime, type Queryable } from "./tables.js";
 
 /** Claiming a job and holding its lock: the poll's statements, the watchdog's renewal, a release. */
 
@@ -145,7 +145,7 @@ export async function releaseLocks(
        FROM json_to_recordset($1::json) AS v(id uuid, locked_at timestamptz)
       WHERE j.id = v.id AND date_trunc('milliseconds', j.locked_at) = v.locked_at
       RETURNING j.id`,
-    [jsonRecords(releases.map((release) => ({ id: release.jobId, locked_at: release.lockedAt })))],
+    [jsonRecords(releases.map((release) => ({ id: release.jobId, locked_at: jsonTime(release.lockedAt) })))],
   );
   const released = new Set(result.rows.map((row) => row.id));
   return releases.map((release) => released.has(release.jobId));

@@ -5,6 +5,7 @@ import {
   DEPENDENCY_WAITS_TABLE,
   JOBS_TABLE,
   jsonRecords,
+  jsonTime,
   LOGS_TABLE,
   type Queryable,
   RETENTION_LOCK_KEY,
@@ -211,7 +212,7 @@ export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInser
     [
       jsonRecords(
         rows.map((row) => ({
-          timestamp: row.timestamp,
+          timestamp: jsonTime(row.timestamp),
           level: row.level,
           event: row.event,
           job_id: row.jobId ?? null,

@@ -1,7 +1,7 @@
 import type { JobParameters } from "agenda";
 import { FAILURE_STREAK_KEY, PAUSE_DATA_KEY } from "../../core/policies/pauseOnFailure.js";
 import { type RowAtStart, RUN_DATA_KEY } from "../slotRun.js";
-import { JOBS_TABLE, jsonRecords, type Queryable } from "./tables.js";
+import { JOBS_TABLE, jsonRecords, jsonTime, type Queryable } from "./tables.js";
 
 /**
  * Agenda's save of a job's state (PostgresJobRepository.saveJobState, @agendajs/postgres-backend
@@ -75,21 +75,21 @@ export async function saveJobRows(
       jsonRecords(
         saves.map((save) => ({
           id: String(save.job._id),
-          locked_at: save.job.lockedAt ?? null,
-          next_run_at: save.job.nextRunAt ?? null,
-          last_run_at: save.job.lastRunAt ?? null,
+          locked_at: jsonTime(save.job.lockedAt),
+          next_run_at: jsonTime(save.job.nextRunAt),
+          last_run_at: jsonTime(save.job.lastRunAt),
           progress: save.job.progress ?? null,
           fail_reason: save.job.failReason ?? null,
           fail_count: save.job.failCount ?? null,
-          failed_at: save.job.failedAt ?? null,
-          last_finished_at: save.job.lastFinishedAt ?? null,
+          failed_at: jsonTime(save.job.failedAt),
+          last_finished_at: jsonTime(save.job.lastFinishedAt),
           name: save.job.name,
           last_modified_by: save.lastModifiedBy,
           repeat_interval: save.job.repeatInterval === undefined ? null : String(save.job.repeatInterval),
           repeat_timezone: save.job.repeatTimezone ?? null,
           fenced: save.fence !== null,
-          fence_a: save.fence?.[0] ?? null,
-          fence_b: save.fence?.[1] ?? null,
+          fence_a: jsonTime(save.fence?.[0]),
+          fence_b: jsonTime(save.fence?.[1]),
           starting_slot: save.startingSlot?.toISOString() ?? null,
           streak: save.end?.streak ?? null,
           pause: save.end?.pause ?? null,
