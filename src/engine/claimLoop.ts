@@ -122,8 +122,11 @@ export class ClaimLoop<J extends ClaimedJob> {
   readonly #onDeck = new Set<string>();
   /** Of those, the ones whose handler may still run: each holds one of `maxConcurrency` workers. */
   readonly #working = new Set<string>();
-  /** Runs on deck that asked for a worker, in the order asked. */
-  readonly #workerAsks: { id: string; grant: () => void }[] = [];
+  /**
+   * Runs on deck that asked for a worker, by id, in the order asked (a Map keeps insertion order):
+   * a herd puts up to a thousand on deck, and each run's end removes its own ask.
+   */
+  readonly #workerAsks = new Map<string, () => void>();
   /** When each run holding a worker got it, and the sum of those times (for their mean age). */
   readonly #workerSince = new Map<string, number>();
   #workerSinceSum = 0;
@@ -227,13 +230,25 @@ export class ClaimLoop<J extends ClaimedJob> {
     const left = job.dueAt - (this.#deps.startAheadMs ?? 0) - this.#now();
     if (left <= 0) {
       held.timer = undefined;
-      this.#queue.push(job);
+      this.#enqueue(job);
       return;
     }
     held.timer = setTimeout(() => {
       this.#arm(job);
       this.#startDue();
     }, left + AFTER_SLOT_MS);
+  }
+
+  /**
+   * Into the queue in slot order, kept as jobs arrive rather than sorted at each hand-out: in a
+   * herd a thousand jobs queue and there are several hand-outs per run. Claims come most overdue
+   * first, so a job almost always goes at the end.
+   */
+  #enqueue(job: J): void {
+    const queue = this.#queue;
+    let at = queue.length;
+    while (at > 0 && (queue[at - 1] as J).dueAt > job.dueAt) at--;
+    queue.splice(at, 0, job);
   }
 
   /**
@@ -273,7 +288,6 @@ export class ClaimLoop<J extends ClaimedJob> {
    */
   #startDue(): void {
     if (!this.#started) return;
-    this.#queue.sort((a, b) => a.dueAt - b.dueAt);
     const most = this.#deps.maxConcurrency + this.#startsWithin(this.#deps.startAheadMs ?? 0);
     let dropped = false;
     while (this.#onDeck.size + this.#working.size < most) {
@@ -315,7 +329,7 @@ export class ClaimLoop<J extends ClaimedJob> {
       this.#startDue(); // room on deck
       return undefined;
     }
-    return new Promise((resolve) => this.#workerAsks.push({ id, grant: resolve }));
+    return new Promise((resolve) => this.#workerAsks.set(id, resolve));
   }
 
   #grantWorker(id: string): void {
@@ -328,8 +342,7 @@ export class ClaimLoop<J extends ClaimedJob> {
 
   /** The run's handler is done, or the run is over: its worker (or its place on deck) is free. */
   #freeWorker(id: string): void {
-    const asked = this.#workerAsks.findIndex((ask) => ask.id === id);
-    if (asked >= 0) this.#workerAsks.splice(asked, 1);
+    this.#workerAsks.delete(id);
     const since = this.#workerSince.get(id);
     if (since !== undefined) {
       this.#workerSince.delete(id);
@@ -340,10 +353,12 @@ export class ClaimLoop<J extends ClaimedJob> {
     let freed = this.#working.delete(id);
     freed = this.#onDeck.delete(id) || freed;
     while (this.#working.size < this.#deps.maxConcurrency) {
-      const next = this.#workerAsks.shift();
-      if (!next) break;
-      this.#grantWorker(next.id);
-      next.grant();
+      const next = this.#workerAsks.entries().next();
+      if (next.done) break;
+      const [nextId, grant] = next.value;
+      this.#workerAsks.delete(nextId);
+      this.#grantWorker(nextId);
+      grant();
       freed = true;
     }
     if (freed) this.#startDue(); // room on deck

@@ -44,6 +44,8 @@ function loop(options: {
   begin: () => Promise<void>;
   /** The ids of the runs started so far, in start order. */
   startedIds: () => string[];
+  /** Jobs in the "database", not claimed yet: a test may add some. */
+  pending: Job[];
 } {
   const pending = [...options.due];
   const started: { id: string; at: number }[] = [];
@@ -110,6 +112,7 @@ function loop(options: {
       await claims.settled();
     },
     startedIds: () => started.map((run) => run.id),
+    pending,
   };
 }
 
@@ -196,6 +199,24 @@ describe("ClaimLoop", () => {
     expect(startedIds().sort()).toEqual(herd.map((each) => each.id).sort());
     expect(new Set(startedIds()).size).toBe(10);
     expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
+  });
+
+  it("hands queued jobs to runs most overdue first, whatever order their claims came in", async () => {
+    const now = Date.now();
+    const runs = loop({
+      due: [job("first", now - 200), job("later", now - 100)],
+      maxConcurrency: 1,
+      runFor: 1_000,
+    });
+    await runs.begin();
+    expect(runs.startedIds()).toEqual(["first"]); // "later" waits for the worker
+    runs.pending.push(job("earlier", now - 5_000));
+    runs.loop.claimNow();
+    await runs.loop.settled();
+    expect(runs.loop.held.waiting).toBe(2);
+    await vi.advanceTimersByTimeAsync(2_001);
+    expect(runs.startedIds()).toEqual(["first", "earlier", "later"]);
+    expect(await drained(runs.loop, 2_000)).toEqual({ completed: 1, running: 0 });
   });
 
   it("with quick handlers, runs wait on deck for a worker, and more jobs are held; never more than maxConcurrency handlers at once", async () => {
