@@ -450,6 +450,8 @@ export class AgendaEngine {
   async drain(timeoutMs: number): Promise<DrainOutcome> {
     const agenda = this.#agenda;
     if (!agenda || !this.#started) {
+      // a start that failed at its channel's connect left the channel reconnecting
+      await this.#channel?.disconnect().catch(() => {});
       await this.#liveness?.stop();
       return { completed: 0, handedOff: [], abandoned: [] };
     }

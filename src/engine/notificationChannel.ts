@@ -1,4 +1,10 @@
 import { PostgresNotificationChannel } from "@agendajs/postgres-backend";
+import type { PoolClient } from "pg";
+
+/** The parent's LISTEN connection, a pooled client it keeps checked out while connected. */
+interface ListenConnection {
+  listenClient?: PoolClient;
+}
 
 /**
  * Agenda's PostgreSQL LISTEN/NOTIFY channel without the job-state broadcast: Agenda publishes
@@ -6,12 +12,57 @@ import { PostgresNotificationChannel } from "@agendajs/postgres-backend";
  * per run) for remote event listeners; cronwarden reports runs through its own events and the run
  * log, so nobody listens. The job notifications themselves (a job saved, a run requested) are
  * kept: they make the claim loop of every instance look for due jobs (src/engine/claimLoop.ts).
+ *
+ * It also never leaves its LISTEN client checked out of the pool after a disconnect. The parent
+ * keeps one client checked out while connected, and leaks it in two cases:
+ * - a disconnect while a connect is in flight (its reconnect timer fires every 100 ms during a
+ *   database outage): the connect ends after the disconnect and keeps its client;
+ * - a connect whose LISTEN fails after it got its client (the database going down between the
+ *   two): the client is neither released nor destroyed.
+ * A client that stays checked out makes the owner's `pool.end()` wait forever, so the process
+ * hung at its shutdown (test/integration/notificationChannel.test.ts).
  */
 export class JobNotificationChannel extends PostgresNotificationChannel {
+  /** disconnect() was called and no connect() since: a connect ending now gives its client back. */
+  #closed = false;
+
   constructor(...options: ConstructorParameters<typeof PostgresNotificationChannel>) {
     super(...options);
     // Agenda builds and sends a state notification only when the channel has `publishState`
     // (Agenda.publishJobStateNotification): without it, a run costs no notification object either
     Object.defineProperty(this, "publishState", { value: undefined });
+  }
+
+  /**
+   * Called by the engine's start, and by the parent's reconnect timer; the timer never fires
+   * after a disconnect (the parent clears it, and a connect failing after one clears its own).
+   */
+  override async connect(): Promise<void> {
+    this.#closed = false;
+    try {
+      await super.connect();
+    } catch (error) {
+      this.#destroyListenClient();
+      if (this.#closed) this.clearReconnect();
+      throw error;
+    }
+    if (this.#closed) await super.disconnect();
+  }
+
+  override async disconnect(): Promise<void> {
+    this.#closed = true;
+    await super.disconnect();
+  }
+
+  /** The client of a failed connect: its connection is in doubt, so it is closed, not pooled. */
+  #destroyListenClient(): void {
+    const connection = this as unknown as ListenConnection;
+    const client = connection.listenClient;
+    connection.listenClient = undefined;
+    try {
+      client?.release(true);
+    } catch {
+      // already released: nothing is checked out
+    }
   }
 }

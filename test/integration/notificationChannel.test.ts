@@ -1,0 +1,87 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { JobNotificationChannel } from "../../src/engine/notificationChannel.js";
+import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
+
+/**
+ * The channel's LISTEN client is back in the pool after a disconnect, however the connect ended:
+ * a client left checked out makes `pool.end()` wait forever (an instance hung at its shutdown).
+ */
+
+let db: TestDatabase;
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+});
+
+afterAll(async () => {
+  await db?.drop();
+});
+
+const checkedOut = () => db.pool.totalCount - db.pool.idleCount;
+
+describe("JobNotificationChannel", () => {
+  it("gives its client back when a disconnect comes while it connects", async () => {
+    const channel = new JobNotificationChannel({ pool: db.pool });
+    channel.on("error", () => {});
+    const connecting = channel.connect();
+    await channel.disconnect();
+    await connecting;
+    expect(channel.state).toBe("disconnected");
+    expect(checkedOut()).toBe(0);
+  });
+
+  it("gives its client back when LISTEN fails after the client was connected", async () => {
+    // a quote in the channel name makes the LISTEN statement itself fail, on a connected client
+    const channel = new JobNotificationChannel({
+      pool: db.pool,
+      channelName: 'no"such',
+      reconnect: { enabled: false },
+    });
+    channel.on("error", () => {});
+    await expect(channel.connect()).rejects.toThrow(/syntax error/);
+    expect(checkedOut()).toBe(0);
+    await channel.disconnect();
+  });
+
+  it("stops reconnecting when disconnected while a connect that fails is in flight", async () => {
+    const channel = new JobNotificationChannel({
+      pool: db.pool,
+      channelName: 'no"such',
+      reconnect: { enabled: true, initialDelayMs: 1, maxAttempts: 1_000 },
+    });
+    let failures = 0;
+    channel.on("error", () => {
+      failures += 1;
+    });
+    const connecting = channel.connect().catch(() => {});
+    await channel.disconnect();
+    await connecting;
+    const after = failures;
+    // a reconnect timer left behind would fail again within a few milliseconds
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(failures).toBe(after);
+    expect(checkedOut()).toBe(0);
+  });
+
+  it("still delivers job notifications once connected", async () => {
+    const channel = new JobNotificationChannel({ pool: db.pool });
+    channel.on("error", () => {});
+    const received: string[] = [];
+    channel.subscribe((notification) => {
+      received.push(notification.jobName);
+    });
+    await channel.connect();
+    await channel.publish({
+      jobId: "1" as never,
+      jobName: "hello",
+      nextRunAt: new Date(),
+      priority: 0,
+      timestamp: new Date(),
+    });
+    for (let waited = 0; received.length === 0 && waited < 100; waited++)
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    expect(received).toEqual(["hello"]);
+    await channel.disconnect();
+    expect(checkedOut()).toBe(0);
+  });
+});
