@@ -83,6 +83,11 @@ handleShutdownSignals({
   logger,
   shutdown: async () => {
     await scheduler.stop();
+    // a client still checked out here makes pool.end() wait forever: the log says which wait hung
+    logger.info(
+      { checkedOut: pool.totalCount - pool.idleCount, waiting: pool.waitingCount },
+      "scheduler stopped; ending the pool",
+    );
     await pool.end();
     closeSync(journal);
   },

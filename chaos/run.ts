@@ -174,6 +174,22 @@ async function tail(file: string, lines = 15): Promise<string> {
   return text.trimEnd().split("\n").slice(-lines).join("\n");
 }
 
+/** The time and message of an instance's last log lines (pino JSON), to see where it stopped. */
+async function lastMessages(file: string, lines = 15): Promise<string> {
+  const text = await tail(file, lines);
+  return text
+    .split("\n")
+    .map((line) => {
+      try {
+        const entry = JSON.parse(line) as { time?: number; level?: number; msg?: string };
+        return `${entry.time ? iso(entry.time) : "?"} ${entry.level ?? "?"} ${entry.msg ?? ""}`;
+      } catch {
+        return line.slice(0, 300);
+      }
+    })
+    .join("\n");
+}
+
 async function main(): Promise<number> {
   const options = parseArgs(process.argv.slice(2));
   if (options.recheck) return recheck(path.resolve(options.recheck));
@@ -474,10 +490,13 @@ async function verify(run: RunRecord): Promise<boolean> {
     await client.end();
   }
   for (const record of run.processes) {
-    if (record.end === "crashed" || record.end === "hung")
+    if (record.end === "crashed" || record.end === "hung") {
+      const logFile = (record.stderrFile ?? "").replace(/\.stderr\.log$/, ".log");
       out(
         `--- ${record.instance} ${record.end}; last lines of ${record.stderrFile}:\n${await tail(record.stderrFile ?? "")}`,
       );
+      out(`--- its last log messages (${logFile}):\n${await lastMessages(logFile)}`);
+    }
   }
   const verdict = checkRecord(verdictInput);
   const figures = { ...verdict.figures, ...run.counts };

@@ -12,6 +12,7 @@ import { createScheduler } from "../scheduler/scheduler.js";
 import { handleShutdownSignals } from "../scheduler/shutdown.js";
 import type { TaskRegistration } from "../scheduler/taskDefinition.js";
 import { FileConfigSource } from "../sources/fileSource.js";
+import { endPool } from "./endPool.js";
 import { LOG_LEVELS, loadServiceSettings, unknownVariables } from "./settings.js";
 
 export interface ServiceOptions {
@@ -103,7 +104,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
       // statements at each slot would open and authenticate new ones (docs/benchmarks.md)
       idleTimeoutMillis: settings.CRONWARDEN_PG_IDLE_TIMEOUT_MS,
     });
-    cleanups.push(() => pool.end());
+    cleanups.push(() => endPool(pool, logger));
 
     // 3. the scheduler and its TaskRegistry
     const configFile = path.resolve(
