@@ -35,7 +35,7 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
 
   /**
    * Called by the engine's start, and by the parent's reconnect timer; the timer never fires
-   * after a disconnect (the parent clears it, and a connect failing after one clears its own).
+   * after a disconnect (cleared by it, and by a connect in flight that fails after it).
    */
   override async connect(): Promise<void> {
     this.#closed = false;
@@ -52,6 +52,9 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
   override async disconnect(): Promise<void> {
     this.#closed = true;
     await super.disconnect();
+    // the parent clears its reconnect timer before its UNLISTEN: a connection lost during that
+    // statement schedules another one
+    this.clearReconnect();
   }
 
   /** The client of a failed connect: its connection is in doubt, so it is closed, not pooled. */
