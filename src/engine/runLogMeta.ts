@@ -1,4 +1,5 @@
 import type { UpstreamRun } from "../core/dependencies/spec.js";
+import { isoTime } from "../core/isoTime.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { RunTrigger } from "./engineApi.js";
 import type { RunLogLine } from "./runJournal.js";
@@ -93,19 +94,19 @@ export function metaHas(key: MetaKey, alias?: string): string {
  */
 export function encodeRunMeta(meta: RunLogMeta): Record<string, unknown> {
   const out: Record<string, unknown> = {};
-  if (meta.scheduledAt !== undefined) out.scheduledAt = meta.scheduledAt.toISOString();
+  if (meta.scheduledAt !== undefined) out.scheduledAt = isoTime(meta.scheduledAt);
   if (meta.instanceId !== undefined) out.instanceId = meta.instanceId;
   if (meta.attempt !== undefined) out.attempt = meta.attempt;
   if (meta.rerun === true) out.rerun = true;
   if (meta.trigger !== undefined) out.trigger = meta.trigger;
   if (meta.requestedBy !== undefined) out.requestedBy = meta.requestedBy;
   if (meta.upstreams !== undefined) out.upstreams = meta.upstreams;
-  if (meta.startedAt !== undefined) out.startedAt = meta.startedAt.toISOString();
-  if (meta.finishedAt !== undefined) out.finishedAt = meta.finishedAt.toISOString();
+  if (meta.startedAt !== undefined) out.startedAt = isoTime(meta.startedAt);
+  if (meta.finishedAt !== undefined) out.finishedAt = isoTime(meta.finishedAt);
   if (meta.outcome !== undefined) out.outcome = meta.outcome;
   if (meta.detail !== undefined) out.detail = meta.detail;
   if (meta.rerunOf !== undefined)
-    out.rerunOf = { startedAt: meta.rerunOf.startedAt.toISOString(), instanceId: meta.rerunOf.instanceId };
+    out.rerunOf = { startedAt: isoTime(meta.rerunOf.startedAt), instanceId: meta.rerunOf.instanceId };
   if (meta.logs !== undefined) out.logs = meta.logs;
   if (meta.logsDropped !== undefined) out.logsDropped = meta.logsDropped;
   if (meta.errorStack !== undefined) out.errorStack = meta.errorStack;

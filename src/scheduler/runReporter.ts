@@ -1,5 +1,6 @@
 import type { EventEmitter } from "node:events";
 import { capturingLogger } from "../core/capturingLogger.js";
+import { isoTime } from "../core/isoTime.js";
 import type { Logger } from "../core/logger.js";
 import type { EngineHooks, EngineRun } from "../engine/engineApi.js";
 import { redactSecrets } from "../observability/redact.js";
@@ -33,7 +34,7 @@ export class RunReporter {
       attempt: run.attempt,
       signal: run.signal,
       instanceId: this.#instanceId,
-      runKey: `${task.name}@${run.scheduledAt.toISOString()}`,
+      runKey: `${task.name}@${isoTime(run.scheduledAt)}`,
       rerunOf: run.rerunOf,
       upstreams: run.upstreams ?? [],
       logger: run.journal ? capturingLogger(this.#runLogger(run), run.journal) : this.#runLogger(run),
@@ -111,7 +112,7 @@ export class RunReporter {
     if (!logger) {
       logger = this.#logger.child({
         task: run.taskName,
-        slot: run.scheduledAt.toISOString(),
+        slot: isoTime(run.scheduledAt),
         attempt: run.attempt,
       });
       this.#runLoggers.set(run, logger);

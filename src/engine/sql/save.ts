@@ -90,7 +90,7 @@ export async function saveJobRows(
           fenced: save.fence !== null,
           fence_a: jsonTime(save.fence?.[0]),
           fence_b: jsonTime(save.fence?.[1]),
-          starting_slot: save.startingSlot?.toISOString() ?? null,
+          starting_slot: jsonTime(save.startingSlot),
           streak: save.end?.streak ?? null,
           pause: save.end?.pause ?? null,
         })),

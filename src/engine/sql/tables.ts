@@ -1,4 +1,5 @@
 import type { ClientBase, Pool } from "pg";
+import { isoTime } from "../../core/isoTime.js";
 
 /** The tables the engine's statements touch, and the advisory-lock keys it takes. */
 
@@ -43,10 +44,11 @@ function withoutNul(_key: string, value: unknown): unknown {
 
 /**
  * A time for a row of jsonRecords, as ISO text: JSON.stringify turns a Date into text through its
- * `toJSON`, about four times slower than a string already made (a save row carries up to seven).
+ * `toJSON`, about four times slower than a string already made (a save row carries up to seven);
+ * isoTime (src/core/isoTime.ts) makes that string five times faster than `toISOString`.
  * An invalid Date becomes null, as `toJSON` makes it; text passes as it is.
  */
 export function jsonTime(value: Date | string | null | undefined): string | null {
-  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : value.toISOString();
+  if (value instanceof Date) return Number.isNaN(value.getTime()) ? null : isoTime(value);
   return value ?? null;
 }
