@@ -2,6 +2,7 @@
  * One embedded PostgreSQL for the whole bench, in a temp dir, with one database per scenario and
  * contender (so `pg_stat_database` counts one contender's transactions only).
  */
+import { readFileSync } from "node:fs";
 import path from "node:path";
 import pg from "pg";
 import { createLogger } from "../../src/core/logger.js";
@@ -15,12 +16,15 @@ export interface BenchPostgres {
   /** `xact_commit + xact_rollback` of a database, as pg_stat_database shows it now. */
   transactions(name: string): Promise<number>;
   query<T extends pg.QueryResultRow>(database: string, text: string, values?: unknown[]): Promise<T[]>;
+  /** The server's main process (its backends are its children), from its postmaster.pid. */
+  serverPid(): number | undefined;
   stop(): Promise<void>;
 }
 
 export async function startBenchPostgres(dir: string): Promise<BenchPostgres> {
+  const dataDir = path.join(dir, "pg");
   const server = await startEmbeddedPostgres({
-    dataDir: path.join(dir, "pg"),
+    dataDir,
     database: "postgres",
     logger: createLogger({ level: "warn", destination: process.stderr }),
   });
@@ -50,6 +54,14 @@ export async function startBenchPostgres(dir: string): Promise<BenchPostgres> {
       await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);
       await admin.query(`CREATE DATABASE "${name}"`);
       return urlOf(name);
+    },
+    serverPid() {
+      try {
+        const pid = Number(readFileSync(path.join(dataDir, "postmaster.pid"), "utf8").split("\n")[0]);
+        return Number.isInteger(pid) && pid > 0 ? pid : undefined;
+      } catch {
+        return undefined;
+      }
     },
     async dropDatabase(name) {
       checkName(name);

@@ -74,10 +74,14 @@ function contenderFigures(results: Results, contender: Contender, memoryTasks: n
     herd_tasks: herd?.tasks ?? null,
     herd_runs: herd?.runs ?? null,
     herd_last_ms: round(herd?.lastMs),
+    herd_cpu_ms_per_run_node: round(herd?.cpuMsPerRun?.node, 3),
+    herd_cpu_ms_per_run_postgres: round(herd?.cpuMsPerRun?.postgres, 3),
     herd3_tasks: shared?.tasks ?? null,
     herd3_runs: shared?.runs ?? null,
     herd3_wrong_tasks: shared?.wrongTasks ?? null,
     herd3_last_ms: round(shared?.lastMs),
+    herd3_cpu_ms_per_run_node: round(shared?.cpuMsPerRun?.node, 3),
+    herd3_cpu_ms_per_run_postgres: round(shared?.cpuMsPerRun?.postgres, 3),
     idle_tps_100: round(idle?.[100]?.tps, 1),
     idle_tps_1000: round(idle?.[1000]?.tps, 1),
     idle_tps_10000: round(idle?.[10000]?.tps, 1),
@@ -301,6 +305,16 @@ function herdRows(row: Row, herd: Record<Contender, HerdFigures>): void {
   row("", "tasks not run exactly once", `${cw.wrongTasks}`, `${agenda.wrongTasks}`);
   row("", "success rows in agenda_logs", `${cw.logRuns ?? "–"}`, "– (no job log by default)");
   row("", "set-up: process start -> ready (ms)", show(cw.setupMs), show(agenda.setupMs));
+  const cpu = (figures: HerdFigures) =>
+    figures.cpuMsPerRun
+      ? `${figures.cpuMsPerRun.node.toFixed(2)} + ${figures.cpuMsPerRun.postgres.toFixed(2)}`
+      : "–";
+  row(
+    "",
+    "CPU per run, 10 s before the boundary -> last start (ms): contender + PostgreSQL",
+    cpu(cw),
+    cpu(agenda),
+  );
 }
 
 function idleRows(row: Row, idle: IdleResult, sizes: Sizes): void {

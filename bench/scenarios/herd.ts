@@ -16,6 +16,7 @@ import {
   sleep,
   sleepUntil,
 } from "../lib/common.js";
+import { canReadProcessCpu, cpuSnapshot, cpuUsedBetween } from "../lib/processCpu.js";
 
 export interface HerdFigures {
   tasks: number;
@@ -30,7 +31,16 @@ export interface HerdFigures {
   firstMs: number;
   lastMs: number;
   setupMs: number;
+  /**
+   * CPU milliseconds per run of the slot, from CPU_LEAD_MS before the boundary (the claims and start
+   * saves made ahead of it) to the last start: the contender's processes, and the PostgreSQL
+   * server's (bench/lib/processCpu.ts). Null where /proc is not read.
+   */
+  cpuMsPerRun: { node: number; postgres: number } | null;
 }
+
+/** The CPU per run counts from this long before the boundary. */
+const CPU_LEAD_MS = 10_000;
 
 export function runHerd(context: BenchContext): Promise<Record<Contender, HerdFigures>> {
   return herdScenario(context, context.sizes.herdTasks, 1);
@@ -84,6 +94,7 @@ function noFigures(tasks: number, instances: number): HerdFigures {
     firstMs: none,
     lastMs: none,
     setupMs: none,
+    cpuMsPerRun: null,
   };
 }
 
@@ -121,6 +132,14 @@ async function herdOnce(
       workers.flatMap((each) => each.starts()).filter((start) => start.slot === slot || start.slot === null);
     const startedOfSlot = () =>
       workers.reduce((sum, each) => sum + each.startsOf(slot) + each.startsOf(null), 0);
+    const serverPid = context.pg.serverPid();
+    const workerPids = workers.map((each) => each.pid);
+    const measureCpu = canReadProcessCpu() && serverPid !== undefined;
+    // the claims of the slot and the start saves come before it (a poll's look-ahead, 6 s at defaults)
+    await sleepUntil(slot - CPU_LEAD_MS);
+    const cpuBefore = measureCpu
+      ? { node: cpuSnapshot(workerPids), postgres: cpuSnapshot([serverPid], { children: true }) }
+      : undefined;
     await sleepUntil(slot);
     let complete = true;
     // each process checks the shared count on its own messages: the one that reports the last start ends the wait
@@ -131,6 +150,10 @@ async function herdOnce(
       complete = false;
       context.progress(`herd ${contender}: only ${startedOfSlot()} of ${count} started within 120 s`);
     });
+    const cpuAfter =
+      cpuBefore && serverPid !== undefined
+        ? { node: cpuSnapshot(workerPids), postgres: cpuSnapshot([serverPid], { children: true }) }
+        : undefined;
     // late duplicates would show up within a couple of polls
     await sleep(2 * DEFAULT_PROCESS_EVERY_MS);
     const starts = ofSlot();
@@ -155,6 +178,13 @@ async function herdOnce(
       firstMs: Math.min(...times),
       lastMs: complete ? Math.max(...times) : Number.NaN,
       setupMs: ready.setupMs,
+      cpuMsPerRun:
+        cpuBefore && cpuAfter && complete && starts.length > 0
+          ? {
+              node: cpuUsedBetween(cpuBefore.node, cpuAfter.node) / starts.length,
+              postgres: cpuUsedBetween(cpuBefore.postgres, cpuAfter.postgres) / starts.length,
+            }
+          : null,
     };
   } finally {
     await Promise.all(workers.map((each) => each.stop()));
