@@ -86,6 +86,13 @@ interface EngineClaim extends ClaimedJob {
 /** After the drain deadline, how long cut-off runs get to stop and hand their slot off. */
 const HANDOFF_WAIT_MS = 5_000;
 
+/**
+ * The notification channel's longest wait between reconnects while the database is down
+ * (src/engine/notificationChannel.ts): at most a poll, past which the claim loop's own pass has
+ * looked for what a lost notification would have woken it for.
+ */
+const channelReconnectMaxMs = (processEveryMs: number) => Math.max(1_000, processEveryMs);
+
 /** Agenda 'error' events repeat on every poll while the database is down: log each message once per window. */
 const ERROR_LOG_WINDOW_MS = 30_000;
 
@@ -206,7 +213,10 @@ export class AgendaEngine {
     });
     this.#dependencies = dependencies;
     this.#recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
-    const notificationChannel = new JobNotificationChannel({ pool });
+    const notificationChannel = new JobNotificationChannel({
+      pool,
+      reconnect: { enabled: true, maxDelayMs: channelReconnectMaxMs(processEveryMs) },
+    });
     // The channel is an EventEmitter that emits 'error' when its LISTEN connection drops (a
     // database restart); without a listener that is an uncaught exception. It reconnects itself.
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));

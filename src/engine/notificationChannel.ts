@@ -21,10 +21,20 @@ interface ListenConnection {
  *   two): the client is neither released nor destroyed.
  * A client that stays checked out makes the owner's `pool.end()` wait forever, so the process
  * hung at its shutdown (test/integration/notificationChannel.test.ts).
+ *
+ * And it backs off between reconnects for as long as the database stays down. The parent doubles
+ * its delay per attempt, but each attempt's connect() resets the count it doubles, so it retried
+ * every 100 ms through an outage (each failure also made the engine probe the database), and its
+ * limit of attempts, never reached, would have left the channel dead for good after a long outage.
+ * Here the count of failures since the last connect doubles the delay up to
+ * `reconnect.maxDelayMs`, and the channel retries until it connects or is disconnected. Without
+ * it, a job notification waits for the claim loop's next poll (src/engine/claimLoop.ts).
  */
 export class JobNotificationChannel extends PostgresNotificationChannel {
   /** disconnect() was called and no connect() since: a connect ending now gives its client back. */
   #closed = false;
+  /** Connects that failed (or connections lost) since the last connect that succeeded. */
+  #failures = 0;
 
   constructor(...options: ConstructorParameters<typeof PostgresNotificationChannel>) {
     super(...options);
@@ -46,11 +56,32 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
       if (this.#closed) this.clearReconnect();
       throw error;
     }
+    this.#failures = 0;
     if (this.#closed) await super.disconnect();
+  }
+
+  /**
+   * After a failed connect, or a connection lost (the parent calls it for both). Emits
+   * `reconnectScheduled` with the delay.
+   */
+  protected override scheduleReconnect(): void {
+    const { enabled, initialDelayMs, maxDelayMs } = this.config.reconnect;
+    if (!enabled || this.#closed) return;
+    clearTimeout(this.reconnectTimeout);
+    const delayMs = reconnectDelayMs(this.#failures, initialDelayMs, maxDelayMs);
+    this.#failures += 1;
+    this.setState("reconnecting");
+    this.reconnectTimeout = setTimeout(() => {
+      this.reconnectTimeout = undefined;
+      // its failure was emitted as an `error` by the parent's connect (one per failed attempt)
+      this.connect().catch(() => {});
+    }, delayMs);
+    this.emit("reconnectScheduled", delayMs);
   }
 
   override async disconnect(): Promise<void> {
     this.#closed = true;
+    this.#failures = 0;
     await super.disconnect();
     // the parent clears its reconnect timer before its UNLISTEN: a connection lost during that
     // statement schedules another one
@@ -68,4 +99,9 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
       // already released: nothing is checked out
     }
   }
+}
+
+/** The wait before reconnect attempt `failures + 1`: doubling from `initialMs`, at most `maxMs`. */
+export function reconnectDelayMs(failures: number, initialMs: number, maxMs: number): number {
+  return Math.min(initialMs * 2 ** Math.min(failures, 30), maxMs);
 }

@@ -63,6 +63,34 @@ describe("JobNotificationChannel", () => {
     expect(checkedOut()).toBe(0);
   });
 
+  it("backs off between reconnects while its connects fail, until it is disconnected", async () => {
+    // a LISTEN that fails on every connect, as through a database outage
+    const channel = new JobNotificationChannel({
+      pool: db.pool,
+      channelName: 'no"such',
+      reconnect: { enabled: true, initialDelayMs: 2, maxDelayMs: 16 },
+    });
+    let failures = 0;
+    channel.on("error", () => {
+      failures += 1;
+    });
+    const delays: number[] = [];
+    const scheduled = new Promise<void>((resolve) => {
+      channel.on("reconnectScheduled", (delayMs: number) => {
+        delays.push(delayMs);
+        if (delays.length === 7) resolve();
+      });
+    });
+    await channel.connect().catch(() => {});
+    await scheduled;
+    await channel.disconnect();
+    // Agenda's own channel reset its count at each connect: 2 ms every time
+    expect(delays).toEqual([2, 4, 8, 16, 16, 16, 16]);
+    // one error per failed attempt (the parent emits it before it schedules the next one)
+    expect(failures).toBe(7);
+    expect(checkedOut()).toBe(0);
+  });
+
   it("still delivers job notifications once connected", async () => {
     const channel = new JobNotificationChannel({ pool: db.pool });
     channel.on("error", () => {});
