@@ -100,4 +100,23 @@ describe("StatementBatch of run-log rows", () => {
       { job_id: "job-2", error: null, detail: null },
     ]);
   });
+
+  it("a lone surrogate in a task's error (a message cut inside an emoji) is written as U+FFFD and fails nothing", async () => {
+    await insertRunLogRows(db.pool, [
+      {
+        ...row("surrogate", 1),
+        event: "fail",
+        error: "cut \ud83d",
+        meta: { scheduledAt: "x", detail: "\ude00" },
+      },
+      row("surrogate", 2),
+    ]);
+    const { rows } = await db.pool.query(
+      "SELECT job_id, error, meta->>'detail' AS detail FROM agenda_logs WHERE job_name = 'surrogate' ORDER BY job_id",
+    );
+    expect(rows).toEqual([
+      { job_id: "job-1", error: "cut \uFFFD", detail: "\uFFFD" },
+      { job_id: "job-2", error: null, detail: null },
+    ]);
+  });
 });

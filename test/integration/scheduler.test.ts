@@ -54,6 +54,31 @@ describe("scheduler with a watched config file", () => {
     }
   });
 
+  it("a task's error cut inside an emoji (a lone surrogate) is recorded, and its slots end as any failed slot's", async () => {
+    // the run-log rows and the saves of a batch go to the server as one JSON text, whose input
+    // refuses the escape of a lone surrogate: the whole statement failed, and with it the run's end
+    const h = await harness(
+      [
+        {
+          name: "cut-emoji",
+          handler: async () => {
+            throw new Error("quota 😀 exceeded: \ud83d");
+          },
+        },
+      ],
+      [{ name: "cut-emoji" }],
+    );
+    await pollUntil(
+      "two run records",
+      async () => (await h.scheduler.runs("cut-emoji")).length >= 2 || undefined,
+    );
+    const runs = await h.scheduler.runs("cut-emoji", 2);
+    for (const run of runs)
+      expect(run).toMatchObject({ outcome: "failed", error: "quota 😀 exceeded: \uFFFD", attempt: 1 });
+    // the first slot's end was saved: its row was unlocked and carries the failure
+    expect((await jobRow("cut-emoji"))?.fail_reason).toBe("quota 😀 exceeded: \uFFFD");
+  });
+
   it("a cron change keeps the same job row and stores the new next run", async () => {
     const h = await harness(
       [{ name: "re-time", handler: async () => {} }],

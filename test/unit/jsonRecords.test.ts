@@ -27,6 +27,14 @@ describe("jsonRecords", () => {
     ]);
   });
 
+  it("replaces a lone surrogate, which PostgreSQL's JSON input refuses, and keeps a pair", () => {
+    // a message cut in the middle of an emoji; "😀" is the pair \ud83d\ude00
+    const rows = [{ error: "cut \ud83d", meta: { detail: ["\ude00 alone", "whole 😀"] } }];
+    expect(JSON.parse(jsonRecords(rows))).toEqual([
+      { error: "cut \uFFFD", meta: { detail: ["\uFFFD alone", "whole 😀"] } },
+    ]);
+  });
+
   it("takes times as ISO text made beforehand, as the Date's own JSON would be", () => {
     const at = new Date("2026-12-05T12:00:00.007Z");
     expect(jsonTime(at)).toBe(JSON.parse(JSON.stringify(at)));

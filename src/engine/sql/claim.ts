@@ -142,7 +142,7 @@ export async function releaseLocks(
   if (releases.length === 0) return [];
   const result = await db.query<{ id: string }>(
     `UPDATE "${JOBS_TABLE}" AS j SET locked_at = NULL
-       FROM json_to_recordset($1::json) AS v(id uuid, locked_at timestamptz)
+       FROM jsonb_to_recordset($1::jsonb) AS v(id uuid, locked_at timestamptz)
       WHERE j.id = v.id AND date_trunc('milliseconds', j.locked_at) = v.locked_at
       RETURNING j.id`,
     [jsonRecords(releases.map((release) => ({ id: release.jobId, locked_at: jsonTime(release.lockedAt) })))],

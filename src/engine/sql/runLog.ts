@@ -206,7 +206,7 @@ export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInser
     `INSERT INTO "${LOGS_TABLE}"
        (timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta)
      SELECT timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta
-       FROM json_to_recordset($1::json) AS v(timestamp timestamptz, level varchar, event varchar, job_id varchar,
+       FROM jsonb_to_recordset($1::jsonb) AS v(timestamp timestamptz, level varchar, event varchar, job_id varchar,
             job_name varchar, message text, duration int, error text, fail_count int, retry_delay int,
             retry_attempt int, agenda_name varchar, meta jsonb)`,
     [

@@ -63,7 +63,7 @@ export async function saveJobRows(
                 || CASE WHEN v.pause IS NULL THEN '{}'::jsonb ELSE jsonb_build_object('${PAUSE_DATA_KEY}', v.pause) END
               END,
             disabled = CASE WHEN v.pause IS NULL THEN j.disabled ELSE TRUE END
-       FROM json_to_recordset($1::json)
+       FROM jsonb_to_recordset($1::jsonb)
          AS v(id uuid, locked_at timestamptz, next_run_at timestamptz, last_run_at timestamptz, progress real,
               fail_reason text, fail_count int, failed_at timestamptz, last_finished_at timestamptz, name text,
               last_modified_by text, repeat_interval text, repeat_timezone text, fenced boolean,

@@ -27,19 +27,27 @@ export type Queryable = Pool | ClientBase;
 export const DEPENDENCY_WAITS_TABLE = "cronwarden_dependency_waits";
 
 /**
- * Rows for one statement as a JSON array, read with json_to_recordset: the batched statements
+ * Rows for one statement as a JSON array, read with jsonb_to_recordset: the batched statements
  * (the saves and run-log rows of a herd) pass one string built natively instead of an array
  * parameter per column, which pg serializes element by element in JavaScript (a fifth of what a
- * herd allocated). A NUL, which no PostgreSQL text can hold, becomes U+FFFD: one task's error
- * message must not fail the rows of the others in its batch.
+ * herd allocated). The server reads it as `jsonb`: `json_to_recordset` took twice as long, about
+ * 44 µs per run-log row against 20, most of what writing the row cost (docs/benchmarks.md).
+ * What PostgreSQL cannot take becomes U+FFFD, so that one task's error message does not fail
+ * the rows of the others in its batch: a NUL (no PostgreSQL text holds one) and a lone surrogate
+ * (a message cut inside an emoji; JSON input refuses its escape).
  */
 export function jsonRecords(rows: readonly object[]): string {
   const json = JSON.stringify(rows);
-  return json.includes("\\u0000") ? JSON.stringify(rows, withoutNul) : json;
+  // JSON.stringify escapes both (\u0000, \ud800-\udfff) and writes a surrogate pair as it is
+  return json.includes("\\u0000") || json.includes("\\ud") ? JSON.stringify(rows, storable) : json;
 }
 
-function withoutNul(_key: string, value: unknown): unknown {
-  return typeof value === "string" ? value.replaceAll("\u0000", "\uFFFD") : value;
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+function storable(_key: string, value: unknown): unknown {
+  return typeof value === "string"
+    ? value.replaceAll("\u0000", "\uFFFD").replace(LONE_SURROGATE, "\uFFFD")
+    : value;
 }
 
 /**
