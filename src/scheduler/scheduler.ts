@@ -31,12 +31,20 @@ import { registerSecret, registerUrlPassword } from "../observability/redact.js"
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
 import { RunReporter } from "./runReporter.js";
-import { parseSchedulerSettings, type SchedulerSettings, type SchedulerSettingsInput } from "./settings.js";
+import {
+  checkPoolSize,
+  parseSchedulerSettings,
+  type SchedulerSettings,
+  type SchedulerSettingsInput,
+} from "./settings.js";
 import type { TaskRegistration } from "./taskDefinition.js";
 import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
 
 export interface SchedulerOptions extends SchedulerSettingsInput {
-  /** The PostgreSQL pool the scheduler uses. It is not closed by stop(): end it after. */
+  /**
+   * The PostgreSQL pool the scheduler uses, of at least 3 connections (MIN_POOL_MAX in
+   * src/scheduler/settings.ts). It is not closed by stop(): end it after.
+   */
   pool: Pool;
   /** Where the desired state comes from. */
   config: ConfigSource;
@@ -117,6 +125,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const { pool, config, logger, clock = systemClock, ...settingsInput } = options;
     this.#clock = clock;
     const settings = parseSchedulerSettings(settingsInput);
+    checkPoolSize(pool.options.max);
     this.#pool = pool;
     const instanceId =
       settings.instanceId ?? `${hostname()}:${process.pid}:${Math.random().toString(36).slice(2, 6)}`;

@@ -81,6 +81,23 @@ export const schedulerSettingsSchema = z
     return { ...settings, processEveryMs };
   });
 
+/**
+ * The fewest connections a scheduler's pool may have. One stays checked out for the job
+ * notifications (LISTEN), and a reconcile holds one for its lock while its statements take
+ * another (AgendaEngine.withReconcileLock): with two, the first reconcile after the start waited
+ * for a connection forever, and every run with it.
+ */
+export const MIN_POOL_MAX = 3;
+
+/** Refuses a pool too small to run in (MIN_POOL_MAX); pg's default of 10 passes. */
+export function checkPoolSize(max: unknown): void {
+  if (typeof max !== "number" || max >= MIN_POOL_MAX) return;
+  throw new CronwardenError(
+    "INVALID_SETTINGS",
+    `invalid scheduler settings: pool: max is ${max}; the scheduler keeps one connection for its job notifications and a reconcile holds one for its lock while its statements take another, so give the pool at least ${MIN_POOL_MAX} connections (pg's default is 10)`,
+  );
+}
+
 export type SchedulerSettingsInput = z.input<typeof schedulerSettingsSchema>;
 export type SchedulerSettings = z.output<typeof schedulerSettingsSchema>;
 

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { type AdminToken, loadTokenFile, parseTokenList } from "../admin/tokens.js";
 import { CronwardenError } from "../core/errors.js";
+import { MIN_POOL_MAX } from "../scheduler/settings.js";
 
 const optionalInt = (min: number) =>
   z
@@ -55,7 +56,7 @@ const environmentSchema = z.object({
     .optional(),
   CRONWARDEN_RUN_LOG_RETENTION_DAYS: optionalInt(0),
   CRONWARDEN_INSTANCE_ID: z.string().min(1).optional(),
-  CRONWARDEN_PG_POOL_MAX: optionalInt(2),
+  CRONWARDEN_PG_POOL_MAX: optionalInt(MIN_POOL_MAX),
   CRONWARDEN_PG_IDLE_TIMEOUT_MS: optionalInt(0).transform((value) => value ?? 300_000),
   CRONWARDEN_DB_STARTUP_TIMEOUT_MS: optionalInt(0).transform((value) => value ?? 300_000),
   CRONWARDEN_EVENT_LOOP_STALL_MS: optionalInt(100).transform((value) => value ?? 10_000),

@@ -1,5 +1,8 @@
+import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { parseSchedulerSettings } from "../../src/scheduler/settings.js";
+import { createScheduler, FileConfigSource } from "../../src/index.js";
+import { checkPoolSize, MIN_POOL_MAX, parseSchedulerSettings } from "../../src/scheduler/settings.js";
+import { loadServiceSettings } from "../../src/serve/settings.js";
 
 describe("scheduler settings", () => {
   it("polls at most every 5 s, and at half the minimum interval below 10 s", () => {
@@ -22,5 +25,31 @@ describe("scheduler settings", () => {
     expect(parseSchedulerSettings({}).maxConcurrency).toBe(20);
     expect(parseSchedulerSettings({ maxConcurrency: 3 }).maxConcurrency).toBe(3);
     expect(() => parseSchedulerSettings({ maxConcurrency: 0 })).toThrow(/maxConcurrency/);
+  });
+
+  it("refuses a pool of fewer than 3 connections, naming its size and the fix", () => {
+    expect(MIN_POOL_MAX).toBe(3);
+    for (const max of [1, 2])
+      expect(() => checkPoolSize(max)).toThrow(
+        new RegExp(`pool: max is ${max};.* give the pool at least 3 connections \\(pg's default is 10\\)`),
+      );
+    for (const max of [3, 10, undefined]) expect(() => checkPoolSize(max)).not.toThrow();
+  });
+
+  it("createScheduler refuses such a pool before it connects (with 2 it hung at its first reconcile)", async () => {
+    const pool = new pg.Pool({ connectionString: "postgres://nobody@127.0.0.1:1/none", max: 2 });
+    const config = new FileConfigSource({ path: "/nonexistent/tasks.yaml" });
+    expect(() => createScheduler({ pool, config })).toThrow(/pool: max is 2;/);
+    expect(pool.totalCount).toBe(0);
+    await pool.end();
+  });
+});
+
+describe("service settings", () => {
+  it("refuses CRONWARDEN_PG_POOL_MAX below the scheduler's minimum, and takes 3", () => {
+    expect(() => loadServiceSettings({ CRONWARDEN_PG_POOL_MAX: "2" })).toThrow(
+      /CRONWARDEN_PG_POOL_MAX="2": must be at least 3/,
+    );
+    expect(loadServiceSettings({ CRONWARDEN_PG_POOL_MAX: "3" }).CRONWARDEN_PG_POOL_MAX).toBe(3);
   });
 });
