@@ -19,6 +19,19 @@ afterAll(async () => {
 
 const checkedOut = () => db.pool.totalCount - db.pool.idleCount;
 
+/**
+ * A channel whose LISTEN fails on every connect, on a connected client (a quote in the channel
+ * name), as through a database outage; `failures()` counts its `error` events.
+ */
+function failingChannel(reconnect: { enabled: boolean; initialDelayMs?: number; maxDelayMs?: number }) {
+  const channel = new JobNotificationChannel({ pool: db.pool, channelName: 'no"such', reconnect });
+  let failures = 0;
+  channel.on("error", () => {
+    failures += 1;
+  });
+  return { channel, failures: () => failures };
+}
+
 describe("JobNotificationChannel", () => {
   it("gives its client back when a disconnect comes while it connects", async () => {
     const channel = new JobNotificationChannel({ pool: db.pool });
@@ -31,49 +44,26 @@ describe("JobNotificationChannel", () => {
   });
 
   it("gives its client back when LISTEN fails after the client was connected", async () => {
-    // a quote in the channel name makes the LISTEN statement itself fail, on a connected client
-    const channel = new JobNotificationChannel({
-      pool: db.pool,
-      channelName: 'no"such',
-      reconnect: { enabled: false },
-    });
-    channel.on("error", () => {});
+    const { channel } = failingChannel({ enabled: false });
     await expect(channel.connect()).rejects.toThrow(/syntax error/);
     expect(checkedOut()).toBe(0);
     await channel.disconnect();
   });
 
   it("stops reconnecting when disconnected while a connect that fails is in flight", async () => {
-    const channel = new JobNotificationChannel({
-      pool: db.pool,
-      channelName: 'no"such',
-      reconnect: { enabled: true, initialDelayMs: 1, maxAttempts: 1_000 },
-    });
-    let failures = 0;
-    channel.on("error", () => {
-      failures += 1;
-    });
+    const { channel, failures } = failingChannel({ enabled: true, initialDelayMs: 1 });
     const connecting = channel.connect().catch(() => {});
     await channel.disconnect();
     await connecting;
-    const after = failures;
+    const after = failures();
     // a reconnect timer left behind would fail again within a few milliseconds
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect(failures).toBe(after);
+    expect(failures()).toBe(after);
     expect(checkedOut()).toBe(0);
   });
 
   it("backs off between reconnects while its connects fail, until it is disconnected", async () => {
-    // a LISTEN that fails on every connect, as through a database outage
-    const channel = new JobNotificationChannel({
-      pool: db.pool,
-      channelName: 'no"such',
-      reconnect: { enabled: true, initialDelayMs: 2, maxDelayMs: 16 },
-    });
-    let failures = 0;
-    channel.on("error", () => {
-      failures += 1;
-    });
+    const { channel, failures } = failingChannel({ enabled: true, initialDelayMs: 2, maxDelayMs: 16 });
     const delays: number[] = [];
     const scheduled = new Promise<void>((resolve) => {
       channel.on("reconnectScheduled", (delayMs: number) => {
@@ -87,7 +77,7 @@ describe("JobNotificationChannel", () => {
     // Agenda's own channel reset its count at each connect: 2 ms every time
     expect(delays).toEqual([2, 4, 8, 16, 16, 16, 16]);
     // one error per failed attempt (the parent emits it before it schedules the next one)
-    expect(failures).toBe(7);
+    expect(failures()).toBe(7);
     expect(checkedOut()).toBe(0);
   });
 

@@ -82,41 +82,38 @@ describe("StatementBatch of run-log rows", () => {
     expect(rows.map((each) => each.job_id)).toEqual(["job-1", "job-3"]);
   });
 
-  it("a NUL in a task's error, which PostgreSQL text cannot hold, is written as U+FFFD and fails nothing", async () => {
-    await insertRunLogRows(db.pool, [
-      {
-        ...row("nul", 1),
-        event: "fail",
-        error: "bad\u0000byte",
-        meta: { scheduledAt: "x", detail: "a\u0000b" },
-      },
-      row("nul", 2),
-    ]);
-    const { rows } = await db.pool.query(
-      "SELECT job_id, error, meta->>'detail' AS detail FROM agenda_logs WHERE job_name = 'nul' ORDER BY job_id",
-    );
-    expect(rows).toEqual([
-      { job_id: "job-1", error: "bad\uFFFDbyte", detail: "a\uFFFDb" },
-      { job_id: "job-2", error: null, detail: null },
-    ]);
-  });
-
-  it("a lone surrogate in a task's error (a message cut inside an emoji) is written as U+FFFD and fails nothing", async () => {
-    await insertRunLogRows(db.pool, [
-      {
-        ...row("surrogate", 1),
-        event: "fail",
-        error: "cut \ud83d",
-        meta: { scheduledAt: "x", detail: "\ude00" },
-      },
-      row("surrogate", 2),
-    ]);
-    const { rows } = await db.pool.query(
-      "SELECT job_id, error, meta->>'detail' AS detail FROM agenda_logs WHERE job_name = 'surrogate' ORDER BY job_id",
-    );
-    expect(rows).toEqual([
-      { job_id: "job-1", error: "cut \uFFFD", detail: "\uFFFD" },
-      { job_id: "job-2", error: null, detail: null },
-    ]);
-  });
+  // what PostgreSQL cannot take in a task's text: NUL (no text holds one) and a lone surrogate (a
+  // message cut inside an emoji; JSON input refuses its escape)
+  it.each([
+    {
+      what: "a NUL",
+      job: "nul",
+      error: "bad\u0000byte",
+      detail: "a\u0000b",
+      stored: ["bad\uFFFDbyte", "a\uFFFDb"],
+    },
+    {
+      what: "a lone surrogate",
+      job: "surrogate",
+      error: "cut \ud83d",
+      detail: "\ude00",
+      stored: ["cut \uFFFD", "\uFFFD"],
+    },
+  ])(
+    "$what in a task's error is written as U+FFFD and fails nothing",
+    async ({ job, error, detail, stored }) => {
+      await insertRunLogRows(db.pool, [
+        { ...row(job, 1), event: "fail", error, meta: { scheduledAt: "x", detail } },
+        row(job, 2),
+      ]);
+      const { rows } = await db.pool.query(
+        "SELECT job_id, error, meta->>'detail' AS detail FROM agenda_logs WHERE job_name = $1 ORDER BY job_id",
+        [job],
+      );
+      expect(rows).toEqual([
+        { job_id: "job-1", error: stored[0], detail: stored[1] },
+        { job_id: "job-2", error: null, detail: null },
+      ]);
+    },
+  );
 });
