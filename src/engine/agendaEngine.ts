@@ -66,14 +66,16 @@ const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
  */
 const HELD_LOCKS_PER_WORKER = 2;
 /**
- * With handlers that turn over fast (src/engine/claimLoop.ts #claimLimit), up to this many. A job
- * claimed after its slot waits for a claim and a start save before its handler, so this bounds
- * how many of a herd are in flight at once: at 10 a herd of 1,000 quick tasks was claimed in
- * five rounds after the slot (docs/benchmarks.md, "Holding a herd").
+ * Before the first handler ends, and with handlers that turn over fast (src/engine/claimLoop.ts
+ * #claimLimit), up to this many, and no more than the instance's share of a herd. A job claimed
+ * after its slot waits for a claim and a start save before its handler, so this bounds how much of
+ * a herd is prepared before its slot: at 50 (1,000 at the default concurrency) a herd of 10,000
+ * on 3 instances started its last run 3.1 s after the slot, at 170 in 1.4 s (docs/benchmarks.md,
+ * "Preparing a herd ahead").
  */
-const MOST_HELD_LOCKS_PER_WORKER = 50;
+const MOST_HELD_LOCKS_PER_WORKER = 200;
 /** At most this long before its slot a run is handed over (see startAheadOf). */
-const START_AHEAD_MS = 250;
+const START_AHEAD_MS = 1_500;
 /** Another instance's reconcile holds the lock: asked again after this, doubling up to the max. */
 const RECONCILE_LOCK_RETRY_MS = 25;
 const RECONCILE_LOCK_RETRY_MAX_MS = 250;
@@ -269,8 +271,8 @@ export class AgendaEngine {
               }).catch(() => {});
         },
       });
-    const lookAheadMs = lookAheadOf(processEveryMs);
-    const startAheadMs = startAheadOf(processEveryMs, lockLifetimeMs);
+    const startAheadMs = startAheadOf(lockLifetimeMs);
+    const lookAheadMs = lookAheadOf(processEveryMs, startAheadMs);
     notificationChannel.subscribe((notification) => {
       const due = notification.nextRunAt;
       if (!due || new Date(due).getTime() <= this.#clock() + lookAheadMs) this.#loop?.claimNow();
@@ -340,6 +342,7 @@ export class AgendaEngine {
         const jobs = await repository.claimDue({
           until: request.until,
           limit: request.limit,
+          ...(request.share ? { share: request.share } : {}),
           now: request.now,
           names: null,
           skip: this.#foreignNames.size === 0 ? request.holding : [...request.holding, ...this.#foreignNames],
@@ -821,20 +824,21 @@ function nextSlotAfter(cron: string, timezone: string, after: Date): Date | unde
 }
 
 /**
- * How far ahead of now a claim pass looks: one poll, plus a quarter of one (at most a second) so
- * that a poll that comes a little late still finds the slots of its interval already claimed.
+ * How far ahead of now a claim pass looks: one poll, plus a margin so that a poll that comes a
+ * little late still finds the slots of its interval already claimed (a quarter of a poll, at most a
+ * second), and that a job first claimed by a poll is still ahead of its start (twice the
+ * start-ahead).
  */
-function lookAheadOf(processEveryMs: number): number {
-  return processEveryMs + Math.min(processEveryMs / 4, 1_000);
+function lookAheadOf(processEveryMs: number, startAheadMs: number): number {
+  return processEveryMs + Math.max(Math.min(processEveryMs / 4, 1_000), 2 * startAheadMs);
 }
 
 /**
  * How long before its slot a claimed run makes its start save and checks, its handler waiting for
- * the slot (src/engine/claimLoop.ts): long enough for that round trip on a loaded machine, well
- * inside the look-ahead's margin over one poll (so a job claimed by a poll is still ahead of it)
- * and the lock's lifetime (the lock is renewed by the start save, and next by the watchdog once
- * the handler starts).
+ * the slot (src/engine/claimLoop.ts): long enough for a herd's start saves to be made before its
+ * slot, and well inside the lock's lifetime (the lock is renewed by the start save, and next by the
+ * watchdog while the run waits for its slot).
  */
-function startAheadOf(processEveryMs: number, lockLifetimeMs: number): number {
-  return Math.min(START_AHEAD_MS, (lookAheadOf(processEveryMs) - processEveryMs) / 2, lockLifetimeMs / 10);
+function startAheadOf(lockLifetimeMs: number): number {
+  return Math.min(START_AHEAD_MS, lockLifetimeMs / 10);
 }

@@ -48,6 +48,12 @@ export interface ClaimRequest {
   /** Names this instance holds (claimed or running): not to be claimed again. */
   holding: readonly string[];
   now: Date;
+  /**
+   * Claim no more than this instance's share of the jobs due before `until` (those it `held`
+   * included), but at least `atLeast`: so that one instance does not hold a whole herd that the
+   * others could start as soon. Absent: `limit` alone.
+   */
+  share?: { atLeast: number; held: number };
 }
 
 export interface ClaimLoopDeps<J extends ClaimedJob> {
@@ -200,16 +206,19 @@ export class ClaimLoop<J extends ClaimedJob> {
   }
 
   async #claimOnce(): Promise<void> {
-    const limit = this.#claimLimit() - this.#waiting.size - this.#running.size;
+    const held = this.#waiting.size + this.#running.size;
+    const limit = this.#claimLimit() - held;
     if (limit <= 0) return;
+    const atLeast = (this.#deps.baseClaimed ?? this.#deps.maxClaimed) - held;
     const now = this.#now();
-    const holding = [...this.#waiting.values()].map((held) => held.job.name);
+    const holding = [...this.#waiting.values()].map((job) => job.job.name);
     for (const job of this.#running.values()) holding.push(job.name);
     const jobs = await this.#deps.claim({
       until: new Date(now + this.#deps.lookAheadMs),
       limit,
       holding,
       now: new Date(now),
+      ...(limit > atLeast ? { share: { atLeast, held } } : {}),
     });
     for (const job of jobs) {
       if (!this.#started) {
@@ -254,29 +263,35 @@ export class ClaimLoop<J extends ClaimedJob> {
   /**
    * How long a worker is expected to stay busy with its handler: the average so far, or longer
    * while the handlers going have already run longer than that (a herd of slow handlers after one
-   * of quick ones must not look quick). Unknown before the first handler ends: no run goes on deck
-   * and no more than `baseClaimed` are held.
+   * of quick ones must not look quick). Undefined before the first handler starts (#claimLimit).
    */
-  #expectedTurnMs(): number {
-    if (this.#turnMs === undefined) return Number.POSITIVE_INFINITY;
+  #expectedTurnMs(): number | undefined {
     const going = this.#workerSince.size;
+    if (this.#turnMs === undefined && going === 0) return undefined;
     const meanAge = going > 0 ? this.#now() - this.#workerSinceSum / going : 0;
-    return Math.max(this.#turnMs, meanAge, MIN_TURN_MS);
-  }
-
-  /** How many handlers the workers are expected to start within `ms`. */
-  #startsWithin(ms: number): number {
-    return Math.floor((this.#deps.maxConcurrency * ms) / this.#expectedTurnMs());
+    return Math.max(this.#turnMs ?? 0, meanAge, MIN_TURN_MS);
   }
 
   /**
-   * Jobs to hold: `baseClaimed`, and more (up to `maxClaimed`) while the workers would start them
-   * all within the start-ahead: no more than the deck can take, so that one instance does not
-   * hold a herd that others could start sooner.
+   * How many handlers the workers are expected to start within the start-ahead, besides the ones
+   * they run now; all of them (Infinity) before the first handler starts.
+   */
+  #startsAhead(): number {
+    const turnMs = this.#expectedTurnMs();
+    if (turnMs === undefined) return Number.POSITIVE_INFINITY;
+    return Math.floor((this.#deps.maxConcurrency * (this.#deps.startAheadMs ?? 0)) / turnMs);
+  }
+
+  /**
+   * Jobs to hold: `baseClaimed`, and more (up to `maxClaimed`, and no more than the instance's
+   * share of a herd: the claim's `share`) while the workers would start them all within the
+   * start-ahead. Before the first handler starts the loop cannot tell how fast they turn over, and
+   * holds up to its share: a herd at an instance's first slot is prepared before it, spread over
+   * the instances, whatever its handlers take (docs/design.md, "The claim loop").
    */
   #claimLimit(): number {
     const base = this.#deps.baseClaimed ?? this.#deps.maxClaimed;
-    const fast = this.#deps.maxConcurrency + this.#startsWithin(this.#deps.startAheadMs ?? 0);
+    const fast = this.#deps.maxConcurrency + this.#startsAhead();
     return Math.min(this.#deps.maxClaimed, Math.max(base, fast));
   }
 
@@ -288,9 +303,10 @@ export class ClaimLoop<J extends ClaimedJob> {
    */
   #startDue(): void {
     if (!this.#started) return;
-    const most = this.#deps.maxConcurrency + this.#startsWithin(this.#deps.startAheadMs ?? 0);
     let dropped = false;
-    while (this.#onDeck.size + this.#working.size < most) {
+    // asked again for each run: a run handed over may take a worker at once, and so tell how long
+    // the handlers have been going
+    while (this.#onDeck.size + this.#working.size < this.#deps.maxConcurrency + this.#startsAhead()) {
       const job = this.#queue.shift();
       if (!job) break;
       this.#waiting.delete(job.id);

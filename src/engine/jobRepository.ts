@@ -123,6 +123,8 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     skip: readonly string[];
     until: Date;
     limit: number;
+    /** At most this instance's share of the due jobs (src/engine/sql/claim.ts claimDueJobs). */
+    share?: { atLeast: number; held: number };
     owner: string;
     now: Date;
     runsHere?: (name: string) => boolean;
@@ -137,6 +139,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       owner: claim.owner,
       lockLifetimeMs: this.#limits.lockLifetimeMs,
       limit: claim.limit,
+      ...(claim.share ? { share: claim.share } : {}),
     });
     const jobs: JobParameters[] = [];
     const giveBacks: Promise<void>[] = [];

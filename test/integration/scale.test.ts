@@ -6,14 +6,15 @@ import { harnessSuite, pollUntil } from "../helpers/harness.js";
 /** More due runs than workers, and more tasks than one statement can audit (docs/benchmarks.md). */
 
 const suite = harnessSuite();
-/** The start-ahead at a 500 ms poll: half the look-ahead's margin (125 ms) over the poll. */
-const START_AHEAD_AT_500MS_POLL_MS = 62.5;
+/** The start-ahead at a 1 s lock lifetime: a tenth of it (src/engine/agendaEngine.ts startAheadOf). */
+const START_AHEAD_AT_1S_LOCK_MS = 100;
 
 describe("a herd larger than the instance's workers", () => {
   it("runs every task of the slot, including those whose pre-taken lock expired while they waited", async () => {
-    // Agenda locks every job due within the next poll ahead of its slot. With 2 workers and runs of
-    // 2.5 s, two of the four jobs wait in the queue past their 1 s lock lifetime and Agenda drops
-    // them; they must be locked again and run for the same slot, not stranded on this instance.
+    // The claim loop locks every job due within the look-ahead. With 2 workers and runs of 2.5 s,
+    // two of the four jobs wait for a worker past their 1 s lock lifetime: on deck (start-saved,
+    // the watchdog renewing their lock) or, dropped when their lock expired, claimed again; either
+    // way they run for the same slot, not stranded on this instance.
     const names = ["herd-a", "herd-b", "herd-c", "herd-d"];
     const starts: RunStartedEvent[] = [];
     const lockAtStart = new Map<string, { lockedAt: Date; slot: Date }>();
@@ -54,12 +55,12 @@ describe("a herd larger than the instance's workers", () => {
     );
     // every run starts with a fresh lock, not the one taken ahead of the slot (which can be
     // nearly expired by then, and the watchdog's first renewal is a third of a lifetime away):
-    // the start save's, which at a 500 ms poll comes at most 62.5 ms before the slot
+    // the start save's, which at a 1 s lock lifetime comes at most 100 ms before the slot
     // (docs/design.md, "The start-ahead"), or later for a run that waited for a worker
     for (const name of names) {
       const seen = lockAtStart.get(name);
       expect(seen?.lockedAt.getTime(), name).toBeGreaterThanOrEqual(
-        (seen?.slot.getTime() ?? Infinity) - START_AHEAD_AT_500MS_POLL_MS - 5,
+        (seen?.slot.getTime() ?? Infinity) - START_AHEAD_AT_1S_LOCK_MS - 5,
       );
     }
   });

@@ -30,6 +30,8 @@ function loop(options: {
   processEveryMs?: number;
   lookAheadMs?: number;
   lockLifetimeMs?: number;
+  /** Instances sharing the due jobs (a claim's `share`), as the database counts them; default 1. */
+  instances?: number;
 }): {
   loop: ClaimLoop<Job>;
   started: { id: string; at: number }[];
@@ -58,9 +60,19 @@ function loop(options: {
   const deps: ClaimLoopDeps<Job> = {
     claim: async (request) => {
       requests.push(request);
-      const taken = pending
-        .filter((job) => job.dueAt <= request.until.getTime() && !request.holding.includes(job.name))
-        .slice(0, request.limit);
+      const due = pending.filter((job) => job.dueAt <= request.until.getTime());
+      const { share } = request;
+      // as claimDueJobs counts a share: the due jobs, those held included, among the instances
+      const limit = share
+        ? Math.min(
+            request.limit,
+            Math.max(
+              share.atLeast,
+              Math.ceil((due.length + share.held) / (options.instances ?? 1)) - share.held,
+            ),
+          )
+        : request.limit;
+      const taken = due.filter((job) => !request.holding.includes(job.name)).slice(0, limit);
       for (const job of taken) pending.splice(pending.indexOf(job), 1);
       return taken.map((job) => ({ ...job, lockedAt: request.now.getTime() }));
     },
@@ -124,9 +136,6 @@ function waitedOnDeck(runs: { handed: { id: string; at: number }[]; started: { i
     .filter((run) => (runs.started.find((each) => each.id === run.id)?.at ?? run.at) > run.at)
     .map((run) => run.id);
 }
-
-/** The largest claim a pass asked for. */
-const mostAsked = (requests: ClaimRequest[]) => Math.max(...requests.map((request) => request.limit));
 
 /** Drains with the fake clock moving, so runs going can end. */
 async function drained(claims: ClaimLoop<Job>, timeoutMs: number) {
@@ -219,7 +228,7 @@ describe("ClaimLoop", () => {
     expect(await drained(runs.loop, 2_000)).toEqual({ completed: 1, running: 0 });
   });
 
-  it("with quick handlers, runs wait on deck for a worker, and more jobs are held; never more than maxConcurrency handlers at once", async () => {
+  it("before any handler starts, holds its share of a herd and hands it over; never more than maxConcurrency handlers at once", async () => {
     const due = Array.from({ length: 30 }, (_, index) => job(`task-${index}`, Date.now()));
     const quick = loop({
       due,
@@ -228,15 +237,15 @@ describe("ClaimLoop", () => {
       runFor: 10,
       baseClaimed: 4,
       maxClaimed: 30,
+      instances: 3,
     });
     await quick.begin();
-    // no handler has ended yet: how long one takes is unknown, so only free workers get runs
-    expect(quick.requests[0]?.limit).toBe(4);
-    expect(quick.handed.map((run) => run.id)).toEqual(["task-0", "task-1"]);
+    // how long a handler takes is unknown: the share of 3 instances, every run handed over (on deck)
+    expect(quick.requests[0]).toMatchObject({ limit: 30, share: { atLeast: 4, held: 0 } });
+    expect(quick.handed.map((run) => run.id)).toEqual(due.slice(0, 10).map((each) => each.id));
+    expect(quick.loop.held.onDeck).toBe(8);
     await vi.advanceTimersByTimeAsync(10); // the first two ended in 10 ms each
-    // the workers start 2 × 200 / 10 = 40 runs within the start-ahead: every job held goes on deck
-    expect(quick.loop.held.onDeck).toBeGreaterThan(2);
-    expect(mostAsked(quick.requests)).toBeGreaterThan(4);
+    // the workers start 2 × 200 / 10 = 40 runs within the start-ahead: the rest are claimed
     await vi.advanceTimersByTimeAsync(200);
     expect(quick.startedIds().sort()).toEqual(due.map((each) => each.id).sort());
     expect(quick.mostWorking()).toBe(2);
@@ -244,8 +253,10 @@ describe("ClaimLoop", () => {
     expect(await drained(quick.loop, 1_000)).toEqual({ completed: 0, running: 0 });
   });
 
-  it("with slow handlers, a run is handed over only when a worker is free, and no more than baseClaimed are held", async () => {
-    const due = Array.from({ length: 8 }, (_, index) => job(`slow-${index}`, Date.now()));
+  it("with slow handlers going, a run is handed over only when a worker is free, and no more than baseClaimed are held", async () => {
+    const at = Date.now();
+    const later = Array.from({ length: 6 }, (_, index) => job(`slow-${index}`, at + 1_000));
+    const due = [job("first-0", at), job("first-1", at), ...later];
     const slow = loop({
       due,
       maxConcurrency: 2,
@@ -253,12 +264,19 @@ describe("ClaimLoop", () => {
       runFor: 5_000,
       baseClaimed: 4,
       maxClaimed: 30,
+      instances: 3,
     });
     await slow.begin();
-    await vi.advanceTimersByTimeAsync(20_001);
+    // before a handler starts: the share of the 8 due among 3 instances, at least baseClaimed
+    expect(slow.requests[0]?.share).toEqual({ atLeast: 4, held: 0 });
+    expect(slow.loop.held.waiting + slow.loop.held.running).toBe(4);
+    await vi.advanceTimersByTimeAsync(30_001);
     expect(slow.startedIds().sort()).toEqual(due.map((each) => each.id).sort());
+    // the first two handlers had been going for 800 ms when the others' start-ahead came
     expect(waitedOnDeck(slow)).toEqual([]);
-    expect(mostAsked(slow.requests)).toBeLessThanOrEqual(4);
+    expect(slow.requests.slice(1).every((request) => request.share === undefined && request.limit <= 4)).toBe(
+      true,
+    );
     expect(slow.stale).toEqual([]);
     expect(await drained(slow.loop, 1_000)).toEqual({ completed: 0, running: 0 });
   });
@@ -285,7 +303,7 @@ describe("ClaimLoop", () => {
     expect(mixed.handed.map((run) => run.id)).not.toContain("later");
     await vi.advanceTimersByTimeAsync(7_200);
     expect(mixed.startedIds()).toContain("later");
-    expect(waitedOnDeck(mixed)).toEqual([]);
+    expect(waitedOnDeck(mixed)).not.toContain("later");
     expect(await drained(mixed.loop, 20_000)).toEqual({ completed: 1, running: 0 });
   });
 

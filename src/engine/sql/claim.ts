@@ -1,4 +1,4 @@
-import { JOBS_TABLE, jsonRecords, jsonTime, type Queryable } from "./tables.js";
+import { INSTANCES_TABLE, JOBS_TABLE, jsonRecords, jsonTime, type Queryable } from "./tables.js";
 
 /** Claiming a job and holding its lock: the poll's statements, the watchdog's renewal, a release. */
 
@@ -40,6 +40,9 @@ export const CREATE_DUE_INDEX = `
  *   (src/engine/agendaEngine.ts, claim).
  * - `skipNames`: jobs this instance still holds or is ending (their row may not show it yet), and
  *   names it does not define.
+ * - `share`: claim no more than this instance's share of a herd: the enabled jobs due before
+ *   `until` (locked or not) divided among the registered instances (src/engine/liveness.ts), less
+ *   the `held` ones, but at least `atLeast`. Without it, `limit` alone.
  * Returns the locked rows as stored, each with the lock it had before (PREVIOUS_LOCK, PREVIOUS_OWNER)
  * for restoreLock.
  */
@@ -54,27 +57,34 @@ export async function claimDueJobs(
     owner: string | null;
     lockLifetimeMs: number;
     limit: number;
+    share?: { atLeast: number; held: number };
   },
 ): Promise<Record<string, unknown>[]> {
   if (claim.limit <= 0 || claim.names?.length === 0) return [];
   const ofName = `($3::text[] IS NULL OR name = ANY($3::text[])) AND NOT (name = ANY($4::text[]))`;
+  // a count of the due rows by Agenda's next_run_at index: at idle a handful, in a herd the herd
+  const share = `ceil((SELECT count(*) FROM "${JOBS_TABLE}" WHERE disabled = FALSE AND next_run_at <= $5)::numeric
+       / greatest(1, (SELECT count(*) FROM "${INSTANCES_TABLE}")))::int - $10::int`;
   const result = await db.query(
-    `WITH due AS (
+    `WITH quota AS (
+        SELECT CASE WHEN $9::int IS NULL THEN $8::int
+               ELSE greatest(0, least($8::int, greatest($9::int, ${share}))) END AS n),
+      due AS (
         SELECT id, next_run_at, priority, locked_at, last_modified_by FROM "${JOBS_TABLE}"
          WHERE disabled = FALSE AND locked_at IS NULL AND next_run_at <= $5 AND ${ofName}
          ORDER BY next_run_at ASC, priority DESC
-         LIMIT $8
+         LIMIT (SELECT n FROM quota)
          FOR UPDATE SKIP LOCKED),
       expired AS (
         SELECT id, next_run_at, priority, locked_at, last_modified_by FROM "${JOBS_TABLE}"
          WHERE disabled = FALSE AND ${LOCK_EXPIRED("$6", "$7")} AND ${ofName}
          ORDER BY next_run_at ASC NULLS LAST, priority DESC
-         LIMIT $8
+         LIMIT (SELECT n FROM quota)
          FOR UPDATE SKIP LOCKED),
       picked AS (
         SELECT * FROM (SELECT * FROM due UNION ALL SELECT * FROM expired) AS candidates
          ORDER BY next_run_at ASC NULLS LAST, priority DESC
-         LIMIT $8)
+         LIMIT (SELECT n FROM quota))
      UPDATE "${JOBS_TABLE}" AS j SET locked_at = $1, last_modified_by = $2
        FROM picked
       WHERE j.id = picked.id
@@ -88,6 +98,8 @@ export async function claimDueJobs(
       claim.lockDeadline,
       claim.lockLifetimeMs,
       claim.limit,
+      claim.share?.atLeast ?? null,
+      claim.share?.held ?? 0,
     ],
   );
   return result.rows;
