@@ -6,15 +6,17 @@
  * clock, left the job to the next poll: a minute task started one whole poll late.
  *
  * - One statement per pass claims up to `maxClaimed - held` due jobs of all names, including those
- *   due within the look-ahead (src/engine/sql/claim.ts claimDueJobs). A pass runs every poll, when a
- *   run ends (there is room again), and on a job notification (a save, a run-now, a release).
+ *   due within the look-ahead, and past `baseClaimed` no more than the instance's share of them
+ *   (src/engine/sql/claim.ts claimDueJobs). A pass runs every poll, when a run ends (there is room
+ *   again), and on a job notification (a save, a run-now, a release).
  * - A job claimed ahead of its slot gets one timer, for `startAheadMs` before the slot: its run
  *   makes the start save and the checks before its handler then, and waits for the slot only to
  *   call the handler (src/engine/taskRunner.ts), so the database round trip is not between the
  *   slot and the handler. A timer that fires early by `now()` is armed again for the rest, so the
  *   start never waits for a poll.
  * - Due jobs are handed to `run` in slot order: one per free worker and, "on deck", as many as the
- *   workers are expected to start within the start-ahead (#startDue). One whose lock expired while
+ *   workers are expected to start within the start-ahead, all of them before the first handler
+ *   starts (#startDue): a herd at the first slot is prepared before it. One whose lock expired while
  *   it waited is dropped (the lock is no longer this instance's to use; see onStale), and a pass
  *   claims it again at once.
  * - The run itself (start save, checks, handler, final save) is the `run` callback's; the loop only
@@ -83,7 +85,8 @@ export interface ClaimLoopDeps<J extends ClaimedJob> {
   baseClaimed?: number;
   /**
    * Jobs held at once while handlers turn over fast enough that the workers would start them all
-   * within the start-ahead (at least `baseClaimed`).
+   * within the start-ahead, and before the first handler starts (at least `baseClaimed`; past it,
+   * the claim's `share` bounds them too).
    */
   maxClaimed: number;
   lockLifetimeMs: number;

@@ -304,4 +304,32 @@ describe("CronwardenJobRepository", () => {
     for (const name of names)
       expect(await lockedAt(name)).toEqual(name === takenOver ? rows[0]?.locked_at : null);
   });
+
+  // last: it disables every other job, since the share counts the whole table's due jobs
+  it("past `atLeast`, claims no more than its share of the due jobs, counted among the registered instances", async () => {
+    const names = await dueJobs("share", 6);
+    await db.pool.query("UPDATE agenda_jobs SET disabled = TRUE WHERE name NOT LIKE 'share-%'");
+    await db.pool.query("DELETE FROM cronwarden_instances");
+    await db.pool.query(
+      `INSERT INTO cronwarden_instances (instance_id, started_at, server_started_at)
+         SELECT id, now(), pg_postmaster_start_time() FROM unnest(ARRAY['a', 'b', 'c']) AS id`,
+    );
+    const shareOf = (repo: CronwardenJobRepository, share: { atLeast: number; held: number }) => {
+      const now = new Date();
+      return repo.claimDue({ names, skip: [], until: now, limit: 10, owner: "test", now, share });
+    };
+    try {
+      const first = repository().repo;
+      // 6 due among 3 instances: 2
+      expect(await shareOf(first, { atLeast: 0, held: 0 })).toHaveLength(2);
+      // the due jobs it holds count in its share (they are due, locked or not): none more
+      expect(await shareOf(first, { atLeast: 0, held: 2 })).toHaveLength(0);
+      // at least `atLeast`, past the share
+      expect(await shareOf(repository().repo, { atLeast: 3, held: 0 })).toHaveLength(3);
+      // without a share, `limit` alone: the one left
+      expect(await claim(repository().repo, names, 10)).toHaveLength(1);
+    } finally {
+      await db.pool.query("DELETE FROM cronwarden_instances");
+    }
+  });
 });
