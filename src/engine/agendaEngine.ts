@@ -66,7 +66,7 @@ const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
  */
 const HELD_LOCKS_PER_WORKER = 2;
 /**
- * Before the first handler ends, and with handlers that turn over fast (src/engine/claimLoop.ts
+ * Before the first handler starts, and with handlers that turn over fast (src/engine/claimLoop.ts
  * #claimLimit), up to this many, and no more than the instance's share of a herd. A job claimed
  * after its slot waits for a claim and a start save before its handler, so this bounds how much of
  * a herd is prepared before its slot: at 50 (1,000 at the default concurrency) a herd of 10,000

@@ -214,7 +214,7 @@ export class ClaimLoop<J extends ClaimedJob> {
     if (limit <= 0) return;
     const atLeast = (this.#deps.baseClaimed ?? this.#deps.maxClaimed) - held;
     const now = this.#now();
-    const holding = [...this.#waiting.values()].map((job) => job.job.name);
+    const holding = [...this.#waiting.values()].map((waiting) => waiting.job.name);
     for (const job of this.#running.values()) holding.push(job.name);
     const jobs = await this.#deps.claim({
       until: new Date(now + this.#deps.lookAheadMs),
