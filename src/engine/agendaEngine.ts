@@ -5,6 +5,7 @@ import type { PoolClient } from "pg";
 import { type Clock, systemClock } from "../core/clock.js";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
+import { POLL_PHASES } from "../core/periodic.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { POLICY_DATA_KEY } from "../core/policies/catchUpAtStart.js";
 import { dueAt } from "../core/policies/jitter.js";
@@ -205,6 +206,7 @@ export class AgendaEngine {
       logger: this.#logger,
       hooks,
       sweepEveryMs: this.#options.dependencySweepMs,
+      sweepPhaseMs: POLL_PHASES.dependencySweep * processEveryMs,
       wake: (rows) => {
         this.#loop?.claimNow();
         for (const row of rows)
@@ -409,6 +411,7 @@ export class AgendaEngine {
       graceMs: Math.max(this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS, 2 * processEveryMs),
       lockLifetimeMs,
       checkEveryMs: this.#options.missedSlotCheckMs ?? DEFAULT_MISSED_SLOT_CHECK_MS,
+      phaseMs: POLL_PHASES.missedSlotCheck * processEveryMs,
       logger: this.#logger,
       onMissed: (missed) => this.#options.hooks?.missedSlot?.(missed),
       nudge: (row) =>

@@ -7,6 +7,7 @@ import {
   type UpstreamRun,
 } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
+import { PeriodicTimer } from "../core/periodic.js";
 import type { ChainSlot, EngineHooks, EngineRun } from "./engineApi.js";
 import type { RunLogMeta } from "./runLogMeta.js";
 import {
@@ -36,6 +37,8 @@ export interface DependencyOptions {
   wake: (rows: { id: string; name: string; next_run_at: Date }[]) => void;
   /** How often expired waits are swept and queued runs made due. */
   sweepEveryMs?: number;
+  /** The sweeps' shift against the poll (src/core/periodic.ts); default 0. */
+  sweepPhaseMs?: number;
 }
 
 interface Downstream {
@@ -86,7 +89,7 @@ export class DependencyCoordinator {
   #downstreams: DownstreamRows | undefined;
   #downstreamsRead: Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> | undefined;
   #downstreamsGeneration = 0;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: PeriodicTimer | undefined;
   #sweeps = 0;
   #sweeping = false;
 
@@ -97,16 +100,16 @@ export class DependencyCoordinator {
 
   start(): void {
     if (this.#timer) return;
-    this.#timer = setInterval(
-      () => void this.sweep(NO_DOWNSTREAMS_SWEEP_TTL_MS),
-      this.#options.sweepEveryMs ?? DEFAULT_SWEEP_MS,
-    );
-    this.#timer.unref();
+    const every = this.#options.sweepEveryMs ?? DEFAULT_SWEEP_MS;
+    this.#timer = new PeriodicTimer(every, (this.#options.sweepPhaseMs ?? 0) % every, () => {
+      void this.sweep(NO_DOWNSTREAMS_SWEEP_TTL_MS);
+    });
+    this.#timer.start();
   }
 
   /** Stops the sweeper and waits for the decisions in flight. */
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
+    this.#timer?.stop();
     this.#timer = undefined;
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
   }

@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import { type Logger, toError } from "../core/logger.js";
+import { PeriodicTimer } from "../core/periodic.js";
 import type { MissedSlot } from "./engineApi.js";
 import {
   claimMissedSlotReport,
@@ -16,6 +17,8 @@ export interface MissedSlotDetectorOptions {
   graceMs: number;
   lockLifetimeMs: number;
   checkEveryMs: number;
+  /** The checks' shift against the poll (src/core/periodic.ts); default 0. */
+  phaseMs?: number;
   logger: Logger;
   onMissed: (missed: MissedSlot) => void;
   /** Makes the workers look at a job now (an overdue, unlocked job). */
@@ -33,7 +36,7 @@ export interface MissedSlotDetectorOptions {
  */
 export class MissedSlotDetector {
   readonly #options: MissedSlotDetectorOptions;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: PeriodicTimer | undefined;
   #checking: Promise<void> | undefined;
   /** The last names' array literal, kept while taskNames() answers the same array. */
   #namesLiteral: { names: readonly string[]; length: number; literal: string } | undefined;
@@ -44,7 +47,7 @@ export class MissedSlotDetector {
 
   start(): void {
     if (this.#timer || this.#options.checkEveryMs <= 0) return;
-    this.#timer = setInterval(() => {
+    this.#timer = new PeriodicTimer(this.#options.checkEveryMs, this.#options.phaseMs ?? 0, () => {
       this.#checking ??= this.check()
         .then(() => undefined)
         .catch((error: unknown) =>
@@ -53,12 +56,12 @@ export class MissedSlotDetector {
         .finally(() => {
           this.#checking = undefined;
         });
-    }, this.#options.checkEveryMs);
-    this.#timer.unref();
+    });
+    this.#timer.start();
   }
 
   async stop(): Promise<void> {
-    clearInterval(this.#timer);
+    this.#timer?.stop();
     this.#timer = undefined;
     await this.#checking;
   }

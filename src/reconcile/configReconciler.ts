@@ -126,6 +126,13 @@ export class ConfigReconciler {
   }
 
   async reconcile(desired: DesiredState, trigger: ReconcileTrigger = "config"): Promise<ReconcileResult> {
+    // an anti-entropy pass that finds the converged digest writes nothing, so it needs no lock:
+    // one statement a minute when idle instead of three (lock, digest, unlock), on one connection
+    if (trigger === "anti-entropy") {
+      const digest = await this.#target.plannedColumnsDigest?.();
+      const unchanged = this.#unchangedSince(desired, digest);
+      if (unchanged) return this.#noDrift(unchanged);
+    }
     return this.#target.withReconcileLock(async () => {
       const result = await this.#pass(desired, trigger);
       if (result.applied.length > 0) await this.#confirm(desired, result);
@@ -162,26 +169,8 @@ export class ConfigReconciler {
     // read before the rows: a change landing in between makes the next digest differ, never
     // the other way round
     const digest = await this.#target.plannedColumnsDigest?.();
-    const converged = this.#converged;
-    if (
-      trigger === "anti-entropy" &&
-      converged &&
-      digest !== undefined &&
-      converged.digest === digest &&
-      converged.desired === desired &&
-      converged.registered === this.#registry.names().size &&
-      // a one-shot's plan depends on the clock (a time that passed)
-      !desired.tasks.some((task) => task.at !== undefined)
-    ) {
-      return this.#noDrift({
-        revision: desired.revision,
-        trigger,
-        at: this.#now(),
-        plan: converged.plan,
-        applied: [],
-        enabledTasks: converged.enabledTasks,
-      });
-    }
+    const unchanged = trigger === "anti-entropy" ? this.#unchangedSince(desired, digest) : undefined;
+    if (unchanged) return this.#noDrift(unchanged);
     this.#converged = undefined;
     const live = await this.#target.listJobs();
     const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
@@ -250,6 +239,32 @@ export class ConfigReconciler {
       this.#logger.debug(summary, "anti-entropy pass: no drift");
     }
     return result;
+  }
+
+  /**
+   * The anti-entropy pass's answer when the desired state and the rows' digest are the last
+   * converged pass's: the same plan, nothing to apply. Undefined when a full pass is needed.
+   */
+  #unchangedSince(desired: DesiredState, digest: string | undefined): ReconcileResult | undefined {
+    const converged = this.#converged;
+    if (
+      !converged ||
+      digest === undefined ||
+      converged.digest !== digest ||
+      converged.desired !== desired ||
+      converged.registered !== this.#registry.names().size ||
+      // a one-shot's plan depends on the clock (a time that passed)
+      desired.tasks.some((task) => task.at !== undefined)
+    )
+      return undefined;
+    return {
+      revision: desired.revision,
+      trigger: "anti-entropy",
+      at: this.#now(),
+      plan: converged.plan,
+      applied: [],
+      enabledTasks: converged.enabledTasks,
+    };
   }
 
   /** An anti-entropy pass answered from the last converged plan (the rows' digest unchanged). */

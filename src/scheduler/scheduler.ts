@@ -26,6 +26,7 @@ export type * from "./events.js";
 import type { DesiredState } from "../config/desiredState.js";
 import { CronwardenError } from "../core/errors.js";
 import { createLogger, type Logger, redactingChild } from "../core/logger.js";
+import { PeriodicTimer, POLL_PHASES } from "../core/periodic.js";
 import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
@@ -104,7 +105,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #watcher: ConfigWatcher;
   readonly #store: DesiredStateStore;
   readonly #audit: AuditLog;
-  #antiEntropyTimer: NodeJS.Timeout | undefined;
+  #antiEntropyTimer: PeriodicTimer | undefined;
   #retentionTimer: NodeJS.Timeout | undefined;
   #antiEntropyPass: Promise<void> | undefined;
   #state: State = "new";
@@ -320,7 +321,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   async #stop(options: { drainTimeoutMs?: number }): Promise<StopResult> {
     this.#state = "stopping";
     // no new anti-entropy or prune pass, even while a start settles
-    clearInterval(this.#antiEntropyTimer);
+    this.#antiEntropyTimer?.stop();
     clearInterval(this.#retentionTimer);
     await this.#starting?.catch(() => {}); // a failed start is the caller's to report
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
@@ -667,7 +668,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   #startAntiEntropy(): void {
     const every = this.settings.antiEntropyMs;
     if (every <= 0) return;
-    this.#antiEntropyTimer = setInterval(() => {
+    const phaseMs = POLL_PHASES.antiEntropy * this.settings.processEveryMs;
+    this.#antiEntropyTimer = new PeriodicTimer(every, phaseMs, () => {
       const current = this.#watcher.current;
       if (!current || this.#antiEntropyPass || this.#state !== "running") return;
       this.#antiEntropyPass = this.#reconcile(current, "anti-entropy")
@@ -677,8 +679,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         .finally(() => {
           this.#antiEntropyPass = undefined;
         });
-    }, every);
-    this.#antiEntropyTimer.unref();
+    });
+    this.#antiEntropyTimer.start();
   }
 }
 

@@ -80,8 +80,11 @@ it("an idle instance at default settings sends at most one statement a second ov
     await new Promise((resolve) => setTimeout(resolve, 61_000));
     counting = false;
     const perSecond = statements.length / ((performance.now() - began) / 1000);
-    // liveness 0.5, poll 0.2, missed-slot check 0.07, dependency look 0.07, anti-entropy 0.05
+    // liveness 0.5, poll 0.2, missed-slot check 0.07, dependency look 0.07, anti-entropy digest 0.02
     expect(perSecond, statements.join("\n")).toBeLessThanOrEqual(1);
+    // the anti-entropy pass found no drift: its digest alone, without taking the reconcile lock
+    expect(statements.filter((text) => text.includes("md5(")).length).toBeGreaterThanOrEqual(1);
+    expect(statements.filter((text) => /advisory_(try_)?(un)?lock\(/.test(text))).toEqual([]);
   } finally {
     prototype.query = original;
     await harness?.stop();

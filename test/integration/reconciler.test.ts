@@ -153,11 +153,13 @@ describe("ConfigReconciler against Agenda's table", () => {
     expect(job.next_run_at).toBeInstanceOf(Date);
   });
 
-  it("an anti-entropy pass with the rows' digest unchanged answers the converged plan without reading the rows; drift is still repaired", async () => {
+  it("an anti-entropy pass with the rows' digest unchanged answers the converged plan without reading the rows or taking the lock; drift is still repaired", async () => {
     let rowReads = 0;
+    let locks = 0;
     const counted = new Proxy(engine, {
       get(target, property) {
         if (property === "listJobs") rowReads += 1;
+        if (property === "withReconcileLock") locks += 1;
         const value = Reflect.get(target, property, target);
         return typeof value === "function" ? value.bind(target) : value;
       },
@@ -174,8 +176,10 @@ describe("ConfigReconciler against Agenda's table", () => {
     // the change's pass reads the rows once more after applying: nothing left to apply, converged
     expect(rowReads).toBe(2);
     expect(watched.lastResult).toBe(applying);
+    expect(locks).toBe(1);
     expect((await watched.reconcile(desired, "anti-entropy")).applied).toEqual([]);
     expect(rowReads).toBe(2);
+    expect(locks).toBe(1); // the digest alone: no lock, no write
 
     // runs move the run columns: not what the planner reads, no read
     await db.pool.query(
@@ -192,6 +196,7 @@ describe("ConfigReconciler against Agenda's table", () => {
     await db.pool.query("UPDATE agenda_jobs SET repeat_interval = '0 3 * * *' WHERE name = 'report'");
     const repaired = await watched.reconcile(desired, "anti-entropy");
     expect(rowReads).toBe(4); // the repair, then the read after it
+    expect(locks).toBe(2); // a repair writes under the lock
     expect(repaired.applied).toEqual([expect.objectContaining({ kind: "update", task: "report" })]);
     expect((await row("report"))[0]).toMatchObject({ repeat_interval: "0 9 * * *" });
     expect((await watched.reconcile(desired, "anti-entropy")).applied).toEqual([]);
