@@ -1,10 +1,9 @@
 /**
- * Idle load: N registered tasks, none due (a daily cron twelve hours away), default 5 s poll;
- * transactions per second on the contender's own database (pg_stat_database xact_commit +
- * xact_rollback, delta over a window after a settle and a VACUUM ANALYZE of the database). The
- * same processes give the memory figure: VmRSS at the end of the window (no forced GC). As in
- * every scenario, both contenders run under plain node, cronwarden from the compiled package
- * (bench/lib/plainNode.ts).
+ * Idle load: N registered tasks, none due (a daily cron twelve hours away), default 5 s poll; transactions per
+ * second on the contender's own database (pg_stat_database xact_commit + xact_rollback, delta over
+ * a window after a settle). The same processes give the memory figure: VmRSS at the end of the
+ * window (no forced GC). As in every scenario, both contenders run under plain node, cronwarden
+ * from the compiled package (bench/lib/plainNode.ts).
  */
 import type { Worker } from "../lib/children.js";
 import {
@@ -18,8 +17,6 @@ import {
 } from "../lib/common.js";
 
 const SETTLE_MS = 2 * DEFAULT_PROCESS_EVERY_MS;
-/** A backend reports its transactions to pg_stat_database within a second of going idle. */
-const VACUUM_STATS_MS = 2_000;
 
 export interface IdleFigures {
   tasks: number;
@@ -110,10 +107,6 @@ async function measure(context: BenchContext, runs: Run[]): Promise<IdleFigures[
       `idle: ${what} ready; settle ${SETTLE_MS / 1000} s, window ${context.sizes.idleWindowMs / 1000} s`,
     );
     await sleep(SETTLE_MS);
-    // the tables the start filled (jobs, audit rows) are vacuumed and analyzed now rather than by
-    // autovacuum at some point of the window: a one-off pass of a few transactions, not idle load
-    await Promise.all(runs.map((run) => context.pg.query(run.database, "VACUUM ANALYZE")));
-    await sleep(VACUUM_STATS_MS);
     const before = await Promise.all(runs.map((run) => context.pg.transactions(run.database)));
     const began = performance.now();
     await sleep(context.sizes.idleWindowMs);
