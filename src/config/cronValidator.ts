@@ -58,44 +58,76 @@ export function isValidTimezone(timezone: string): boolean {
   return valid;
 }
 
+/**
+ * Answers of checkSchedule that do not depend on `now`: all but those settled by sampling
+ * occurrences (a DST change in the sample can move the shortest gap). Thousands of tasks share few
+ * expressions, and parsing one costs about 17 KB of garbage (cron-parser with luxon): 170 MB for
+ * a config of 10,000 tasks, checked again at each change (docs/design.md, "Memory").
+ */
+const scheduleChecks = new Map<string, ScheduleCheck>();
+const SCHEDULE_CACHE_LIMIT = 1_000;
+
 /** Checks a cron expression and timezone; `now` is where the gap sampling starts. */
 export function checkSchedule(cron: string, timezone: string, rules: CronRules, now: Date): ScheduleCheck {
+  const key = `${rules.minIntervalMs}\n${String(timezone)}\n${cron}`;
+  const known = scheduleChecks.get(key);
+  if (known) return known;
+  const { check, sampled } = decideSchedule(cron, timezone, rules, now);
+  if (!sampled) {
+    if (scheduleChecks.size >= SCHEDULE_CACHE_LIMIT) scheduleChecks.clear();
+    scheduleChecks.set(key, check);
+  }
+  return check;
+}
+
+function decideSchedule(
+  cron: string,
+  timezone: string,
+  rules: CronRules,
+  now: Date,
+): { check: ScheduleCheck; sampled: boolean } {
+  const settled = (check: ScheduleCheck) => ({ check, sampled: false });
   if (typeof timezone !== "string" || !isValidTimezone(timezone)) {
-    return {
+    return settled({
       ok: false,
       field: "timezone",
       value: String(timezone),
       reason: 'is not an IANA timezone name (examples: "UTC", "Europe/Berlin", "Asia/Shanghai")',
-    };
+    });
   }
   const expression = cron.trim().replace(/\s+/g, " ");
   const syntaxProblem = checkSyntax(expression);
-  if (syntaxProblem) return { ok: false, field: "cron", value: cron, reason: syntaxProblem };
+  if (syntaxProblem) return settled({ ok: false, field: "cron", value: cron, reason: syntaxProblem });
 
   let parsed: ReturnType<typeof CronExpressionParser.parse>;
   try {
     parsed = CronExpressionParser.parse(expression, { currentDate: now, tz: timezone });
   } catch (error) {
-    return { ok: false, field: "cron", value: cron, reason: (error as Error).message };
+    return settled({ ok: false, field: "cron", value: cron, reason: (error as Error).message });
   }
   // Sampling occurrences costs ~10 ms per expression (cron-parser with a timezone): a config of
   // thousands of tasks would block the process for seconds. A gap bound read off the fields
   // settles nearly every expression; only those near the limit are sampled.
   let shortestGapMs = gapLowerBound(parsed.fields);
-  if (shortestGapMs < rules.minIntervalMs) {
+  const sampled = shortestGapMs < rules.minIntervalMs;
+  if (sampled) {
     const occurrences = parsed.take(GAP_SAMPLE_SIZE).map((date) => date.toDate());
-    if (occurrences.length === 0) return { ok: false, field: "cron", value: cron, reason: "never fires" };
+    if (occurrences.length === 0)
+      return { check: { ok: false, field: "cron", value: cron, reason: "never fires" }, sampled };
     shortestGapMs = shortestGap(occurrences);
   }
   if (shortestGapMs < rules.minIntervalMs) {
     return {
-      ok: false,
-      field: "cron",
-      value: cron,
-      reason: `fires every ${formatMs(shortestGapMs)} at its most frequent, more often than the minimum interval of ${formatMs(rules.minIntervalMs)}`,
+      check: {
+        ok: false,
+        field: "cron",
+        value: cron,
+        reason: `fires every ${formatMs(shortestGapMs)} at its most frequent, more often than the minimum interval of ${formatMs(rules.minIntervalMs)}`,
+      },
+      sampled,
     };
   }
-  return { ok: true, cron: expression, timezone, shortestGapMs };
+  return { check: { ok: true, cron: expression, timezone, shortestGapMs }, sampled };
 }
 
 /**

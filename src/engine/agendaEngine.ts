@@ -436,7 +436,14 @@ export class AgendaEngine {
       if (!definition || !this.#runner) return Promise.reject(new Error(`no task "${name}" is defined here`));
       return this.#runner.run(name, job, definition.handler, definition.options);
     };
-    this.#requireAgenda().define(taskName, this.#processor, { concurrency: 1 });
+    const agenda = this.#requireAgenda();
+    // Every task has the same Agenda definition (one processor, concurrency 1), which Agenda only
+    // reads. define() builds an object per name and captures a stack trace for its filePath (for
+    // forked runs, not used here): about 90 bytes a task kept. The names share the first one.
+    const first = this.#definedTasks[0];
+    const shared = first === undefined ? undefined : agenda.definitions[first];
+    if (shared && shared.fn === this.#processor) agenda.definitions[taskName] = shared;
+    else agenda.define(taskName, this.#processor, { concurrency: 1 });
   }
 
   async start(): Promise<void> {
@@ -536,8 +543,7 @@ export class AgendaEngine {
         await job.save();
         return;
       }
-      job.repeatEvery(cron, { timezone });
-      job.attrs.nextRunAt = nextSlotAfter(cron, timezone, new Date(this.#clock())) ?? job.attrs.nextRunAt;
+      repeatFrom(job, cron, timezone, new Date(this.#clock()));
     }
     if (!enabled) job.disable();
     await job.save();
@@ -583,9 +589,9 @@ export class AgendaEngine {
     }
     for (let attempt = 1; ; attempt++) {
       const probe = this.#requireAgenda().create(taskName);
-      probe.attrs.lastRunAt = reference; // the reference repeatEvery() computes the next run from
-      probe.repeatEvery(cron, { timezone });
-      const nextRunAt = nextSlotAfter(cron, timezone, reference) ?? probe.attrs.nextRunAt;
+      probe.attrs.lastRunAt = reference; // the reference Agenda's computation starts from
+      repeatFrom(probe, cron, timezone, reference);
+      const nextRunAt = probe.attrs.nextRunAt;
       if (!nextRunAt)
         throw new Error(`cron "${cron}" in ${timezone} has no next run after ${reference.toISOString()}`);
       const result = await sql.updateSchedule(this.#options.pool, {
@@ -814,6 +820,24 @@ export class AgendaEngine {
     if (!this.#agenda) throw new Error("AgendaEngine.prepare() must complete first");
     return this.#agenda;
   }
+}
+
+/**
+ * What Agenda's `repeatEvery()` sets (the interval and timezone), with the next run: the next slot
+ * after `after` (nextSlotAfter), and Agenda's own computation only when there is none.
+ * `repeatEvery()` always computes Agenda's, which was then overwritten: for 10,000 new jobs that
+ * was about half a gigabyte of cron-parser and luxon garbage, most of a large start's memory peak
+ * (docs/design.md, "Memory").
+ */
+function repeatFrom(job: Job, cron: string, timezone: string, after: Date): void {
+  const next = nextSlotAfter(cron, timezone, after);
+  if (!next) {
+    job.repeatEvery(cron, { timezone });
+    return;
+  }
+  job.attrs.repeatInterval = cron;
+  job.attrs.repeatTimezone = timezone;
+  job.attrs.nextRunAt = next;
 }
 
 /** The next slot (DST rule, or an epoch-anchored interval: src/core/policies/schedule.ts); undefined: Agenda's stands. */

@@ -1,6 +1,6 @@
 import { createRequire } from "node:module";
 import { CronExpressionParser } from "cron-parser";
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { checkSchedule, nextRunTimes } from "../../src/config/cronValidator.js";
 
 const now = new Date("2026-03-01T00:00:00Z");
@@ -94,6 +94,34 @@ describe("CronValidator", () => {
       ok: true,
       shortestGapMs: 2000,
     });
+  });
+
+  it("answers an expression checked before without parsing it again, unless sampling from `now` decided", () => {
+    const parse = vi.spyOn(CronExpressionParser, "parse");
+    try {
+      const first = checkSchedule("7 3 * * *", "Europe/Berlin", minute, now);
+      expect(first.ok).toBe(true);
+      const parses = parse.mock.calls.length;
+      expect(checkSchedule("7 3 * * *", "Europe/Berlin", minute, new Date("2026-10-25T00:00:00Z"))).toBe(
+        first,
+      );
+      expect(parse.mock.calls.length).toBe(parses);
+      // another timezone or minimum interval is another question
+      expect(checkSchedule("7 3 * * *", "UTC", minute, now)).not.toBe(first);
+      expect(checkSchedule("7 3 * * *", "Europe/Berlin", { minIntervalMs: 120_000 }, now)).not.toBe(first);
+      // the field bound (1 h) is under the limit, so occurrences from `now` are sampled (a DST change
+      // in the sample can move the shortest gap): asked again, it samples again
+      const rules = { minIntervalMs: 90 * 60_000 };
+      expect(checkSchedule("0 1,3 * * *", "UTC", rules, now)).toMatchObject({
+        ok: true,
+        shortestGapMs: 2 * 3_600_000,
+      });
+      const sampledParses = parse.mock.calls.length;
+      checkSchedule("0 1,3 * * *", "UTC", rules, now);
+      expect(parse.mock.calls.length).toBe(sampledParses + 1);
+    } finally {
+      parse.mockRestore();
+    }
   });
 
   it("computes next runs in the task's timezone", () => {
