@@ -22,6 +22,7 @@ import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
 import { runRolling } from "./scenarios/rolling.js";
+import { runTimerFloor } from "./scenarios/timerFloor.js";
 
 const SCENARIOS = [
   "lateness",
@@ -134,6 +135,11 @@ async function main(): Promise<void> {
   if (wanted("lateness-minute")) {
     progress("lateness at default settings, `* * * * *`");
     results.latenessMinute = await runMinuteLateness(context);
+    results.latenessFloor = await runTimerFloor(
+      context,
+      context.sizes.latenessMinuteProcesses,
+      context.sizes.latenessMinuteBoundaries,
+    );
   }
   if (wanted("herd")) {
     progress("herd");

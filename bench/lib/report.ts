@@ -9,6 +9,7 @@ import {
   type MinuteLatenessResult,
 } from "../scenarios/latenessMinute.js";
 import type { RollingFigures } from "../scenarios/rolling.js";
+import type { TimerFloorFigures } from "../scenarios/timerFloor.js";
 import {
   type Contender,
   DEFAULT_PROCESS_EVERY_MS,
@@ -25,6 +26,8 @@ export interface Results {
   lateness?: LatenessResult;
   /** `* * * * *` at each contender's default settings, processes started at random seconds. */
   latenessMinute?: MinuteLatenessResult;
+  /** Bare node timers in as many processes as lateness-minute runs: the machine's floor under it. */
+  latenessFloor?: TimerFloorFigures;
   herd?: Record<Contender, HerdFigures>;
   herdShared?: Record<Contender, HerdFigures>;
   idle?: IdleResult;
@@ -147,6 +150,16 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
           rerun_delay_max_s: rolling.rerunDelayMaxS,
         }
       : null;
+  const floor = results.latenessFloor;
+  figures.lateness_floor = floor
+    ? {
+        processes: floor.processes,
+        boundaries: floor.boundaries,
+        p50_ms: round(floor.p50, 1),
+        p99_ms: round(floor.p99, 1),
+        max_ms: round(floor.max, 1),
+      }
+    : null;
   figures.rolling = rollingJson(results.rolling);
   figures.rolling_tuned = rollingJson(results.rollingTuned);
   figures.mode = quick ? "quick" : "full";
@@ -212,6 +225,14 @@ export function markdown(options: {
     if (byContender) latenessRows(row, byContender);
   }
   if (results.latenessMinute) minuteLatenessRows(row, results.latenessMinute);
+  const floor = results.latenessFloor;
+  if (floor)
+    row(
+      `the machine's floor: bare node timers, ${floor.processes} processes waking together, ${floor.boundaries} instants`,
+      "p50 / p99 / max (ms)",
+      `${show(floor.p50, 1)} / ${show(floor.p99, 1)} / ${show(floor.max, 1)}`,
+      "(the same machine)",
+    );
   if (results.herd) herdRows(row, results.herd);
   if (results.herdShared) herdRows(row, results.herdShared);
   if (results.idle) idleRows(row, results.idle, sizes);
