@@ -9,7 +9,7 @@ import {
   type MinuteLatenessResult,
 } from "../scenarios/latenessMinute.js";
 import type { RollingFigures } from "../scenarios/rolling.js";
-import type { TimerFloorFigures } from "../scenarios/timerFloor.js";
+import type { FloorFigures, TimerFloorFigures } from "../scenarios/timerFloor.js";
 import {
   type Contender,
   DEFAULT_PROCESS_EVERY_MS,
@@ -151,14 +151,15 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
         }
       : null;
   const floor = results.latenessFloor;
+  const floorJson = (figures: FloorFigures) => ({
+    processes: figures.processes,
+    boundaries: figures.boundaries,
+    p50_ms: round(figures.p50, 1),
+    p99_ms: round(figures.p99, 1),
+    max_ms: round(figures.max, 1),
+  });
   figures.lateness_floor = floor
-    ? {
-        processes: floor.processes,
-        boundaries: floor.boundaries,
-        p50_ms: round(floor.p50, 1),
-        p99_ms: round(floor.p99, 1),
-        max_ms: round(floor.max, 1),
-      }
+    ? { ...floorJson(floor.fromIdle), engine_wait: floorJson(floor.engineWait) }
     : null;
   figures.rolling = rollingJson(results.rolling);
   figures.rolling_tuned = rollingJson(results.rollingTuned);
@@ -227,12 +228,16 @@ export function markdown(options: {
   if (results.latenessMinute) minuteLatenessRows(row, results.latenessMinute);
   const floor = results.latenessFloor;
   if (floor)
-    row(
-      `the machine's floor: bare node timers, ${floor.processes} processes waking together, ${floor.boundaries} instants`,
-      "p50 / p99 / max (ms)",
-      `${show(floor.p50, 1)} / ${show(floor.p99, 1)} / ${show(floor.max, 1)}`,
-      "(the same machine)",
-    );
+    for (const [label, figures] of [
+      ["from idle", floor.fromIdle],
+      ["the engine's wait, with its wake-up shortly before", floor.engineWait],
+    ] as const)
+      row(
+        `the machine's floor: bare node timers, ${figures.processes} processes waking together, ${figures.boundaries} instants (${label})`,
+        "p50 / p99 / max (ms)",
+        `${show(figures.p50, 1)} / ${show(figures.p99, 1)} / ${show(figures.max, 1)}`,
+        "(the same machine)",
+      );
   if (results.herd) herdRows(row, results.herd);
   if (results.herdShared) herdRows(row, results.herdShared);
   if (results.idle) idleRows(row, results.idle, sizes);

@@ -29,6 +29,7 @@ import { decodeRunMeta } from "./runLogMeta.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import type { SlotRun } from "./slotRun.js";
+import { slotWaitStep } from "./slotWait.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, RunNotStartedError } from "./staleStart.js";
 import type { Watchdog } from "./watchdog.js";
@@ -75,8 +76,6 @@ const DEFAULT_RETRY_DELAY_MS = 1_000;
 const DEFAULT_RETRY_MAX_DELAY_MS = 60_000;
 /** A handler's wait for its slot may outlast the start-ahead by this much (timers fire late under load). */
 const WAIT_SLACK_MS = 1_000;
-/** The end of a handler's wait for its slot that is waited by event-loop turns, not a timer. */
-const LAST_MS_BY_TURNS = 1;
 const NEVER_ABORTED = new AbortController().signal;
 const NEVER_LOST = new Promise<string>(() => {});
 
@@ -300,19 +299,16 @@ export class TaskRunner {
     void lockLost.then(() => {
       lost = true;
     });
-    for (let left = at - this.#clock(); left > 0 && !lost && !signal.aborted; left = at - this.#clock()) {
+    for (let step = slotWaitStep(at - this.#clock()); step !== "done" && !lost && !signal.aborted; ) {
       const bound = giveUpAt - performance.now();
       if (bound <= 0) return;
-      if (left <= LAST_MS_BY_TURNS) {
-        // a timer set for the last millisecond fires a millisecond or two late (the event loop's
-        // clock is whole milliseconds, and `Date` may read behind it): the rest by loop turns
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        continue;
-      }
-      await Promise.race([
-        sleep(Math.min(left - LAST_MS_BY_TURNS, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
-        lockLost,
-      ]);
+      if (step === "turn") await new Promise<void>((resolve) => setImmediate(resolve));
+      else
+        await Promise.race([
+          sleep(Math.min(step.timerMs, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
+          lockLost,
+        ]);
+      step = slotWaitStep(at - this.#clock());
     }
   }
 
