@@ -161,10 +161,17 @@ export class RunRecorder implements JobLogger {
   recordFailedAttempt(
     jobId: string,
     taskName: string,
-    attempt: { attempt: number; startedAt: Date; error: Error; retryDelayMs: number; journal?: RunJournal },
+    attempt: {
+      attempt: number;
+      startedAt: Date;
+      endedAt: Date;
+      error: Error;
+      retryDelayMs: number;
+      journal?: RunJournal;
+    },
   ): void {
     const run = this.#ledger.get(jobId);
-    const finishedAt = new Date(this.#clock());
+    const finishedAt = attempt.endedAt;
     void this.log({
       timestamp: finishedAt,
       level: "warn",
@@ -243,22 +250,27 @@ export class RunRecorder implements JobLogger {
     const identity = this.#identity(run);
     if (!isOutcome) return { ...entry, meta: encodeRunMeta(identity) };
     run.outcomeRecorded();
+    // the handler's end, not the moment Agenda reports it: a run started at its slot reports after
+    // a quiet spell (src/engine/slotWait.ts, QUIET_AFTER_SLOT_MS)
+    const finishedAt = run.endedAt ?? entry.timestamp;
     const meta = encodeRunMeta({
       ...identity,
       ...(run.startedAt ? { startedAt: run.startedAt } : {}),
-      finishedAt: entry.timestamp,
+      finishedAt,
       outcome: run.outcome ?? (entry.event === "success" ? "succeeded" : "failed"),
       ...(run.detail ? { detail: run.detail } : {}),
       ...rerunOfMeta(run),
       ...journalMeta(run.journal, run.error),
     });
-    // Agenda records no duration on a failed run
+    // Agenda records no duration on a failed run, and its success duration ends when it reports
     const duration =
-      entry.duration ??
-      (entry.event === "fail" && run.startedAt
-        ? entry.timestamp.getTime() - run.startedAt.getTime()
-        : undefined);
-    return { ...entry, meta, duration };
+      run.endedAt && run.startedAt
+        ? finishedAt.getTime() - run.startedAt.getTime()
+        : (entry.duration ??
+          (entry.event === "fail" && run.startedAt
+            ? entry.timestamp.getTime() - run.startedAt.getTime()
+            : undefined));
+    return { ...entry, timestamp: finishedAt, meta, duration };
   }
 }
 

@@ -6,10 +6,18 @@ export interface SuperviseOptions {
   startedAt: Date;
   run: () => Promise<void>;
   /**
-   * Called right after `run` is called, in the same turn: the run's bookkeeping (its start record,
-   * log line and events) follows the handler's call instead of delaying it. Must not throw.
+   * Called right after `run` is called (in the same turn, unless `quietMs`), before the run's end
+   * is reported: the run's bookkeeping (its start record, log line and events) follows the
+   * handler's call instead of delaying it. Must not throw.
    */
   started?: () => void;
+  /**
+   * Put `started` and the run's end off by so many ms after the handler's call (0: no delay). A
+   * run started at its slot passes QUIET_AFTER_SLOT_MS (src/engine/slotWait.ts). The duration
+   * ends when the handler settled; the timeout counts from the call, and fires the handler's
+   * signal no earlier than the quiet spell's end.
+   */
+  quietMs?: number;
   /** Fires the handler's AbortSignal with the reason. */
   abort: (reason: Error) => void;
   /** Resolves with a reason if the watchdog loses the lock. */
@@ -50,14 +58,19 @@ export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunR
   } catch (thrown) {
     handled = Promise.reject(thrown);
   }
-  options.started?.();
+  let settledAt: number | undefined;
   const settled: Promise<Event> = handled.then(
-    () => ({ kind: "settled", error: undefined }) as const,
-    (thrown: unknown) =>
-      ({
+    () => {
+      settledAt = now();
+      return { kind: "settled", error: undefined } as const;
+    },
+    (thrown: unknown) => {
+      settledAt = now();
+      return {
         kind: "settled",
         error: toError(thrown, `task "${options.taskName}" failed without an error value`),
-      }) as const,
+      } as const;
+    },
   );
   const lost: Promise<Event> = options.lockLost.then((reason) => ({ kind: "lost", reason }) as const);
   const timers: NodeJS.Timeout[] = [];
@@ -65,7 +78,7 @@ export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunR
     new Promise((resolve) => timers.push(setTimeout(() => resolve({ kind: "deadline" }), ms)));
   const finish = (error?: Error): Omit<RunResult, "final"> => ({
     outcome: error ? "failed" : "succeeded",
-    durationMs: now() - options.startedAt.getTime(),
+    durationMs: (settledAt ?? now()) - options.startedAt.getTime(),
     ...(error ? { error } : {}),
   });
   const loseLock = (reason: string): Omit<RunResult, "final"> => {
@@ -78,6 +91,8 @@ export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunR
   try {
     const racers = [settled, lost];
     if (options.timeoutMs !== undefined) racers.push(after(options.timeoutMs));
+    if (options.quietMs) await new Promise((resolve) => timers.push(setTimeout(resolve, options.quietMs)));
+    options.started?.();
     const first = await Promise.race(racers);
     if (first.kind === "settled") return finish(first.error);
     if (first.kind === "lost") return loseLock(first.reason);

@@ -60,6 +60,7 @@ export type RecordedRun = Pick<
   SlotRun,
   | "scheduledAt"
   | "startedAt"
+  | "endedAt"
   | "attempt"
   | "rerun"
   | "rerunOf"
@@ -97,6 +98,8 @@ export class SlotRun {
    */
   readonly handlerAt?: Date | undefined;
   readonly startedAt?: Date | undefined;
+  /** When the current attempt's handler settled (its record's end; the bookkeeping may come later). */
+  readonly endedAt?: Date | undefined;
   readonly attempt?: number | undefined;
   /** This run repeats one that died. */
   readonly rerun?: boolean | undefined;
@@ -241,11 +244,11 @@ export class SlotRun {
   }
 
   attemptStarted(attempt: number, startedAt: Date): void {
-    this.#set({ attempt, startedAt });
+    this.#set({ attempt, startedAt, endedAt: undefined });
   }
 
-  attemptEnded(journal: RunJournal | undefined, error: Error | undefined): void {
-    this.#set({ journal, error });
+  attemptEnded(journal: RunJournal | undefined, error: Error | undefined, endedAt: Date): void {
+    this.#set({ journal, error, endedAt });
   }
 
   settle(outcome: RunOutcome, detail?: string): void {

@@ -20,3 +20,13 @@ export function slotWaitStep(leftMs: number): { timerMs: number } | "turn" | "do
   if (leftMs <= LAST_MS_BY_TURNS) return "turn";
   return { timerMs: leftMs - (leftMs > PRE_WAKE_MS + LAST_MS_BY_TURNS ? PRE_WAKE_MS : LAST_MS_BY_TURNS) };
 }
+
+/**
+ * After a handler started at its slot, its run's bookkeeping (the start record, the log line, the
+ * events, and the end of a handler that returns at once: its record and the final save) waits this
+ * long (src/engine/runSupervisor.ts, `quietMs`). Processes whose slots share the instant wake
+ * together, and a few ms of that work in one of them took a core from the others still waking:
+ * with six processes on two vCPUs it was most of the tail left after the wake above
+ * (docs/benchmarks.md). The records keep the handler's own times.
+ */
+export const QUIET_AFTER_SLOT_MS = 20;

@@ -29,7 +29,7 @@ import { decodeRunMeta } from "./runLogMeta.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import type { SlotRun } from "./slotRun.js";
-import { slotWaitStep } from "./slotWait.js";
+import { QUIET_AFTER_SLOT_MS, slotWaitStep } from "./slotWait.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, RunNotStartedError } from "./staleStart.js";
 import type { Watchdog } from "./watchdog.js";
@@ -207,7 +207,9 @@ export class TaskRunner {
           ...(prepared.withDownstream ? { withDownstream: true } : {}),
         };
         entry.attemptStarted(attempt, run.startedAt);
-        const result = await this.#attempt(run, handler, options, lockLost, slot, () => {
+        // a handler started at its slot: its bookkeeping waits until the others woken with it have started
+        const quietMs = attempt === 1 && entry.handlerAt !== undefined ? QUIET_AFTER_SLOT_MS : 0;
+        const result = await this.#attempt(run, handler, options, lockLost, slot, quietMs, () => {
           if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         });
         if (overlapCancelled && result.error && !entry.handedOff) {
@@ -233,7 +235,7 @@ export class TaskRunner {
             throw new Error(detail);
           }
         }
-        entry.attemptEnded(run.journal, result.error);
+        entry.attemptEnded(run.journal, result.error, new Date(run.startedAt.getTime() + result.durationMs));
         const delayMs =
           result.error && retryDelay && isRetryable(result.error, lockLostReason, slot.signal)
             ? retryDelay({ attempt, error: result.error, jobName: taskName, jobData: job.attrs.data })
@@ -250,6 +252,7 @@ export class TaskRunner {
         this.#deps.recorder.recordFailedAttempt(jobId, taskName, {
           attempt,
           startedAt: run.startedAt,
+          endedAt: entry.endedAt ?? new Date(clock()),
           error: result.error,
           retryDelayMs: delayMs,
           journal: run.journal,
@@ -527,6 +530,7 @@ export class TaskRunner {
     options: TaskDefinitionOptions,
     lockLost: Promise<string>,
     slot: AbortController,
+    quietMs: number,
     recordStart: () => void,
   ): Promise<Omit<RunResult, "final">> {
     const { hooks, logger } = this.#deps;
@@ -540,12 +544,15 @@ export class TaskRunner {
       const attemptRun = attempt === slot ? run : { ...run, signal: attempt.signal };
       return await superviseRun({
         run: () => handler(attemptRun),
-        // after the handler's call, in the same turn: the slot's time is the handler's, and the
-        // start row, the log line and the events still come before anything the run ends with
+        // after the handler's call (in the same turn, or after the quiet spell of a run started at
+        // its slot): the slot's time is the handler's, and the start row, the log line and the
+        // events still come before anything the run ends with
         started: () => {
           recordStart();
           hooks.runStarted?.(attemptRun);
         },
+        quietMs,
+        now: this.#clock,
         abort: (error) => attempt.abort(error),
         lockLost,
         timeoutMs: options.timeoutMs,

@@ -71,6 +71,35 @@ describe("superviseRun", () => {
     expect(order).toEqual(["handler", "started"]);
   });
 
+  it("with quietMs, `started` and the end wait that long after the call; the duration is the handler's", async () => {
+    let clock = 1_000;
+    const order: string[] = [];
+    const result = superviseRun({
+      taskName: "task",
+      startedAt: new Date(clock),
+      now: () => clock,
+      run: async () => {
+        order.push("handler");
+        clock += 3; // the handler settles 3 ms after its start
+      },
+      started: () => {
+        order.push("started");
+        clock += 40; // the bookkeeping comes later
+      },
+      quietMs: 30,
+      abort: () => {},
+      lockLost: new Promise<string>(() => {}),
+      timeoutMs: undefined,
+      graceMs: 1000,
+      onLockLost: () => {},
+      onAbandoned: () => {},
+    });
+    expect(order).toEqual(["handler"]); // not in the handler's turn
+    // the end is reported after `started`, and measured when the handler settled
+    expect(await result).toMatchObject({ outcome: "succeeded", durationMs: 3 });
+    expect(order).toEqual(["handler", "started"]);
+  });
+
   it("a timeout fires the signal and fails the run, once a handler that honours it has settled", async () => {
     let settledAt = 0;
     const { result, signal } = supervise(
