@@ -13,9 +13,9 @@ export interface SuperviseOptions {
   started?: () => void;
   /**
    * Put `started` and the run's end off by so many ms after the handler's call (0: no delay). A
-   * run started at its slot passes QUIET_AFTER_SLOT_MS (src/engine/slotWait.ts). The duration
-   * ends when the handler settled; the timeout counts from the call, and fires the handler's
-   * signal no earlier than the quiet spell's end.
+   * run started at its slot passes what is left of QUIET_AFTER_SLOT_MS (src/engine/slotWait.ts).
+   * The duration ends when the handler settled; the timeout counts from the call, and fires the
+   * handler's signal no earlier than the quiet spell's end.
    */
   quietMs?: number;
   /** Fires the handler's AbortSignal with the reason. */

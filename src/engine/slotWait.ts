@@ -23,10 +23,12 @@ export function slotWaitStep(leftMs: number): { timerMs: number } | "turn" | "do
 
 /**
  * After a handler started at its slot, its run's bookkeeping (the start record, the log line, the
- * events, and the end of a handler that returns at once: its record and the final save) waits this
- * long (src/engine/runSupervisor.ts, `quietMs`). Processes whose slots share the instant wake
- * together, and a few ms of that work in one of them took a core from the others still waking:
- * with six processes on two vCPUs it was most of the tail left after the wake above
- * (docs/benchmarks.md). The records keep the handler's own times.
+ * events, and the end of a handler that returns at once: its record and the final save) waits until
+ * this long after the slot (src/engine/runSupervisor.ts, `quietMs`). Processes whose slots share
+ * the instant wake together, and a few ms of that work in one of them took a core from the others
+ * still waking: with six processes on two vCPUs it was most of the tail left after the wake above
+ * (docs/benchmarks.md). A run that starts later, as a herd's runs waiting for a worker, does not
+ * wait, so the quiet holds a worker at most this long after the slot. The records keep the
+ * handler's own times.
  */
 export const QUIET_AFTER_SLOT_MS = 20;

@@ -207,8 +207,12 @@ export class TaskRunner {
           ...(prepared.withDownstream ? { withDownstream: true } : {}),
         };
         entry.attemptStarted(attempt, run.startedAt);
-        // a handler started at its slot: its bookkeeping waits until the others woken with it have started
-        const quietMs = attempt === 1 && entry.handlerAt !== undefined ? QUIET_AFTER_SLOT_MS : 0;
+        // a handler started at its slot: its bookkeeping waits until the others woken for the same
+        // instant have started; one started later (a herd's runs waiting for a worker) does not wait
+        const quietMs =
+          attempt === 1 && entry.handlerAt !== undefined
+            ? Math.max(0, entry.handlerAt.getTime() + QUIET_AFTER_SLOT_MS - slotStartedAt.getTime())
+            : 0;
         const result = await this.#attempt(run, handler, options, lockLost, slot, quietMs, () => {
           if (attempt === 1) this.#deps.recorder.recordStart(jobId, taskName);
         });
