@@ -173,7 +173,7 @@ export class RunRecorder implements JobLogger {
     const run = this.#ledger.get(jobId);
     const finishedAt = attempt.endedAt;
     void this.log({
-      timestamp: finishedAt,
+      timestamp: new Date(this.#clock()),
       level: "warn",
       event: "retry",
       jobId,
@@ -251,7 +251,9 @@ export class RunRecorder implements JobLogger {
     if (!isOutcome) return { ...entry, meta: encodeRunMeta(identity) };
     run.outcomeRecorded();
     // the handler's end, not the moment Agenda reports it: a run started at its slot reports after
-    // a quiet spell (src/engine/slotWait.ts, QUIET_AFTER_SLOT_MS)
+    // a quiet spell (src/engine/slotWait.ts, QUIET_AFTER_SLOT_MS). The row's timestamp stays the
+    // report's: a job's rows keep the order the engine wrote them in (the skipped slots that the
+    // overlap rule records at a run's end come before the run's own row)
     const finishedAt = run.endedAt ?? entry.timestamp;
     const meta = encodeRunMeta({
       ...identity,
@@ -270,7 +272,7 @@ export class RunRecorder implements JobLogger {
           (entry.event === "fail" && run.startedAt
             ? entry.timestamp.getTime() - run.startedAt.getTime()
             : undefined));
-    return { ...entry, timestamp: finishedAt, meta, duration };
+    return { ...entry, meta, duration };
   }
 }
 
