@@ -22,6 +22,19 @@ function supervise(
   return { result, events, signal: controller.signal };
 }
 
+/** The options a test of the run's start does not look at: no timeout, no lock loss, no-op callbacks. */
+function inertOptions() {
+  return {
+    taskName: "task",
+    abort: () => {},
+    lockLost: new Promise<string>(() => {}),
+    timeoutMs: undefined,
+    graceMs: 1000,
+    onLockLost: () => {},
+    onAbandoned: () => {},
+  };
+}
+
 describe("superviseRun", () => {
   it("reports the handler's own success or failure", async () => {
     expect(await supervise(async () => {}).result).toMatchObject({ outcome: "succeeded" });
@@ -36,17 +49,7 @@ describe("superviseRun", () => {
   it("calls the handler first, then `started`, in the same turn; a handler's synchronous throw fails the run", async () => {
     const order: string[] = [];
     const started = () => order.push("started");
-    const common = {
-      taskName: "task",
-      startedAt: new Date(),
-      abort: () => {},
-      lockLost: new Promise<string>(() => {}),
-      timeoutMs: undefined,
-      graceMs: 1000,
-      onLockLost: () => {},
-      onAbandoned: () => {},
-      started,
-    };
+    const common = { ...inertOptions(), startedAt: new Date(), started };
     const result = superviseRun({
       ...common,
       run: async () => {
@@ -75,7 +78,7 @@ describe("superviseRun", () => {
     let clock = 1_000;
     const order: string[] = [];
     const result = superviseRun({
-      taskName: "task",
+      ...inertOptions(),
       startedAt: new Date(clock),
       now: () => clock,
       run: async () => {
@@ -87,12 +90,6 @@ describe("superviseRun", () => {
         clock += 40; // the bookkeeping comes later
       },
       quietMs: 30,
-      abort: () => {},
-      lockLost: new Promise<string>(() => {}),
-      timeoutMs: undefined,
-      graceMs: 1000,
-      onLockLost: () => {},
-      onAbandoned: () => {},
     });
     expect(order).toEqual(["handler"]); // not in the handler's turn
     // the end is reported after `started`, and measured when the handler settled
