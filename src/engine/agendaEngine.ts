@@ -23,6 +23,7 @@ import type {
   DependencySpec,
   DrainOutcome,
   EngineOptions,
+  EngineRun,
   RunHandler,
   RunRecord,
   RunSummary,
@@ -30,18 +31,21 @@ import type {
   TaskJob,
 } from "./engineApi.js";
 import { readRunSummaries, readTaskJobs, runRecordOfRow } from "./jobReads.js";
-import { CronwardenJobRepository } from "./jobRepository.js";
+import { type ClaimedRow, CronwardenJobRepository } from "./jobRepository.js";
 import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { NextRunAhead } from "./nextRunAhead.js";
 import { JobNotificationChannel } from "./notificationChannel.js";
-import { RunLedger } from "./runLedger.js";
+import { RunChecks } from "./runChecks.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
+import { SkippedSlots } from "./skippedSlots.js";
+import type { SlotRun } from "./slotRun.js";
+import { SlotRunner, type SlotRunnerPorts, type TaskDefinition } from "./slotRunner.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
 import { StatementBatch } from "./statementBatch.js";
-import { type RunningRuns, TaskRunner } from "./taskRunner.js";
+import { TaskRunner } from "./taskRunner.js";
 import { Watchdog } from "./watchdog.js";
 
 export type * from "./engineApi.js";
@@ -70,9 +74,8 @@ const HELD_LOCKS_PER_WORKER = 2;
  * Before the first handler starts, and with handlers that turn over fast (src/engine/claimLoop.ts
  * #claimLimit), up to this many, and no more than the instance's share of a herd. A job claimed
  * after its slot waits for a claim and a start save before its handler, so this bounds how much of
- * a herd is prepared before its slot: at 50 (1,000 at the default concurrency) a herd of 10,000
- * on 3 instances started its last run 3.1 s after the slot, at 170 in 1.4 s (docs/benchmarks.md,
- * "Preparing a herd ahead").
+ * a herd is prepared before its slot: high enough that an instance's share of a large herd is
+ * claimed and start-saved ahead of the slot in one go (docs/design.md, "The claim loop").
  */
 const MOST_HELD_LOCKS_PER_WORKER = 200;
 /** At most this long before its slot a run is handed over (see startAheadOf). */
@@ -81,9 +84,10 @@ const START_AHEAD_MS = 1_500;
 const RECONCILE_LOCK_RETRY_MS = 25;
 const RECONCILE_LOCK_RETRY_MAX_MS = 250;
 
-/** A claimed job: Agenda's Job object, which runs it (start save, handler, final save, job log). */
+/** A claimed job: its run, and Agenda's Job object (the job document and Agenda's next-run computation). */
 interface EngineClaim extends ClaimedJob {
   readonly job: Job;
+  readonly run: SlotRun;
 }
 
 /** After the drain deadline, how long cut-off runs get to stop and hand their slot off. */
@@ -103,14 +107,12 @@ export class AgendaEngine {
   readonly #options: EngineOptions;
   readonly #logger: Logger;
   readonly #clock: Clock;
-  readonly #ledger: RunLedger;
-  readonly #running: RunningRuns = new Map();
-  /** Each run's use of the claim loop's workers (src/engine/claimLoop.ts RunTurn), by job id: the task runner asks and frees its worker. */
-  readonly #turns = new Map<string, RunTurn>();
+  /** The runs going on this instance, each with its owner: the drain cuts them off at its deadline. */
+  readonly #runs = new Set<SlotRunner>();
   readonly #definedTasks: string[] = [];
-  /** Each defined task's handler and options; one processor serves every name (no closure per task). */
-  readonly #definitions = new Map<string, { handler: RunHandler; options: TaskDefinitionOptions }>();
-  #processor: ((job: Job) => Promise<void>) | undefined;
+  /** Each defined task's handler and options. */
+  readonly #definitions = new Map<string, TaskDefinition>();
+  #ports: SlotRunnerPorts | undefined;
   /**
    * Names of jobs a claim pass found that this instance does not define (another service's, or a
    * task only a newer release has): given back once, then left alone by every pass.
@@ -118,7 +120,6 @@ export class AgendaEngine {
   readonly #foreignNames = new Set<string>();
   readonly #lastErrorLog = new Map<string, number>();
   readonly #health: DatabaseHealth;
-  #runner: TaskRunner | undefined;
   #missedSlots: MissedSlotDetector | undefined;
   #liveness: InstanceLiveness | undefined;
   #dependencies: DependencyCoordinator | undefined;
@@ -135,7 +136,6 @@ export class AgendaEngine {
     cacheDebugColors();
     this.#logger = options.logger.child({ component: "engine" });
     this.#clock = options.clock ?? systemClock;
-    this.#ledger = new RunLedger(this.#clock);
     // every hook call goes through one guard: a hook that throws or rejects never fails a run
     this.#options = {
       ...options,
@@ -193,7 +193,6 @@ export class AgendaEngine {
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
     this.#recorder = new RunRecorder(
       jobLogger,
-      this.#ledger,
       instanceId,
       this.#logger,
       new StatementBatch((rows) => sql.insertRunLogRows(pool, rows).then(() => rows.map(() => undefined))),
@@ -224,7 +223,7 @@ export class AgendaEngine {
     // The channel is an EventEmitter that emits 'error' when its LISTEN connection drops (a
     // database restart); without a listener that is an uncaught exception. It reconnects itself.
     notificationChannel.on("error", (error: Error) => this.#logAgendaError(error, "notification channel"));
-    const repository = new CronwardenJobRepository(pool, this.#ledger, this.#logger, {
+    const repository = new CronwardenJobRepository(pool, this.#logger, {
       lockLifetimeMs,
       clock: this.#clock,
       onRowGivenBack: () => this.#loop?.claimNow(),
@@ -279,40 +278,56 @@ export class AgendaEngine {
       const due = notification.nextRunAt;
       if (!due || new Date(due).getTime() <= this.#clock() + lookAheadMs) this.#loop?.claimNow();
     });
-    this.#runner = new TaskRunner(
-      {
-        pool,
-        ledger: this.#ledger,
-        watchdog: new Watchdog({
-          renewer: repository,
-          lockLifetimeMs,
-          logger: this.#logger,
-          now: () => new Date(this.#clock()),
-        }),
-        recorder: this.#recorder,
-        logger: this.#logger,
-        hooks: {
-          ...hooks,
-          runStarted: (run) => {
-            hooks.runStarted?.(run);
-            dependencies.runStarted(run);
-          },
-        },
-        dependencies,
-        timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
-        lockLifetimeMs,
-        handlerDone: (jobId) => this.#turns.get(jobId)?.handlerDone(),
-        worker: (jobId) => this.#turns.get(jobId)?.worker(),
-        clock: this.#clock,
-        startAheadMs,
+    const runnerHooks = {
+      ...hooks,
+      runStarted: (run: EngineRun) => {
+        hooks.runStarted?.(run);
+        dependencies.runStarted(run);
       },
-      this.#running,
-    );
+    };
+    const skipped = new SkippedSlots({
+      recorder: this.#recorder,
+      logger: this.#logger,
+      hooks: runnerHooks,
+      clock: this.#clock,
+    });
+    const runner = new TaskRunner({
+      watchdog: new Watchdog({
+        renewer: repository,
+        lockLifetimeMs,
+        logger: this.#logger,
+        now: () => new Date(this.#clock()),
+      }),
+      recorder: this.#recorder,
+      logger: this.#logger,
+      hooks: runnerHooks,
+      checks: new RunChecks({
+        pool,
+        logger: this.#logger,
+        lockLifetimeMs,
+        clock: this.#clock,
+        skipped,
+        dependencies,
+      }),
+      skipped,
+      timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
+      lockLifetimeMs,
+      clock: this.#clock,
+      startAheadMs,
+    });
+    this.#ports = {
+      rows: repository,
+      recorder: this.#recorder,
+      runner,
+      logger: this.#logger,
+      clock: this.#clock,
+      instanceId,
+    };
     const backend: AgendaBackend = {
       name: "PostgreSQL (cronwarden)",
       repository,
       notificationChannel,
-      logger: this.#recorder,
+      logger: jobLogger,
       ownsConnection: false,
       connect: async () => {},
       disconnect: async () => {},
@@ -362,32 +377,11 @@ export class AgendaEngine {
             );
           },
         });
-        return jobs.map((attrs) => {
-          const claimed: EngineClaim = {
-            id: String(attrs._id),
-            name: attrs.name,
-            dueAt: Math.max(attrs.nextRunAt?.getTime() ?? request.now.getTime(), request.now.getTime()),
-            lockedAt: (attrs.lockedAt ?? request.now).getTime(),
-            job: new Job(agenda, attrs, true),
-          };
-          nextRunAhead.prepare(claimed.job, claimed.dueAt);
-          if (claimed.dueAt > request.now.getTime())
-            this.#ledger.get(claimed.id)?.startsAt(new Date(claimed.dueAt));
-          if (attrs.nextRunAt) this.#options.hooks?.slotLocked?.(attrs.name, attrs.nextRunAt);
-          return claimed;
-        });
+        return jobs.map((row) => this.#engineClaim(agenda, nextRunAhead, row, request.now));
       },
-      run: async (claimed, turn) => {
-        this.#turns.set(claimed.id, turn);
-        try {
-          await claimed.job.run();
-        } finally {
-          this.#turns.delete(claimed.id);
-        }
-      },
-      release: (claimed) => repository.unlockJob(claimed.job.attrs),
+      run: (claimed, turn) => this.#execute(claimed, turn),
+      release: (claimed) => repository.release(claimed.run),
       onStale: (claimed, waitedFor) => {
-        this.#ledger.forget(claimed.id);
         if (waitedFor === "worker") {
           this.#logStaleStart(new StaleStartError(claimed.name));
           return;
@@ -399,9 +393,7 @@ export class AgendaEngine {
           "a job claimed ahead of its slot outlived its lock; claiming it again",
         );
       },
-      onError: (error, claimed) => {
-        // a run that threw never got to its end (its start save failed): its entry is not needed
-        if (claimed) this.#ledger.forget(claimed.id);
+      onError: (error) => {
         this.#onRunError(error instanceof Error ? error : new Error(String(error)));
       },
     });
@@ -426,24 +418,48 @@ export class AgendaEngine {
    * run at a time.
    */
   defineTask(taskName: string, handler: RunHandler, options: TaskDefinitionOptions = {}): void {
-    if (!this.#runner) throw new Error("AgendaEngine.prepare() must complete first");
+    if (!this.#ports) throw new Error("AgendaEngine.prepare() must complete first");
     this.#definedTasks.push(taskName);
     this.#definitions.set(taskName, { handler, options });
     this.#foreignNames.delete(taskName);
-    this.#processor ??= (job: Job) => {
-      const name = job.attrs.name;
-      const definition = this.#definitions.get(name);
-      if (!definition || !this.#runner) return Promise.reject(new Error(`no task "${name}" is defined here`));
-      return this.#runner.run(name, job, definition.handler, definition.options);
-    };
     const agenda = this.#requireAgenda();
-    // Every task has the same Agenda definition (one processor, concurrency 1), which Agenda only
-    // reads. define() builds an object per name and captures a stack trace for its filePath (for
-    // forked runs, not used here): about 90 bytes a task kept. The names share the first one.
+    // Agenda's definition names the job for Agenda's own tools; the engine runs it (SlotRunner),
+    // never Agenda. Every task shares the first one: define() builds an object per name and
+    // captures a stack trace for its filePath (about 90 bytes a task kept).
     const first = this.#definedTasks[0];
     const shared = first === undefined ? undefined : agenda.definitions[first];
-    if (shared && shared.fn === this.#processor) agenda.definitions[taskName] = shared;
-    else agenda.define(taskName, this.#processor, { concurrency: 1 });
+    if (shared && shared.fn === notRunByAgenda) agenda.definitions[taskName] = shared;
+    else agenda.define(taskName, notRunByAgenda, { concurrency: 1 });
+  }
+
+  /** A claimed job, its run made by the claim; a run handed over before its slot starts its handler at the slot. */
+  #engineClaim(agenda: Agenda, nextRunAhead: NextRunAhead, row: ClaimedRow, now: Date): EngineClaim {
+    const { job: attrs, run } = row;
+    const claimed: EngineClaim = {
+      id: run.jobId,
+      name: attrs.name,
+      dueAt: Math.max(attrs.nextRunAt?.getTime() ?? now.getTime(), now.getTime()),
+      lockedAt: (attrs.lockedAt ?? now).getTime(),
+      job: new Job(agenda, attrs, true),
+      run,
+    };
+    nextRunAhead.prepare(claimed.job, claimed.dueAt);
+    if (claimed.dueAt > now.getTime()) run.startsAt(new Date(claimed.dueAt));
+    if (attrs.nextRunAt) this.#options.hooks?.slotLocked?.(attrs.name, attrs.nextRunAt);
+    return claimed;
+  }
+
+  /** Hands a claimed job to its run's owner, which runs it from the start save to the final save. */
+  async #execute(claimed: EngineClaim, turn: RunTurn): Promise<void> {
+    const definition = this.#definitions.get(claimed.name);
+    if (!definition || !this.#ports) throw new Error(`no task "${claimed.name}" is defined here`);
+    const owner = new SlotRunner(claimed.run, claimed.job, definition, this.#ports);
+    this.#runs.add(owner);
+    try {
+      await owner.execute(turn);
+    } finally {
+      this.#runs.delete(owner);
+    }
   }
 
   async start(): Promise<void> {
@@ -485,21 +501,16 @@ export class AgendaEngine {
     const result = (await this.#loop?.drain(timeoutMs)) ?? { completed: 0, running: 0 };
     // Runs still going are cut off and handed off: recorded interrupted, their slot released for
     // the other instances to re-run at once (CronwardenJobRepository), instead of failing them.
-    const cutOff = [...this.#running.entries()];
-    for (const [jobId, run] of cutOff) {
-      this.#ledger.get(jobId)?.cutOff();
-      run.controller.abort(
-        new Error("shutdown: drain timeout reached; the run is handed to another instance"),
-      );
-    }
+    const cutOff = [...this.#runs];
+    for (const owner of cutOff) owner.cutOff();
     const waitUntil = Date.now() + HANDOFF_WAIT_MS;
-    while ((this.#running.size > 0 || (this.#repository?.pendingEnds ?? 0) > 0) && Date.now() < waitUntil) {
+    while ((this.#runs.size > 0 || (this.#repository?.pendingEnds ?? 0) > 0) && Date.now() < waitUntil) {
       await sleep(50);
     }
     await this.#dependencies?.stop();
     await this.#channel?.disconnect().catch(() => {});
-    const abandoned = [...this.#running.values()].map((run) => run.taskName);
-    const handedOff = cutOff.map(([, run]) => run.taskName).filter((name) => !abandoned.includes(name));
+    const abandoned = [...this.#runs].map((owner) => owner.run.taskName);
+    const handedOff = cutOff.map((owner) => owner.run.taskName).filter((name) => !abandoned.includes(name));
     await this.#recorder?.flush();
     // last: until here a crash is not a clean stop (runs still saving their end)
     await this.#liveness?.stop();
@@ -820,6 +831,15 @@ export class AgendaEngine {
     if (!this.#agenda) throw new Error("AgendaEngine.prepare() must complete first");
     return this.#agenda;
   }
+}
+
+/** The processor of Agenda's definitions: Agenda never runs a job here (the claim loop and SlotRunner do). */
+function notRunByAgenda(): Promise<void> {
+  return Promise.reject(
+    new Error(
+      "cronwarden runs its jobs itself (src/engine/slotRunner.ts); Agenda's processor is not started",
+    ),
+  );
 }
 
 /**

@@ -1,5 +1,5 @@
 import { PostgresJobRepository } from "@agendajs/postgres-backend";
-import type { JobParameters, JobRepositoryOptions } from "agenda";
+import type { JobParameters } from "agenda";
 import type { Pool } from "pg";
 import { type Clock, systemClock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
@@ -16,8 +16,7 @@ import {
 import { nextSlot, rowSchedule } from "../core/policies/schedule.js";
 import { redactSecrets } from "../observability/redact.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
-import type { RunLedger } from "./runLedger.js";
-import type { RowAtStart, SlotRun } from "./slotRun.js";
+import { type RowAtStart, SlotRun } from "./slotRun.js";
 import {
   claimDueJobs,
   closeFinishedSlot,
@@ -40,32 +39,25 @@ import { StatementBatch } from "./statementBatch.js";
 import type { LockRenewer } from "./watchdog.js";
 
 /**
- * Agenda's PostgreSQL repository with these changes:
- * - every lock starts a SlotRun in the ledger with what the row held (the slot, the lock time,
- *   whether the previous run finished), because Agenda overwrites those fields before the handler
- *   starts (src/engine/slotRun.ts);
- * - a job taken over from a dead instance (its run unfinished, its lock expired) runs at once,
- *   even if the dead run had already moved `next_run_at` to a later slot;
- * - `saveJobState` is fenced: it writes only while the row still holds this instance's lock
- *   time, so a run that lost its lock cannot unlock or re-time the new owner's run;
- * - `saveJobState` does not overwrite `next_run_at` when the row's cron or timezone changed since
- *   the job was loaded (a run that finishes after an in-place schedule change would otherwise
- *   write a next run computed from the old cron: docs/design.md, "The in-place schedule change");
- * - `unlockJob` never rejects (an unhandled rejection would end the process while the database
- *   is down), and the releases asked for together share one statement (a stop before a herd's slot
- *   frees every job claimed ahead);
+ * The job rows' writes of a run, on Agenda's PostgreSQL repository (kept for Agenda's own API:
+ * `create`, `save`, the table and its documents). Agenda's `Job.run()` is not used: the run's
+ * owner (src/engine/slotRunner.ts) calls one explicit write per step:
  * - `claimDue` locks the due jobs of all names in one statement, for the claim loop
- *   (src/engine/claimLoop.ts), which replaces Agenda's job processor.
+ *   (src/engine/claimLoop.ts), and makes each one's SlotRun with what the row held (the slot, the
+ *   lock time, whether the previous run finished); a job taken over from a dead instance runs at
+ *   once, even if the dead run had already moved `next_run_at` to a later slot;
+ * - `startRun`, `endRun`, `releaseUnstarted`, `closeFinishedSlot`, `handOff` and `release`: each
+ *   fenced on the run's lock time, so a run that lost its lock cannot unlock or re-time the new
+ *   owner's run; none overwrites `next_run_at` when the row's cron or timezone changed since the
+ *   job was loaded (docs/design.md, "The in-place schedule change");
+ * - `release` never rejects (an unhandled rejection would end the process while the database is
+ *   down), and the releases asked for together share one statement (a stop before a herd's slot
+ *   frees every job claimed ahead).
  */
 /** How long the save that ends a run is retried while the database is unreachable. */
 const FINAL_SAVE_RETRY_MS = 10 * 60_000;
 
-/**
- * Between its lock and its handler a run retries its database calls while the database is
- * unreachable, up to this long before its lock would expire (then Agenda's own expiry check
- * would cancel it); short waits, so a run starts within half a second of the database's return.
- */
-export const START_MARGIN_MS = 1_000;
+/** Between its lock and its handler, short waits: a run starts within half a second of the database's return. */
 export const BEFORE_START_RETRY = { initialDelayMs: 100, maxDelayMs: 500 };
 
 export interface JobRepositoryLimits {
@@ -82,9 +74,14 @@ export interface JobRepositoryLimits {
   clock?: Clock;
 }
 
+export interface ClaimedRow {
+  /** The job document as the claim locked it. */
+  job: JobParameters;
+  run: SlotRun;
+}
+
 export class CronwardenJobRepository extends PostgresJobRepository implements LockRenewer {
   readonly #db: Pool;
-  readonly #ledger: RunLedger;
   readonly #logger: Logger;
   /** Jobs whose run ended but whose end is not saved yet: not to be locked again meanwhile. */
   readonly #finalSavesPending = new Set<string>();
@@ -95,10 +92,9 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   readonly #saves: StatementBatch<JobRowSave, RowAtStart | null>;
   readonly #releases: StatementBatch<{ jobId: string; lockedAt: Date }, boolean>;
 
-  constructor(pool: Pool, ledger: RunLedger, logger: Logger, limits: JobRepositoryLimits) {
+  constructor(pool: Pool, logger: Logger, limits: JobRepositoryLimits) {
     super({ pool, tableName: JOBS_TABLE, ensureSchema: false });
     this.#db = pool;
-    this.#ledger = ledger;
     this.#logger = logger;
     this.#limits = limits;
     this.#clock = limits.clock ?? systemClock;
@@ -112,11 +108,11 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
 
   /**
    * Locks up to `limit` jobs due before `until` (or whose lock expired), of `names` or of any name
-   * (null), in one statement, most overdue first; each is recorded in the ledger
-   * (src/engine/sql/claim.ts claimDueJobs). Jobs whose end is still being saved, and `skip` (jobs
-   * this instance has claimed or runs, names it does not define), are left alone. A job whose name
-   * fails `runsHere` is not returned: its lock is given back at once (fenced on the claim's lock),
-   * then `givenBack` is told, so that its owner can be woken.
+   * (null), in one statement, most overdue first, each with its SlotRun (src/engine/sql/claim.ts
+   * claimDueJobs). Jobs whose end is still being saved, and `skip` (jobs this instance has claimed
+   * or runs, names it does not define), are left alone. A job whose name fails `runsHere` is not
+   * returned: its lock is given back at once (fenced on the claim's lock), then `givenBack` is
+   * told, so that its owner can be woken.
    */
   async claimDue(claim: {
     names: readonly string[] | null;
@@ -129,7 +125,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     now: Date;
     runsHere?: (name: string) => boolean;
     givenBack?: (job: JobParameters) => void;
-  }): Promise<JobParameters[]> {
+  }): Promise<ClaimedRow[]> {
     const rows = await claimDueJobs(this.#db, {
       names: claim.names,
       skipNames: [...claim.skip, ...this.#finalSavesPending],
@@ -141,38 +137,36 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       limit: claim.limit,
       ...(claim.share ? { share: claim.share } : {}),
     });
-    const jobs: JobParameters[] = [];
+    const claimed: ClaimedRow[] = [];
     const giveBacks: Promise<void>[] = [];
     for (const row of rows) {
       const job = this.#rowToJob(row);
-      if (!claim.runsHere || claim.runsHere(job.name)) jobs.push(this.#locked(job));
+      if (!claim.runsHere || claim.runsHere(job.name)) claimed.push(this.#locked(job));
       else giveBacks.push(this.#giveBackForeign(job, claim.now, row, claim.givenBack));
     }
     // awaited: a pass is over (a drain waits for it) once nothing it locked is left unaccounted for
     await Promise.all(giveBacks);
-    return jobs.sort(
+    return claimed.sort(
       (a, b) =>
-        (a.nextRunAt?.getTime() ?? 0) - (b.nextRunAt?.getTime() ?? 0) ||
-        (b.priority ?? 0) - (a.priority ?? 0),
+        (a.job.nextRunAt?.getTime() ?? 0) - (b.job.nextRunAt?.getTime() ?? 0) ||
+        (b.job.priority ?? 0) - (a.job.priority ?? 0),
     );
   }
 
   /**
    * Frees a claimed job that will not run here (the instance stops before its slot). Fenced on the
-   * lock this job object was given: a release held up by an outage could land after another
-   * instance locked the job and started it, and must not free that run's lock.
+   * run's lock: a release held up by an outage could land after another instance locked the job
+   * and started it, and must not free that run's lock.
    */
-  override async unlockJob(job: JobParameters): Promise<void> {
-    if (!job._id) return;
-    const jobId = String(job._id);
-    const fence = job.lockedAt ?? this.#ledger.get(jobId)?.heldLockAt;
-    this.#ledger.get(jobId)?.fenced(undefined);
+  async release(run: SlotRun): Promise<void> {
+    const fence = run.heldLockAt;
+    run.fenced(undefined);
     if (!fence) return; // not known which lock is ours: it expires
     try {
-      await this.#releases.submit({ jobId, lockedAt: fence });
+      await this.#releases.submit({ jobId: run.jobId, lockedAt: fence });
     } catch (error) {
       this.#logger.debug(
-        { err: error, task: job.name },
+        { err: error, task: run.taskName },
         "could not release a pre-locked job; its lock will expire",
       );
     }
@@ -214,24 +208,65 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /**
-   * The save that ends a run (lock released) is retried while the database is unreachable: if
-   * it were dropped, the row would keep its lock, and once the lock expired the finished run
-   * would be taken for a dead one and run again. Until it lands Agenda counts the run as still
-   * going, so this instance does not lock the job again; another instance can only take it over
-   * after the lock expired, and then the fence makes this late save fail instead of undoing it.
+   * After an outage, expired locks are not taken over for one lifetime: nobody could renew
+   * during the outage, so "expired" says nothing yet about whether the owner is alive.
    */
-  override async saveJobState(job: JobParameters, options: JobRepositoryOptions | undefined): Promise<void> {
-    if (job.lockedAt) return this.#saveRunStart(job, job.lockedAt, options);
+  holdTakeovers(forMs: number): void {
+    this.#takeoversHeldUntil = this.#clock() + forMs;
+  }
+
+  /**
+   * The save just before the run's checks and handler (`job.lockedAt` is the claim's lock). Fenced
+   * on the lock the claim took, not a later one: a job that waited for a worker past its lock
+   * lifetime may have been locked again meanwhile, here or elsewhere, and must not start as well
+   * (StaleStartError). The lock is renewed by the same statement, so the run starts with a whole
+   * lifetime ahead of it. While the database is unreachable the save is retried up to the run's
+   * start deadline; past it the slot is given back and DatabaseUnreachableBeforeStartError thrown.
+   */
+  async startRun(run: SlotRun, job: JobParameters): Promise<void> {
+    const heldLock = run.heldLockAt ?? job.lockedAt;
+    if (!heldLock) throw new StaleStartError(job.name);
+    const renewed = new Date(this.#clock());
+    const deadline = run.startDeadline(this.#limits.lockLifetimeMs, renewed.getTime());
+    this.#planStart(run, job, renewed);
+    let row: RowAtStart | undefined;
+    try {
+      // a retry (after a connection error) also accepts its own lock time: the first try may have
+      // landed and lost its answer. The first try does not: another lock taken in the same
+      // millisecond would pass for its own.
+      let tries = 0;
+      row = await retryWhileDisconnected(
+        () => {
+          tries += 1;
+          const fence = tries === 1 ? [heldLock] : [heldLock, renewed];
+          return this.#save(run, { ...job, lockedAt: renewed }, fence, run.scheduledAt);
+        },
+        { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - this.#clock()) },
+      );
+    } catch (error) {
+      if (!isConnectionError(error)) throw error;
+      // the handler never starts: not a failure of the task; the slot is given back once possible
+      void this.releaseUnstarted(run, [heldLock, renewed]);
+      throw new DatabaseUnreachableBeforeStartError(job.name, error as Error);
+    }
+    run.fenced(renewed);
+    run.startSaved(row);
+  }
+
+  /**
+   * The save that ends a run (lock released), retried while the database is unreachable: if it
+   * were dropped, the row would keep its lock, and once the lock expired the finished run would
+   * be taken for a dead one and run again. Until it lands this instance does not lock the job
+   * again; another instance can only take it over after the lock expired, and then the fence
+   * makes this late save fail instead of undoing it.
+   */
+  async endRun(run: SlotRun, job: JobParameters): Promise<void> {
     // the fence of this run, taken now: a later lock of the same job must not lend it its own
-    const entry = job._id ? this.#ledger.get(String(job._id)) : undefined;
-    const fence = entry?.heldLockAt ?? null;
-    if (entry?.notStarted) return this.#releaseUnstarted(job, fence ? [fence] : []);
-    if (entry?.slotAlreadyFinished && fence) return this.#closeFinishedSlot(job, fence);
-    if (entry?.handedOff && fence) return this.#handOff(job, fence);
+    const fence = run.heldLockAt ? [run.heldLockAt] : null;
     let logged = false;
     this.#finalSavesPending.add(job.name);
     try {
-      await retryWhileDisconnected(() => this.#saveJobState(job, options, fence ? [fence] : null), {
+      await retryWhileDisconnected(() => this.#save(run, { ...job, lockedAt: undefined }, fence), {
         maxElapsedMs: FINAL_SAVE_RETRY_MS,
         // short waits: once the database is back the end lands before the lock can expire and the
         // slot be taken for a dead run's
@@ -251,63 +286,12 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /**
-   * After an outage, expired locks are not taken over for one lock lifetime: nobody could renew
-   * during the outage, so "expired" says nothing yet about whether the owner is alive.
-   */
-  holdTakeovers(forMs: number): void {
-    this.#takeoversHeldUntil = this.#clock() + forMs;
-  }
-
-  /**
-   * The save Agenda makes just before it calls the handler (the lock held). Fenced on the lock
-   * this very job object was given, not the ledger's latest: a job that waited for a worker
-   * past its lock lifetime may have been locked again meanwhile, here or elsewhere, and must not
-   * start as well. The lock is renewed by the same statement, so the run starts with a whole
-   * lifetime ahead of it (the watchdog's first renewal comes a third of a lifetime later).
-   */
-  async #saveRunStart(
-    job: JobParameters,
-    heldLock: Date,
-    options: JobRepositoryOptions | undefined,
-  ): Promise<void> {
-    const renewed = new Date(this.#clock());
-    const deadline = heldLock.getTime() + this.#limits.lockLifetimeMs - START_MARGIN_MS;
-    this.#planStart(job, renewed);
-    const slot = this.#ledger.get(String(job._id))?.scheduledAt ?? job.nextRunAt ?? renewed;
-    let row: RowAtStart | undefined;
-    try {
-      // a retry (after a connection error) also accepts its own lock time: the first try may have
-      // landed and lost its answer. The first try does not: another lock taken in the same
-      // millisecond would pass for its own.
-      let tries = 0;
-      row = await retryWhileDisconnected(
-        () => {
-          tries += 1;
-          const fence = tries === 1 ? [heldLock] : [heldLock, renewed];
-          return this.#saveJobState({ ...job, lockedAt: renewed }, options, fence, slot);
-        },
-        { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - this.#clock()) },
-      );
-    } catch (error) {
-      if (!isConnectionError(error)) throw error;
-      // the handler never starts: not a failure of the task; the slot is given back once possible
-      void this.#releaseUnstarted(job, [heldLock, renewed]);
-      throw new DatabaseUnreachableBeforeStartError(job.name, error as Error);
-    }
-    const jobId = String(job._id);
-    const run = this.#ledger.get(jobId);
-    run?.fenced(renewed);
-    run?.startSaved(row);
-  }
-
-  /**
    * Policies at a run's start (src/core/policies/catchUpAtStart.ts): which slot runs when slots
-   * were missed (the ledger's slot, and the decision for the runner to record), and the next run
-   * under the DST rule, written by this start save and by the run's final save (the same object).
+   * were missed (the run's slot, and the decision for the checks to record), and the next run
+   * under the DST rule, written by this start save and by the run's final save.
    */
-  #planStart(job: JobParameters, now: Date): void {
-    const entry = this.#ledger.get(String(job._id));
-    if (!entry || this.#limits.catchUpGraceMs === undefined) return;
+  #planStart(run: SlotRun, job: JobParameters, now: Date): void {
+    if (this.#limits.catchUpGraceMs === undefined) return;
     const data = job.data as Record<string, unknown> | undefined;
     const plan = planRunStart({
       taskName: job.name,
@@ -317,17 +301,17 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       ),
       timezone: job.repeatTimezone ?? null,
       data,
-      storedSlot: entry.scheduledAt,
+      storedSlot: run.scheduledAt,
       now: job.lastRunAt ?? now,
       graceMs: this.#limits.catchUpGraceMs,
       previousRunEndedAt: job.lastFinishedAt ?? null,
       rerunOrManual:
-        entry.previousRunUnfinished || (data !== undefined && data !== null && "manualRun" in data),
+        run.previousRunUnfinished || (data !== undefined && data !== null && "manualRun" in data),
     });
     if (!plan) return;
     // the slot, not its jittered due time (a re-run keeps the dead run's)
-    const slot = entry.previousRunUnfinished ? entry.scheduledAt : plan.slot;
-    entry.planned(
+    const slot = run.previousRunUnfinished ? run.scheduledAt : plan.slot;
+    run.planned(
       plan.decision,
       plan.decision.kind === "catch-up"
         ? new Date(plan.decision.run ?? plan.decision.skipped[0] ?? slot.getTime())
@@ -354,21 +338,24 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /**
-   * A run whose handler never started (the database was unreachable before it) gives its slot back
-   * untouched (src/engine/sql/runEnd.ts releaseUnstartedRun).
+   * A run whose handler never started (the database was unreachable before it, or the drain or a
+   * lost lock came first) gives its slot back untouched (src/engine/sql/runEnd.ts
+   * releaseUnstartedRun). `fences`: the lock times that may be this run's.
    */
-  async #releaseUnstarted(job: JobParameters, fences: Date[]): Promise<void> {
-    const entry = this.#ledger.get(String(job._id));
+  async releaseUnstarted(
+    run: SlotRun,
+    fences: Date[] = run.heldLockAt ? [run.heldLockAt] : [],
+  ): Promise<void> {
     // a takeover re-run is due at once (see #locked); any other slot is due at its own time
-    const slot = !entry || entry.previousRunUnfinished ? new Date(this.#clock()) : entry.scheduledAt;
+    const slot = run.previousRunUnfinished ? new Date(this.#clock()) : run.scheduledAt;
     const released = await this.#giveBack(
-      job,
+      run,
       () =>
         releaseUnstartedRun(this.#db, {
-          jobId: String(job._id),
+          jobId: run.jobId,
           fences,
           slot,
-          lastRunAt: entry?.lastRunAtBefore ?? null,
+          lastRunAt: run.lastRunAtBefore,
         }),
       {
         retryMs: FINAL_SAVE_RETRY_MS,
@@ -379,24 +366,25 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     );
     if (released === undefined) return;
     this.#logger.info(
-      { task: job.name, slot, released },
+      { task: run.taskName, slot, released },
       released
-        ? "a run that could not start (database unreachable) gave its slot back; it runs now"
-        : "a run that could not start (database unreachable) no longer held its lock; the new holder runs the slot",
+        ? "a run that could not start gave its slot back; it runs now"
+        : "a run that could not start no longer held its lock; the new holder runs the slot",
     );
   }
 
   /** A taken-over slot that its dead run had already finished: the row is closed, the slot after it still owed. */
-  async #closeFinishedSlot(job: JobParameters, fence: Date): Promise<void> {
-    const jobId = String(job._id);
+  async closeFinishedSlot(run: SlotRun, job: JobParameters): Promise<void> {
+    const fence = run.heldLockAt;
+    if (!fence) return;
     const close = {
-      jobId,
+      jobId: run.jobId,
       fence,
-      owed: this.#ledger.get(jobId)?.nextRunAtBefore ?? null,
+      owed: run.nextRunAtBefore,
       cron: job.repeatInterval === undefined ? null : String(job.repeatInterval),
       timezone: job.repeatTimezone ?? null,
     };
-    await this.#giveBack(job, () => closeFinishedSlot(this.#db, close), {
+    await this.#giveBack(run, () => closeFinishedSlot(this.#db, close), {
       retryMs: FINAL_SAVE_RETRY_MS,
       failed: "could not close a finished slot's row; its lock will expire",
       lookAgain: true,
@@ -404,63 +392,63 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /** A run cut off at shutdown: its slot goes to the other instances at once (src/engine/sql/runEnd.ts handOffRun). */
-  async #handOff(job: JobParameters, fence: Date): Promise<void> {
-    const jobId = String(job._id);
+  async handOff(run: SlotRun): Promise<void> {
+    const fence = run.heldLockAt;
+    if (!fence) return;
     // the instance is stopping: a short retry, and no look for more jobs here
-    const handed = await this.#giveBack(job, () => handOffRun(this.#db, jobId, fence), {
+    const handed = await this.#giveBack(run, () => handOffRun(this.#db, run.jobId, fence), {
       retryMs: 5_000,
       failed: "could not hand a run off; its lock expires and its slot is taken over",
       lookAgain: false,
     });
-    if (handed) this.#limits.onHandedOff?.(jobId, job.name);
+    if (handed) this.#limits.onHandedOff?.(run.jobId, run.taskName);
   }
 
   /**
    * What every way of giving a run's row back besides the final save shares: the statement is
    * retried while the database is unreachable, and until it lands this instance does not lock the
    * job again; if it never lands, the lock expires and the slot is taken over (`failed` says so).
-   * Then the lock is forgotten and, with `lookAgain`, due jobs are looked for again. Returns the statement's answer, undefined if it failed.
+   * Then the lock is forgotten and, with `lookAgain`, due jobs are looked for again. Returns the
+   * statement's answer, undefined if it failed.
    */
   async #giveBack<T>(
-    job: JobParameters,
+    run: SlotRun,
     statement: () => Promise<T>,
     options: { retryMs: number; failed: string; lookAgain: boolean },
   ): Promise<T | undefined> {
     let answer: T | undefined;
-    this.#finalSavesPending.add(job.name);
+    this.#finalSavesPending.add(run.taskName);
     try {
       answer = await retryWhileDisconnected(statement, { maxElapsedMs: options.retryMs, maxDelayMs: 500 });
     } catch (error) {
-      this.#logger.warn({ err: error, task: job.name }, options.failed);
+      this.#logger.warn({ err: error, task: run.taskName }, options.failed);
     } finally {
-      this.#finalSavesPending.delete(job.name);
+      this.#finalSavesPending.delete(run.taskName);
     }
-    this.#ledger.get(String(job._id))?.fenced(undefined);
+    run.fenced(undefined);
     if (options.lookAgain) this.#limits.onRowGivenBack?.();
     return answer;
   }
 
   /** Agenda's save, fenced (src/engine/sql/save.ts); a save that matches no row throws. */
-  async #saveJobState(
+  async #save(
+    run: SlotRun,
     job: JobParameters,
-    options: JobRepositoryOptions | undefined,
     fence: Date[] | null,
     /** Set for the save that starts a run: the slot it runs, kept in the row with the run's identity. */
     startingSlot?: Date,
   ): Promise<RowAtStart | undefined> {
     const starting = startingSlot !== undefined;
     if (!job._id) throw new Error("Cannot save job state without job ID");
-    const entry = this.#ledger.get(String(job._id));
     if (
       !starting &&
       fence &&
-      entry &&
-      (entry.outcome === "failed" || (entry.outcome === "succeeded" && streakOfData(job.data) > 0))
+      (run.outcome === "failed" || (run.outcome === "succeeded" && streakOfData(job.data) > 0))
     )
-      return this.#saveRunEnd(job, options, fence, entry);
+      return this.#saveSlotEnd(run, job, fence);
     const row = await this.#saves.submit({
       job,
-      lastModifiedBy: options?.lastModifiedBy ?? null,
+      lastModifiedBy: job.lastModifiedBy ?? null,
       fence,
       startingSlot: startingSlot ?? null,
     });
@@ -473,7 +461,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       );
     }
     // after the final save the lock is released: later writes (the next run) are not fenced on it
-    if (!job.lockedAt) this.#ledger.get(String(job._id))?.fenced(undefined);
+    if (!starting) run.fenced(undefined);
     return row;
   }
 
@@ -484,40 +472,34 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
    * marked) are written by the save itself, so the save cannot undo the pause, and only the
    * holder of the lock (one instance, one save per slot) can pause: once.
    */
-  async #saveRunEnd(
-    job: JobParameters,
-    options: JobRepositoryOptions | undefined,
-    fence: Date[],
-    entry: SlotRun,
-  ): Promise<RowAtStart | undefined> {
-    const jobId = String(job._id);
+  async #saveSlotEnd(run: SlotRun, job: JobParameters, fence: Date[]): Promise<RowAtStart | undefined> {
     const notHeld = () =>
-      new Error(`job ${jobId} (${job.name}): not saved, this instance no longer holds its lock`);
+      new Error(`job ${run.jobId} (${job.name}): not saved, this instance no longer holds its lock`);
     const { row, mark } = await inTransaction(this.#db, async (client) => {
-      const state = await selectEndState(client, jobId, fence);
+      const state = await selectEndState(client, run.jobId, fence);
       if (!state) throw notHeld();
       const data = state.data as Record<string, unknown> | null;
       const policy = data?.[POLICY_DATA_KEY] as Record<string, unknown> | undefined;
       const decision = decidePause({
         threshold: thresholdOf(policy?.pauseOnFailure),
         streak: streakOfData(data),
-        outcome: entry.outcome ?? "succeeded",
+        outcome: run.outcome ?? "succeeded",
         paused: pauseOfData(data) !== undefined,
         disabled: state.disabled,
       });
       let pause: PauseMark | undefined;
       if (decision.pause) {
-        const message = entry.error?.message ?? entry.detail;
+        const message = run.error?.message ?? run.detail;
         pause = {
           at: new Date(this.#clock()),
           failures: decision.streak,
-          slot: entry.scheduledAt,
+          slot: run.scheduledAt,
           lastError: errorSummary(message === undefined ? undefined : redactSecrets(message)),
         };
       }
       const saved = await saveJobRow(client, {
         job,
-        lastModifiedBy: options?.lastModifiedBy ?? null,
+        lastModifiedBy: job.lastModifiedBy ?? null,
         fence,
         startingSlot: null,
         end: { streak: decision.streak, pause: pause ? storedPause(pause) : null },
@@ -525,8 +507,8 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       if (!saved) throw notHeld();
       return { row: saved, mark: pause };
     });
-    this.#ledger.get(jobId)?.fenced(undefined);
-    if (mark) this.#limits.onPaused?.(jobId, job.name, mark);
+    run.fenced(undefined);
+    if (mark) this.#limits.onPaused?.(run.jobId, job.name, mark);
     return row;
   }
 
@@ -535,14 +517,14 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     return (this as unknown as { rowToJob(row: Record<string, unknown>): JobParameters }).rowToJob(row);
   }
 
-  #locked(job: JobParameters): JobParameters {
-    const entry = this.#ledger.claimed(String(job._id), job);
-    this.#slotAfterDue(job);
+  #locked(job: JobParameters): ClaimedRow {
     const now = new Date(this.#clock());
-    if (entry.previousRunUnfinished && job.nextRunAt && job.nextRunAt > now) {
+    const run = SlotRun.claimed({ id: String(job._id), name: job.name }, job, now);
+    this.#slotAfterDue(job);
+    if (run.previousRunUnfinished && job.nextRunAt && job.nextRunAt > now) {
       // the dead run had already computed its next slot; re-run now instead of waiting for it
-      return { ...job, nextRunAt: now };
+      return { job: { ...job, nextRunAt: now }, run };
     }
-    return job;
+    return { job, run };
   }
 }

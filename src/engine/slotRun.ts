@@ -1,19 +1,13 @@
 /**
- * One slot's run on this instance, from the claim to the final save: the one object that holds
- * what the engine knows of it. Its fields are read-only outside; each change is a named step
- * below, made by the part of the engine whose step it is:
+ * One slot's run on this instance, from the claim to the final save: the record of what the
+ * engine knows of it. It is made by the claim (src/engine/jobRepository.ts claimDue) and handed
+ * to its one owner, the SlotRunner (src/engine/slotRunner.ts), which drives the whole sequence
+ * and is the only caller of the steps below (directly, or through the parts it passes the run
+ * to: the start save, the checks, the attempts, the watchdog, the recorder). Nothing finds a run
+ * again by its job id.
  *
- * - the claim (src/engine/jobRepository.ts, through RunLedger.claimed): the slot, the lock, the
- *   row as it was; for a run handed over before its slot, when its handler starts (`startsAt`,
- *   src/engine/agendaEngine.ts);
- * - the start save (jobRepository): the lock it wrote (`fenced`), the row it read back
- *   (`startSaved`), the catch-up plan (`planned`); lock renewals and the final save (`fenced`);
- * - the runner (src/engine/taskRunner.ts): the trigger, the re-run, each attempt, the outcome;
- * - the shutdown (src/engine/agendaEngine.ts): a cut-off run handed to another instance;
- * - the run recorder (src/engine/runRecorder.ts): its outcome row written.
- *
- * Agenda overwrites `nextRunAt` and `lastRunAt` of its job object before the handler starts, so
- * what the claim returned is kept here; the repository fences its writes on `heldLockAt`.
+ * The lock time this instance last wrote, `heldLockAt`, lives here and nowhere else: every write
+ * to the row is fenced on it, and the watchdog renews it through `renewed`.
  */
 
 import type { UpstreamRun } from "../core/dependencies/spec.js";
@@ -21,6 +15,13 @@ import type { CatchUpDecision } from "../core/policies/catchUp.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { PreviousRun } from "./engineApi.js";
 import type { RunJournal } from "./runJournal.js";
+
+/**
+ * Between its lock and its handler a run retries its database calls while the database is
+ * unreachable, up to this long before its lock would expire: the lock must still be its own when
+ * the handler starts.
+ */
+export const START_MARGIN_MS = 1_000;
 
 /** The schedule fields of the job row as the save that starts a run left them. */
 export interface RowAtStart {
@@ -58,6 +59,8 @@ export function runOfRow(data: unknown): PreviousRun | undefined {
 /** What the run recorder reads of a run to write its log rows, and its one step (src/engine/runRecorder.ts). */
 export type RecordedRun = Pick<
   SlotRun,
+  | "jobId"
+  | "taskName"
   | "scheduledAt"
   | "startedAt"
   | "endedAt"
@@ -76,6 +79,8 @@ export type RecordedRun = Pick<
 >;
 
 export class SlotRun {
+  readonly jobId: string;
+  readonly taskName: string;
   /** The `next_run_at` the job was locked for: the slot (a re-run's or a catch-up's, once known). */
   readonly scheduledAt: Date;
   /** The lock time this instance wrote last: writes to the row are fenced on it. */
@@ -123,16 +128,14 @@ export class SlotRun {
   readonly journal?: RunJournal | undefined;
   readonly error?: Error | undefined;
 
-  /** The handler never started (the database was unreachable): the final save releases the slot untouched. */
-  readonly notStarted?: boolean | undefined;
-  /** The dead run had recorded its slot's outcome: nothing runs; the final save only closes the row. */
-  readonly slotAlreadyFinished?: boolean | undefined;
-  /** Cut off at shutdown: recorded interrupted, and the final save hands the slot to another instance. */
-  readonly handedOff?: boolean | undefined;
+  /** Cut off at shutdown: if it fails now, it is recorded interrupted and its slot handed to another instance. */
+  readonly cutOffAtShutdown?: boolean | undefined;
 
   private constructor(
     fields: Pick<
       SlotRun,
+      | "jobId"
+      | "taskName"
       | "scheduledAt"
       | "heldLockAt"
       | "previousRunUnfinished"
@@ -141,6 +144,8 @@ export class SlotRun {
       | "deadRun"
     >,
   ) {
+    this.jobId = fields.jobId;
+    this.taskName = fields.taskName;
     this.scheduledAt = fields.scheduledAt;
     this.heldLockAt = fields.heldLockAt;
     this.previousRunUnfinished = fields.previousRunUnfinished;
@@ -150,30 +155,21 @@ export class SlotRun {
   }
 
   /** The claim locked the row: its slot is the row's next run, or the dead run's slot for a takeover. */
-  static claimed(row: LockedRow, now: Date): SlotRun {
+  static claimed(job: { id: string; name: string }, row: LockedRow, now: Date): SlotRun {
     const { lastRunAt, lastFinishedAt } = row;
     const previousRunUnfinished =
       lastRunAt !== undefined && (lastFinishedAt === undefined || lastRunAt > lastFinishedAt);
     // the run that died, as its own start save recorded it: its slot is this run's slot
     const deadRun = previousRunUnfinished ? runOfRow(row.data) : undefined;
     return new SlotRun({
+      jobId: job.id,
+      taskName: job.name,
       scheduledAt: deadRun?.scheduledAt ?? row.nextRunAt ?? now,
       heldLockAt: row.lockedAt,
       lastRunAtBefore: row.lastRunAt ?? null,
       nextRunAtBefore: row.nextRunAt,
       previousRunUnfinished,
       deadRun,
-    });
-  }
-
-  /** A run whose claim this instance did not see (the runner starts it all the same). */
-  static unclaimed(startedAt: Date): SlotRun {
-    return new SlotRun({
-      scheduledAt: startedAt,
-      heldLockAt: undefined,
-      lastRunAtBefore: null,
-      nextRunAtBefore: null,
-      previousRunUnfinished: false,
     });
   }
 
@@ -190,6 +186,16 @@ export class SlotRun {
   /** The lock this instance holds now (a start save or a renewal wrote it), or none (released). */
   fenced(lockAt: Date | undefined): void {
     this.#set({ heldLockAt: lockAt });
+  }
+
+  /** The watchdog renewed the lock (src/engine/watchdog.ts WatchedLock). */
+  renewed(lockAt: Date): void {
+    this.fenced(lockAt);
+  }
+
+  /** The latest moment a database call before the handler may still be retried: the lock must outlive it. */
+  startDeadline(lockLifetimeMs: number, now: number): number {
+    return (this.heldLockAt?.getTime() ?? now) + lockLifetimeMs - START_MARGIN_MS;
   }
 
   /** The start save read the row back: the runner's skip check uses it once. */
@@ -217,9 +223,7 @@ export class SlotRun {
       outcome: undefined,
       detail: undefined,
       recorded: false,
-      notStarted: false,
-      slotAlreadyFinished: false,
-      handedOff: false,
+      cutOffAtShutdown: false,
       journal: undefined,
       error: undefined,
       upstreams: undefined,
@@ -257,22 +261,17 @@ export class SlotRun {
 
   /** The run that died had recorded its slot's outcome: nothing runs, and no outcome row is written. */
   finishedByDeadRun(): void {
-    this.#set({ slotAlreadyFinished: true, recorded: true });
-  }
-
-  /** The database was unreachable before the handler: the final save gives the slot back untouched. */
-  notStartedAfterAll(): void {
-    this.#set({ notStarted: true });
+    this.#set({ recorded: true });
   }
 
   /** Past the drain deadline: if it fails now, it is recorded interrupted and its slot handed off. */
   cutOff(): void {
-    this.#set({ handedOff: true });
+    this.#set({ cutOffAtShutdown: true });
   }
 
   /** It finished after the cut-off all the same: an ordinary end. */
   endedAfterCutOff(): void {
-    this.#set({ handedOff: false });
+    this.#set({ cutOffAtShutdown: false });
   }
 
   outcomeRecorded(): void {

@@ -3,10 +3,10 @@
  * #untilHandlerTime): one step at a time, decided from the milliseconds left.
  *
  * - More than PRE_WAKE_MS (+1) left: a timer to PRE_WAKE_MS before the slot. The process has been
- *   idle since its start save, up to the start-ahead before; on a virtual machine a core idle that
- *   long wakes several milliseconds late, one that woke just before does not. Measured with bare
- *   node timers, six processes on two vCPUs waking together: p50 7-9 / p99 17 ms straight from
- *   idle, p50 0-1 / p99 8-12 ms with this wake (docs/benchmarks.md).
+ *   idle since its start save, up to the start-ahead before, and a core idle that long (on a
+ *   virtual machine) wakes several milliseconds late; one that woke shortly before does not. So
+ *   the process wakes once a little ahead, and the slot finds it awake (docs/design.md, "Waking
+ *   before the slot").
  * - Then a timer to the last millisecond, which is waited by event-loop turns: a timer set for it
  *   fires a millisecond or two late (the event loop's clock is whole milliseconds, and `Date` may
  *   read behind it).
@@ -25,10 +25,9 @@ export function slotWaitStep(leftMs: number): { timerMs: number } | "turn" | "do
  * After a handler started at its slot, its run's bookkeeping (the start record, the log line, the
  * events, and the end of a handler that returns at once: its record and the final save) waits until
  * this long after the slot (src/engine/runSupervisor.ts, `quietMs`). Processes whose slots share
- * the instant wake together, and a few ms of that work in one of them took a core from the others
- * still waking: with six processes on two vCPUs it was most of the tail left after the wake above
- * (docs/benchmarks.md). A run that starts later, as a herd's runs waiting for a worker, does not
- * wait, so the quiet holds a worker at most this long after the slot. The records keep the
- * handler's own times.
+ * the instant wake together, and that work in the first to start takes a core from the others
+ * still waking: the slot's instant belongs to the handlers. A run that starts later, as a herd's
+ * runs waiting for a worker, does not wait, so the quiet holds a worker at most this long after
+ * the slot. The records keep the handler's own times.
  */
 export const QUIET_AFTER_SLOT_MS = 20;

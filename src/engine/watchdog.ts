@@ -16,12 +16,19 @@ export interface WatchdogOptions {
   now?: () => Date;
 }
 
+/** A lock's holder (src/engine/slotRun.ts): the lock time lives there, and the watchdog renews through it. */
 export interface WatchedLock {
-  jobId: string;
-  taskName: string;
-  lockedAt: Date;
-  /** Called after each renewal with the new lock time (the new fencing value). */
-  onRenewed(lockedAt: Date): void;
+  readonly jobId: string;
+  readonly taskName: string;
+  /** The lock time the holder wrote last: each renewal is fenced on it. */
+  readonly heldLockAt: Date | undefined;
+  /** After each renewal, with the new lock time (the new fencing value). */
+  renewed(lockedAt: Date): void;
+}
+
+export interface WatchEvents {
+  /** Called after each renewal. */
+  onRenewed?(): void;
   /** Called once when the lock is lost; renewal stops. */
   onLost(reason: string): void;
 }
@@ -52,10 +59,9 @@ export class Watchdog {
    * Starts renewing. The returned function stops and waits for a renewal in flight, so that the
    * caller's final save is fenced on the lock time really in the row.
    */
-  watch(lock: WatchedLock): () => Promise<void> {
+  watch(lock: WatchedLock, events: WatchEvents): () => Promise<void> {
     const { renewer, lockLifetimeMs, renewEveryMs, logger, now } = this.#options;
-    let expected = lock.lockedAt;
-    let lastRenewal = lock.lockedAt.getTime();
+    let lastRenewal = lock.heldLockAt?.getTime() ?? now().getTime();
     let stopped = false;
     let timer: NodeJS.Timeout | undefined;
     let inFlight: Promise<void> | undefined;
@@ -63,16 +69,17 @@ export class Watchdog {
     const lose = (reason: string) => {
       if (stopped) return;
       stopped = true;
-      lock.onLost(reason);
+      events.onLost(reason);
     };
     const tick = async () => {
       if (stopped) return;
       const next = now();
+      const expected = lock.heldLockAt;
       try {
-        if (await renewer.renewLock(lock.jobId, expected, next)) {
-          expected = next;
+        if (expected && (await renewer.renewLock(lock.jobId, expected, next))) {
           lastRenewal = next.getTime();
-          lock.onRenewed(next);
+          lock.renewed(next);
+          events.onRenewed?.();
         } else {
           lose("the lock was taken by another instance (or the job row was changed or removed)");
         }

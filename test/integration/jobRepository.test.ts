@@ -1,8 +1,6 @@
-import type { JobParameters } from "agenda";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
-import { CronwardenJobRepository } from "../../src/engine/jobRepository.js";
-import { RunLedger } from "../../src/engine/runLedger.js";
+import { type ClaimedRow, CronwardenJobRepository } from "../../src/engine/jobRepository.js";
 import { StaleStartError } from "../../src/engine/staleStart.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
@@ -32,11 +30,7 @@ afterAll(async () => {
 });
 
 function repository() {
-  const ledger = new RunLedger();
-  return {
-    ledger,
-    repo: new CronwardenJobRepository(db.pool, ledger, logs.logger, { lockLifetimeMs: LOCK_LIFETIME_MS }),
-  };
+  return { repo: new CronwardenJobRepository(db.pool, logs.logger, { lockLifetimeMs: LOCK_LIFETIME_MS }) };
 }
 
 /** Creates due jobs (their next run moved to the past) and returns their names. */
@@ -90,15 +84,15 @@ async function lockedAt(name: string): Promise<Date | null> {
 describe("CronwardenJobRepository", () => {
   it("the save that starts a run renews its lock and reads the schedule back", async () => {
     const [name] = await dueJobs("start", 1);
-    const { repo, ledger } = repository();
-    const job = (await lockFor(repo, name as string)) as JobParameters;
+    const { repo } = repository();
+    const { job, run } = (await lockFor(repo, name as string)) as ClaimedRow;
     const taken = job.lockedAt as Date;
     await new Promise((resolve) => setTimeout(resolve, 20));
-    await repo.saveJobState({ ...job, lastRunAt: new Date() }, undefined);
+    await repo.startRun(run, { ...job, lastRunAt: new Date() });
     const renewed = await lockedAt(name as string);
     expect(renewed?.getTime()).toBeGreaterThan(taken.getTime());
-    expect(ledger.get(String(job._id))?.heldLockAt?.getTime()).toBe(renewed?.getTime());
-    expect(ledger.get(String(job._id))?.takeRowAtStart()).toEqual({
+    expect(run.heldLockAt?.getTime()).toBe(renewed?.getTime());
+    expect(run.takeRowAtStart()).toEqual({
       disabled: false,
       repeat_interval: "0 0 * * *",
       repeat_timezone: "UTC",
@@ -108,11 +102,11 @@ describe("CronwardenJobRepository", () => {
   it("refuses to start a queued job whose lock was taken again meanwhile: no second start", async () => {
     const [name] = await dueJobs("stale", 1);
     const { repo } = repository();
-    const job = (await lockFor(repo, name as string)) as JobParameters;
+    const { job, run } = (await lockFor(repo, name as string)) as ClaimedRow;
     // its lock expired in the queue and another poll (here or elsewhere) locked the job again
     await db.pool.query("UPDATE agenda_jobs SET locked_at = now() WHERE name = $1", [name]);
     const newer = await lockedAt(name as string);
-    await expect(repo.saveJobState({ ...job, lastRunAt: new Date() }, undefined)).rejects.toBeInstanceOf(
+    await expect(repo.startRun(run, { ...job, lastRunAt: new Date() })).rejects.toBeInstanceOf(
       StaleStartError,
     );
     expect(await lockedAt(name as string)).toEqual(newer); // the newer lock is untouched
@@ -125,13 +119,15 @@ describe("CronwardenJobRepository", () => {
     );
     const { repo } = repository();
     const claimed = await claim(repo, names, 2);
-    expect(claimed.map((job) => job.name)).toEqual([names[3], names[2]]);
+    expect(claimed.map(({ job }) => job.name)).toEqual([names[3], names[2]]);
     const { rows } = await db.pool.query<{ name: string }>(
       "SELECT name FROM agenda_jobs WHERE name LIKE 'room-%' AND locked_at IS NOT NULL ORDER BY name",
     );
     expect(rows.map((row) => row.name)).toEqual([names[2], names[3]]);
     // claimed jobs are not claimed again, and names held by this instance are left alone
-    expect((await claim(repo, names, 10, [names[1] as string])).map((job) => job.name)).toEqual([names[0]]);
+    expect((await claim(repo, names, 10, [names[1] as string])).map(({ job }) => job.name)).toEqual([
+      names[0],
+    ]);
   });
 
   it("claims only the names it is given, and none that is not due within the look-ahead", async () => {
@@ -143,7 +139,9 @@ describe("CronwardenJobRepository", () => {
     const { repo } = repository();
     expect(await claim(repo, ["unknown-name"], 10)).toEqual([]);
     expect(await claim(repo, [later as string], 10)).toEqual([]);
-    expect((await claim(repo, [due as string, later as string], 10)).map((job) => job.name)).toEqual([due]);
+    expect((await claim(repo, [due as string, later as string], 10)).map(({ job }) => job.name)).toEqual([
+      due,
+    ]);
   });
 
   it("a claim of any name gives back, as it was, a job whose name this instance does not define", async () => {
@@ -154,7 +152,7 @@ describe("CronwardenJobRepository", () => {
       "UPDATE agenda_jobs SET locked_at = now() - interval '1 hour', last_modified_by = 'dead' WHERE name = $1 RETURNING locked_at",
       [foreignDead],
     );
-    const { repo, ledger } = repository();
+    const { repo } = repository();
     const givenBack: string[] = [];
     const now = new Date();
     const claimed = await repo.claimDue({
@@ -167,8 +165,8 @@ describe("CronwardenJobRepository", () => {
       runsHere: (name) => !name.startsWith("any-") || name === own,
       givenBack: (job) => givenBack.push(job.name),
     });
-    expect(claimed.map((job) => job.name)).toContain(own);
-    expect(claimed.map((job) => job.name)).not.toContain(foreignDue);
+    expect(claimed.map(({ job }) => job.name)).toContain(own);
+    expect(claimed.map(({ job }) => job.name)).not.toContain(foreignDue);
     expect(givenBack.sort()).toEqual([foreignDue, foreignDead].sort());
     const { rows } = await db.pool.query<{
       name: string;
@@ -181,7 +179,8 @@ describe("CronwardenJobRepository", () => {
       { name: foreignDue, locked_at: null, last_modified_by: "setup" }, // as the engine created it
       { name: foreignDead, locked_at: before[0]?.locked_at, last_modified_by: "dead" },
     ]);
-    for (const job of claimed) expect(ledger.get(String(job._id))).toBeDefined();
+    for (const { job, run } of claimed)
+      expect(run).toMatchObject({ jobId: String(job._id), taskName: job.name });
     // the others' jobs are due again for the next claim: nothing of theirs is held here
     await db.pool.query(
       "UPDATE agenda_jobs SET locked_at = NULL WHERE locked_at IS NOT NULL AND name <> $1",
@@ -192,14 +191,11 @@ describe("CronwardenJobRepository", () => {
   it("offers a job again right after its run's end is saved, for its next slot within the look-ahead", async () => {
     const [name] = await dueJobs("refill", 1);
     const { repo } = repository();
-    const job = (await lockFor(repo, name as string)) as JobParameters;
-    await repo.saveJobState({ ...job, lastRunAt: new Date() }, undefined);
+    const { job, run } = (await lockFor(repo, name as string)) as ClaimedRow;
+    await repo.startRun(run, { ...job, lastRunAt: new Date() });
     const nextSlot = new Date(Date.now() + 500);
-    await repo.saveJobState(
-      { ...job, lockedAt: undefined, nextRunAt: nextSlot, lastFinishedAt: new Date() },
-      undefined,
-    );
-    expect((await claim(repo, [name as string], 1)).map((claimed) => claimed.name)).toEqual([name]);
+    await repo.endRun(run, { ...job, nextRunAt: nextSlot, lastFinishedAt: new Date() });
+    expect((await claim(repo, [name as string], 1)).map((claimed) => claimed.job.name)).toEqual([name]);
   });
 
   it("a re-timing computed before a run started does not name that run's slot again", async () => {
@@ -233,8 +229,7 @@ describe("CronwardenJobRepository", () => {
     await serverUpForALockLifetime();
     let now = Date.now();
     const clock = () => now;
-    const ledger = new RunLedger(clock);
-    const repo = new CronwardenJobRepository(db.pool, ledger, logs.logger, {
+    const repo = new CronwardenJobRepository(db.pool, logs.logger, {
       lockLifetimeMs: LOCK_LIFETIME_MS,
       clock,
     });
@@ -251,9 +246,9 @@ describe("CronwardenJobRepository", () => {
     expect(await claimNow()).toEqual([]); // held: no lock counts as expired right after an outage
     now += LOCK_LIFETIME_MS + 1; // the clock passes the hold; no real time is waited
     const [taken] = await claimNow();
-    expect(taken?.name).toBe(name);
-    expect(taken?.nextRunAt?.getTime()).toBe(now); // the re-run is due at once, by the clock
-    expect(ledger.get(String(taken?._id))?.previousRunUnfinished).toBe(true);
+    expect(taken?.job.name).toBe(name);
+    expect(taken?.job.nextRunAt?.getTime()).toBe(now); // the re-run is due at once, by the clock
+    expect(taken?.run.previousRunUnfinished).toBe(true);
   });
 
   it("freeing a pre-locked job that lands late does not free another instance's lock", async () => {
@@ -261,17 +256,18 @@ describe("CronwardenJobRepository", () => {
     // land after the lock expired and another instance locked the job and started it
     const [name] = await dueJobs("unlock", 1);
     const { repo } = repository();
-    const job = (await lockFor(repo, name as string)) as JobParameters;
+    const { job, run } = (await lockFor(repo, name as string)) as ClaimedRow;
     const { rows } = await db.pool.query<{ locked_at: Date }>(
       "UPDATE agenda_jobs SET locked_at = now() + interval '1 second' WHERE name = $1 RETURNING locked_at",
       [name],
     );
-    await repo.unlockJob(job);
+    await repo.release(run);
     expect(await lockedAt(name as string)).toEqual(rows[0]?.locked_at);
-    const own = (await lockFor(repository().repo, `${name}`)) as JobParameters | undefined;
+    const own = await lockFor(repository().repo, `${name}`);
     expect(own).toBeUndefined(); // still held
     await db.pool.query("UPDATE agenda_jobs SET locked_at = $2 WHERE name = $1", [name, job.lockedAt]);
-    await repo.unlockJob(job);
+    run.fenced(job.lockedAt); // its own lock, as the claim gave it
+    await repo.release(run);
     expect(await lockedAt(name as string)).toBeNull(); // its own lock it frees
   });
 
@@ -288,18 +284,18 @@ describe("CronwardenJobRepository", () => {
         };
       },
     });
-    const repo = new CronwardenJobRepository(counting, new RunLedger(), logs.logger, {
+    const repo = new CronwardenJobRepository(counting, logs.logger, {
       lockLifetimeMs: LOCK_LIFETIME_MS,
     });
-    const jobs = (await claim(repo, names, 5)) as JobParameters[];
-    expect(jobs.map((job) => job.name).sort()).toEqual([...names].sort());
+    const jobs = await claim(repo, names, 5);
+    expect(jobs.map(({ job }) => job.name).sort()).toEqual([...names].sort());
     // one of them was taken over meanwhile: its new owner's lock stays
     const takenOver = names[2] as string;
     const { rows } = await db.pool.query<{ locked_at: Date }>(
       "UPDATE agenda_jobs SET locked_at = now() + interval '1 second' WHERE name = $1 RETURNING locked_at",
       [takenOver],
     );
-    await Promise.all(jobs.map((job) => repo.unlockJob(job)));
+    await Promise.all(jobs.map(({ run }) => repo.release(run)));
     expect(releases).toHaveLength(1);
     for (const name of names)
       expect(await lockedAt(name)).toEqual(name === takenOver ? rows[0]?.locked_at : null);

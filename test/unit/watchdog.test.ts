@@ -22,13 +22,16 @@ function fakeRow(initial: Date) {
 
 function watch(watchdog: Watchdog, lockedAt: Date) {
   const events = { renewed: [] as Date[], lost: [] as string[] };
-  const stop = watchdog.watch({
+  const lock = {
     jobId: "job-1",
     taskName: "task",
-    lockedAt,
-    onRenewed: (at) => events.renewed.push(at),
-    onLost: (reason) => events.lost.push(reason),
-  });
+    heldLockAt: lockedAt as Date | undefined,
+    renewed(at: Date) {
+      lock.heldLockAt = at;
+      events.renewed.push(at);
+    },
+  };
+  const stop = watchdog.watch(lock, { onLost: (reason) => events.lost.push(reason) });
   return { events, stop };
 }
 
