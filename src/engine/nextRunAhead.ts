@@ -13,7 +13,7 @@ const MAX_SCHEDULES = 1_000;
 
 /**
  * Agenda's next run of a repeating job worked out when the job is claimed, ahead of its slot,
- * instead of when it starts. `Job#run` computes it just before the start save (cron-parser and
+ * instead of when it starts. The run's owner (src/engine/slotRunner.ts) computes it just before the start save (cron-parser and
  * luxon, about 3 ms of the path from the slot to the handler on a cold minute), and in a herd it
  * is a large part of each run's CPU, all of it at the boundary.
  *
@@ -31,12 +31,12 @@ export class NextRunAhead {
   /**
    * Makes `job.computeNextRunAt()` use the answer checked for its schedule around `dueAt`. A run
    * handed over before `dueAt` (src/engine/claimLoop.ts, startAheadMs) starts its handler at
-   * `dueAt`: that is the start Agenda records (`lastRunAt`, set by `Job#run` just before it
+   * `dueAt`: that is the start the row records (`lastRunAt`, set by the run's owner just before it
    * computes the next run), so the next run is the slot after this one, never this one again.
    */
   prepare(job: Job, dueAt: number): void {
     const answer = this.#answer(job, dueAt);
-    // private in agenda's types (6.2.6, pinned), called by Job#run on the job itself
+    // private in agenda's types (6.2.6, pinned), called by the run's owner on the job itself
     const computing = job as unknown as ComputesNextRun;
     const agendas = computing.computeNextRunAt;
     computing.computeNextRunAt = function (this: ComputesNextRun) {
