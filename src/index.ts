@@ -97,7 +97,15 @@ export {
   type EmbeddedPostgresOptions,
   startEmbeddedPostgres,
 } from "./infra/embeddedPostgres/index.js";
-export { createMetrics, type Metrics, type MetricsOptions, type MetricsScheduler } from "./metrics/index.js";
+export {
+  createMetrics,
+  createMetricsServer,
+  type Metrics,
+  type MetricsOptions,
+  type MetricsScheduler,
+  type MetricsServer,
+  type MetricsServerOptions,
+} from "./metrics/index.js";
 export { runService, type ServiceOptions, waitForDatabase } from "./serve/runService.js";
 export {
   LOG_LEVELS,

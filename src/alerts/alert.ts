@@ -22,6 +22,21 @@ export type AlertEvent =
   /** The config source could not be read or parsed; the last valid snapshot stays in force. */
   | "config:error";
 
+/** Every AlertEvent, once (the type-check fails when one is missing or unknown). */
+const EVERY_EVENT = {
+  "run:failed": true,
+  "run:timed-out": true,
+  "run:lock-lost": true,
+  "run:abandoned": true,
+  "missed-slot": true,
+  "task:paused": true,
+  "config:rejected": true,
+  "config:error": true,
+} satisfies Record<AlertEvent, true>;
+
+/** Every AlertEvent, for the metrics' series created at 0. */
+export const ALERT_EVENTS = Object.keys(EVERY_EVENT) as readonly AlertEvent[];
+
 export type AlertSeverity = "critical" | "error" | "warning";
 
 export interface Alert {
@@ -48,6 +63,11 @@ export interface AlertChannel {
 
 /** Told of each delivery's result (the metrics count them). */
 export interface AlertDeliveryObserver {
+  /**
+   * Told the channels' names once, when the Alerter is created: the metrics create their series
+   * at 0, so that the first failed delivery is an increase Prometheus sees.
+   */
+  channels?(names: readonly string[]): void;
   delivered(channel: string, event: AlertEvent): void;
   failed(channel: string, event: AlertEvent, error: Error): void;
 }

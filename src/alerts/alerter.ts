@@ -78,6 +78,11 @@ export class Alerter {
     this.#silencer = new Silencer(silenceMs);
     this.#sendTimeoutMs = sendTimeoutMs;
     this.#observer = options.observer;
+    try {
+      this.#observer?.channels?.(names);
+    } catch (error) {
+      this.#logger.debug({ err: error }, "alert delivery observer failed");
+    }
     this.#now = options.now ?? (() => new Date());
     this.#instanceId = options.scheduler.instanceId;
     this.#subscriptions = new Subscriptions(options.scheduler, (event, error) =>

@@ -1,5 +1,5 @@
 import type { Registry } from "prom-client";
-import type { AlertDeliveryObserver } from "../alerts/alert.js";
+import { ALERT_EVENTS, type AlertDeliveryObserver } from "../alerts/alert.js";
 import type { Logger } from "../core/logger.js";
 import { type SchedulerEventSource, Subscriptions } from "../scheduler/eventSubscriptions.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
@@ -75,6 +75,14 @@ export function createMetrics(scheduler: MetricsScheduler, options: MetricsOptio
     contentType: registry.contentType,
     render: () => registry.metrics(),
     alerts: {
+      channels: (names) => {
+        for (const channel of names) {
+          for (const event of ALERT_EVENTS) {
+            metrics.alertsSent.inc({ channel, event }, 0);
+            metrics.alertsFailed.inc({ channel, event }, 0);
+          }
+        }
+      },
       delivered: (channel, event) => metrics.alertsSent.inc({ channel, event }),
       failed: (channel, event) => metrics.alertsFailed.inc({ channel, event }),
     },

@@ -138,6 +138,11 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
       help: "Config entries refused (invalid field, unknown task); the task keeps its previous state.",
       registers,
     }),
+    configRejectedNow: new Gauge({
+      name: "cronwarden_config_entries_rejected",
+      help: "Config entries refused in the config this instance last reconciled (invalid field, unknown task, ...); 0 once they are fixed or removed.",
+      registers,
+    }),
     lockRenewals: new Counter({
       name: "cronwarden_lock_renewals_total",
       help: "Lock renewals of running jobs by this instance's watchdog.",

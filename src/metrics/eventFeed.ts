@@ -48,12 +48,17 @@ export class EventFeed {
       if (event.decision === "queued") this.#metrics.dependencyRuns.inc({ task: event.taskName });
       else this.#metrics.dependencySkips.inc({ task: event.taskName, reason: event.skipKind ?? "unknown" });
     });
-    events.on("reconciled", (result) =>
+    events.on("reconciled", (result) => {
       this.#metrics.reconciles.inc({
         trigger: result.trigger,
         result: result.applied.length > 0 ? "changed" : "unchanged",
-      }),
-    );
+      });
+      // every pass (anti-entropy too) plans the rejections of the config in force: the gauge stays
+      // up while an entry stays rejected, and drops when it is fixed or removed
+      this.#metrics.configRejectedNow.set(
+        result.plan.actions.filter((action) => action.kind === "reject").length,
+      );
+    });
     events.on("reconcile:failed", (event) =>
       this.#metrics.reconciles.inc({ trigger: event.trigger, result: "failed" }),
     );

@@ -5,7 +5,8 @@ import type { MetricSet } from "./definitions.js";
 /**
  * Sets the per-task gauges from one `scheduler.status()` (the database's view, shared by every
  * instance): enabled, next run, consecutive failures, and the last success (the later of the
- * database's and this instance's events).
+ * database's and this instance's events). Creates the per-task counters the alert rules watch
+ * at 0 for every task that has none yet.
  */
 export function setStatusGauges(
   metrics: MetricSet,
@@ -32,6 +33,14 @@ export function setStatusGauges(
       if (interval !== undefined) metrics.expectedInterval.set(labels, interval);
     }
     metrics.consecutiveFailures.set(labels, task.consecutiveFailures);
+    // the counters behind the one-event alert rules, at 0 before their first event: increase()
+    // has no sample before a series' first one, so a series that first appears at 1 (its first
+    // event) would never raise CronwardenMissedSlot, CronwardenLockLost or CronwardenRunAbandoned.
+    // 3 series per task (at 10,000 tasks 30,000 more, about 1.5 MB of scrape text); runs_total is
+    // left alone: the failure-ratio rule does not depend on one attempt
+    metrics.missedSlots.inc(labels, 0);
+    metrics.lockLosses.inc(labels, 0);
+    metrics.abandoned.inc(labels, 0);
     const finished = task.job?.lastFinishedAt;
     if (task.lastOutcome === "succeeded" && finished) {
       lastSuccess.set(task.name, Math.max(finished.getTime(), lastSuccess.get(task.name) ?? 0));

@@ -7,7 +7,7 @@ import { backoffDelay } from "../core/backoff.js";
 import { CronwardenError } from "../core/errors.js";
 import { createLogger, type Logger, toError } from "../core/logger.js";
 import { startEmbeddedPostgres } from "../infra/embeddedPostgres/index.js";
-import { createMetrics } from "../metrics/index.js";
+import { createMetrics, createMetricsServer } from "../metrics/index.js";
 import { createScheduler } from "../scheduler/scheduler.js";
 import { handleShutdownSignals } from "../scheduler/shutdown.js";
 import type { TaskRegistration } from "../scheduler/taskDefinition.js";
@@ -159,11 +159,22 @@ export async function runService(options: ServiceOptions): Promise<void> {
           logger,
         })
       : undefined;
+    // GET /metrics without a token on its own port, for Prometheus (docs/deployment.md)
+    const metricsListener =
+      settings.CRONWARDEN_METRICS_PORT === undefined
+        ? undefined
+        : createMetricsServer({
+            metrics,
+            host: settings.CRONWARDEN_METRICS_HOST,
+            port: settings.CRONWARDEN_METRICS_PORT,
+            logger,
+          });
     // clean-ups run in reverse: this one after scheduler.stop(), so alerts raised while draining go out
     cleanups.push(async () => {
       await alerter?.flush(5_000);
       alerter?.stop();
       metrics.stop();
+      await metricsListener?.close();
       await admin?.close();
     });
     cleanups.push(async () => {
@@ -175,6 +186,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
 
     // the admin API answers /healthz (and /readyz with 503) during start-up
     await admin?.listen();
+    await metricsListener?.listen();
 
     // a database still starting (a pod beside its PostgreSQL) is waited for, not a crash loop
     await waitForDatabase(pool, settings.CRONWARDEN_DB_STARTUP_TIMEOUT_MS, logger, stopping.signal);

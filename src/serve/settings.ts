@@ -70,6 +70,12 @@ const environmentSchema = z.object({
     "must be at most 65535",
   ),
   CRONWARDEN_ADMIN_TOKEN: z.string().min(16, "must be at least 16 characters").optional(),
+  // the read-only metrics listener (src/metrics/metricsServer.ts): off unless a port is set
+  CRONWARDEN_METRICS_HOST: z.string().min(1).default("127.0.0.1"),
+  CRONWARDEN_METRICS_PORT: optionalInt(0).refine(
+    (port) => port === undefined || port <= 65535,
+    "must be at most 65535",
+  ),
   CRONWARDEN_TOKENS: z.string().optional(),
   CRONWARDEN_TOKENS_FILE: z.string().min(1).optional(),
   CRONWARDEN_MIGRATE: z

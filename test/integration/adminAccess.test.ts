@@ -1,6 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
-import { createMetrics, type Metrics } from "../../src/metrics/index.js";
+import {
+  createMetrics,
+  createMetricsServer,
+  type Metrics,
+  type MetricsServer,
+} from "../../src/metrics/index.js";
 import { httpClient } from "../helpers/admin.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness, yamlOf } from "../helpers/harness.js";
@@ -10,7 +15,9 @@ import { LogCapture } from "../helpers/logs.js";
  * Who may call what: every admin endpoint with no token, a viewer token, an operator token and a
  * wrong one, on a server bound to loopback and on one bound beyond it (0.0.0.0, called here over
  * 127.0.0.1), over real HTTP on a live scheduler and PostgreSQL. Then a run-now by a named
- * operator token: its name in the run record and the audit trail, its secret nowhere.
+ * operator token: its name in the run record and the audit trail, its secret nowhere. And the
+ * read-only metrics listener (CRONWARDEN_METRICS_PORT), bound beyond loopback beside them: /metrics
+ * for anyone, nothing else for anybody.
  */
 
 const VIEWER = { name: "dash-viewer", role: "viewer" as const, secret: "viewer-secret-0123456789abcdef" };
@@ -23,7 +30,12 @@ let harness: SchedulerHarness;
 let metrics: Metrics;
 const logs = new LogCapture();
 const servers: AdminServer[] = [];
-const urls: Record<"loopback" | "beyond", string> = { loopback: "", beyond: "" };
+const urls: Record<"loopback" | "beyond" | "metricsListener", string> = {
+  loopback: "",
+  beyond: "",
+  metricsListener: "",
+};
+let metricsListener: MetricsServer;
 const transcript: string[] = [];
 
 beforeAll(async () => {
@@ -49,6 +61,8 @@ beforeAll(async () => {
     servers.push(server);
     urls[where] = `http://127.0.0.1:${new URL((await server.listen()).url).port}`;
   }
+  metricsListener = createMetricsServer({ metrics, host: "0.0.0.0", port: 0, logger: logs.logger });
+  urls.metricsListener = `http://127.0.0.1:${new URL((await metricsListener.listen()).url).port}`;
   await harness.writeRaw(
     yamlOf([
       { name: "acc-off", cron: "0 0 0 1 1 *", enabled: false },
@@ -59,6 +73,7 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  await metricsListener?.close();
   for (const server of servers) await server.close();
   metrics?.stop();
   await harness?.stop();
@@ -180,6 +195,62 @@ describe("every endpoint, every caller, on loopback and beyond", () => {
       ),
     ]);
     for (const message of messages) for (const secret of SECRETS) expect(message).not.toContain(secret);
+  });
+});
+
+describe("the read-only metrics listener", () => {
+  const call = httpClient(() => urls.metricsListener, transcript);
+
+  it.each(Object.keys(secretOf) as Who[])(
+    "GET /metrics beyond loopback with %s token -> 200, the same text the admin API's /metrics serves",
+    async (who) => {
+      const secret = secretOf[who];
+      const answer = await call("GET", "/metrics", secret === undefined ? {} : { token: secret });
+      expect(answer.status).toBe(200);
+      expect(answer.headers.get("content-type")).toMatch(/^text\/plain; version=0\.0\.4/);
+      expect(answer.headers.get("cache-control")).toBe("no-store");
+      expect(answer.text).toMatch(/^cronwarden_build_info\{/m);
+      expect(answer.text).toMatch(/^cronwarden_task_enabled\{task="acc-off"\} 0$/m);
+    },
+  );
+
+  it("answers nothing else: every admin path is 404 (even with an operator token), other methods 405", async () => {
+    for (const [method, path] of TABLE) {
+      if (path === "/metrics") continue;
+      for (const token of [undefined, OPERATOR.secret]) {
+        const answer = await call(method, path, token === undefined ? {} : { token });
+        expect(answer.status, `${method} ${path}`).toBe(404);
+        expect(answer.text).toBe("not found: this listener serves /metrics only\n");
+      }
+    }
+    for (const method of ["POST", "PUT", "DELETE"]) {
+      const answer = await call(method, "/metrics", { token: OPERATOR.secret, body: "x" });
+      expect(answer.status, method).toBe(405);
+      expect(answer.headers.get("allow")).toBe("GET, HEAD");
+    }
+    const head = await call("HEAD", "/metrics?x=1");
+    expect(head.status).toBe(200);
+    expect(head.text).toBe("");
+    // the 404 of POST /tasks/acc-off/run ran nothing and audited nothing
+    const audit = await db.pool.query(
+      "SELECT count(*)::int AS n FROM cronwarden_audit WHERE kind = 'run-now' AND task = 'acc-off'",
+    );
+    expect(audit.rows[0].n).toBe(0);
+  });
+
+  it("masks a registered secret in the text it serves, as the admin API does", async () => {
+    const leaky = createMetricsServer({
+      metrics: { contentType: "text/plain", render: async () => `leak{token="${LEGACY}"} 1\n` },
+      port: 0,
+      logger: logs.logger,
+    });
+    try {
+      const answer = await fetch((await leaky.listen()).url);
+      const text = await answer.text();
+      expect(text).toBe('leak{token="***"} 1\n');
+    } finally {
+      await leaky.close();
+    }
   });
 });
 

@@ -52,4 +52,15 @@ describe("service settings", () => {
     );
     expect(loadServiceSettings({ CRONWARDEN_PG_POOL_MAX: "3" }).CRONWARDEN_PG_POOL_MAX).toBe(3);
   });
+
+  it("has no metrics listener unless CRONWARDEN_METRICS_PORT is set; it binds to loopback unless told", () => {
+    const unset = loadServiceSettings({});
+    expect(unset.CRONWARDEN_METRICS_PORT).toBeUndefined();
+    expect(unset.CRONWARDEN_METRICS_HOST).toBe("127.0.0.1");
+    const set = loadServiceSettings({ CRONWARDEN_METRICS_PORT: "9464", CRONWARDEN_METRICS_HOST: "0.0.0.0" });
+    expect([set.CRONWARDEN_METRICS_PORT, set.CRONWARDEN_METRICS_HOST]).toEqual([9464, "0.0.0.0"]);
+    expect(() => loadServiceSettings({ CRONWARDEN_METRICS_PORT: "70000" })).toThrow(
+      /CRONWARDEN_METRICS_PORT="70000": must be at most 65535/,
+    );
+  });
 });
