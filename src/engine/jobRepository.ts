@@ -216,7 +216,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /**
-   * The save just before the run's checks and handler (`job.lockedAt` is the claim's lock). Fenced
+   * The save just before the run's checks and handler. Fenced
    * on the lock the claim took, not a later one: a job that waited for a worker past its lock
    * lifetime may have been locked again meanwhile, here or elsewhere, and must not start as well
    * (StaleStartError). The lock is renewed by the same statement, so the run starts with a whole
@@ -224,7 +224,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
    * start deadline; past it the slot is given back and DatabaseUnreachableBeforeStartError thrown.
    */
   async startRun(run: SlotRun, job: JobParameters): Promise<void> {
-    const heldLock = run.heldLockAt ?? job.lockedAt;
+    const heldLock = run.heldLockAt; // the claim's lock
     if (!heldLock) throw new StaleStartError(job.name);
     const renewed = new Date(this.#clock());
     const deadline = run.startDeadline(this.#limits.lockLifetimeMs, renewed.getTime());
