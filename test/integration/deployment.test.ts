@@ -5,7 +5,8 @@ import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import YAML from "yaml";
 import { PROBE_PATHS } from "../../src/admin/probeRoutes.js";
-import { parseDesiredState, SERVICE_VARIABLES } from "../../src/index.js";
+import { parseDesiredState } from "../../src/config/desiredState.js";
+import { SERVICE_VARIABLES } from "../../src/serve/settings.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { descendantsOf, isAlive, ServiceProcess } from "../helpers/processes.js";
 
