@@ -1,116 +1,59 @@
 /**
- * cronwarden's public API. Task modules import from here only; nothing here exposes Agenda.
+ * cronwarden's public API: what a user needs to build, run and watch a scheduler, write tasks and
+ * config sources, and serve the admin API, metrics and alerts. Every name here is described, by
+ * group, in docs/api.md (test/unit/publicApi.test.ts checks both ways); everything else in src/
+ * is internal, and tests, bench and chaos import it by its file path. Nothing here exposes Agenda.
  */
 
+export { type AdminServer, type AdminServerOptions, createAdminServer } from "./admin/index.js";
 export {
-  type CronRules,
-  checkSchedule,
-  DEFAULT_MIN_INTERVAL_MS,
-  nextRunTimes,
-  type ScheduleCheck,
-} from "./config/cronValidator.js";
-export type { DesiredState, DesiredTask, RejectedEntry } from "./config/desiredState.js";
-export { describeRejection, parseDesiredState } from "./config/desiredState.js";
-export type { Clock } from "./core/clock.js";
+  type Alert,
+  type AlertChannel,
+  Alerter,
+  type AlerterOptions,
+  WebhookAlertChannel,
+  type WebhookChannelOptions,
+} from "./alerts/index.js";
+export type { DesiredState } from "./config/desiredState.js";
 export { CronwardenError, type CronwardenErrorCode } from "./core/errors.js";
 export { createLogger, type Logger, type LoggerOptions } from "./core/logger.js";
-export type { PreviousRun, RetryPolicy, RunOutcome } from "./core/runTypes.js";
-export type { RunRecord, RunTrigger, TaskJob } from "./engine/engineApi.js";
-export type { HistoryPage, HistoryRun, RunDetail } from "./engine/runHistory.js";
-export type { RunLogLine } from "./engine/runJournal.js";
-export type {
-  BucketMark,
-  MarkOutcome,
-  RunMark,
-  TimelineCursor,
-  TimelineMark,
-  TimelinePage,
-  TimelineQuery,
-} from "./engine/timeline.js";
+export type { ChainSlot, DependencyDecisionEvent, RunRecord, TaskJob } from "./engine/engineApi.js";
+export type { HistoryPage, RunDetail } from "./engine/runHistory.js";
+export type { TimelinePage, TimelineQuery } from "./engine/timeline.js";
 export type { HistoryQuery } from "./engine/timelineSql.js";
+export { createMetrics, type Metrics, type MetricsOptions } from "./metrics/index.js";
 export type { ReconcileResult } from "./reconcile/configReconciler.js";
-export type { FieldChange, LiveJob, ReconcileAction, ReconcilePlan } from "./reconcile/reconcilePlan.js";
-export { planReconcile } from "./reconcile/reconcilePlan.js";
+export type {
+  ConfigErrorEvent,
+  ConfigRejectedEvent,
+  MissedSlotEvent,
+  RunFinishedEvent,
+  RunRetryEvent,
+  RunStartedEvent,
+  RunTroubleEvent,
+  SchedulerEvents,
+  SlotsSkippedEvent,
+  TaskPausedEvent,
+} from "./scheduler/events.js";
 export {
-  type ConfigErrorEvent,
-  type ConfigRejectedEvent,
   createScheduler,
-  type MissedSlotEvent,
-  type RunFinishedEvent,
   type RunNowOptions,
-  type RunRetryEvent,
-  type RunStartedEvent,
-  type RunTroubleEvent,
   Scheduler,
-  type SchedulerEvents,
   type SchedulerOptions,
-  type SlotsSkippedEvent,
   type StopResult,
-  type TaskPausedEvent,
 } from "./scheduler/scheduler.js";
-export type { SchedulerSettings, SchedulerSettingsInput } from "./scheduler/settings.js";
 export { handleShutdownSignals, type ShutdownOptions } from "./scheduler/shutdown.js";
-export type { TaskContext, TaskHandler, TaskRegistration } from "./scheduler/taskDefinition.js";
+export type {
+  TaskContext,
+  TaskHandler,
+  TaskRegistrar,
+  TaskRegistration,
+} from "./scheduler/taskDefinition.js";
 export type { RegisteredTask } from "./scheduler/taskRegistry.js";
+export { runService, type ServiceOptions } from "./serve/runService.js";
 export type { ConfigDocument, ConfigListener, ConfigSource } from "./sources/configSource.js";
 export { EtcdConfigSource, type EtcdSourceOptions } from "./sources/etcdSource.js";
 export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";
 export { HttpConfigSource, type HttpSourceOptions } from "./sources/httpSource.js";
-export type { DocumentFormat } from "./sources/parseDocument.js";
-export type { PauseView, Readiness, ResumeResult, RunNowResult, TaskStatus } from "./status/statusModel.js";
+export type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "./status/statusModel.js";
 export type { AuditRecord } from "./store/auditLog.js";
-
-/** What task modules need of the scheduler: a place to register. */
-export interface TaskRegistrar {
-  register(task: import("./scheduler/taskDefinition.js").TaskRegistration): void;
-}
-export {
-  ADMIN_ROLES,
-  type AdminRole,
-  type AdminScheduler,
-  type AdminServer,
-  type AdminServerOptions,
-  type AdminToken,
-  createAdminServer,
-  DEFAULT_ADMIN_PORT,
-  loadTokenFile,
-  type MetricsSource,
-  parseTokenList,
-} from "./admin/index.js";
-export {
-  type Alert,
-  type AlertChannel,
-  type AlertDeliveryObserver,
-  type AlertEvent,
-  Alerter,
-  type AlerterOptions,
-  type AlertingScheduler,
-  type AlertSeverity,
-  DEFAULT_SILENCE_MS,
-  slackText,
-  WebhookAlertChannel,
-  type WebhookChannelOptions,
-  type WebhookFormat,
-} from "./alerts/index.js";
-export {
-  type EmbeddedPostgres,
-  type EmbeddedPostgresOptions,
-  startEmbeddedPostgres,
-} from "./infra/embeddedPostgres/index.js";
-export {
-  createMetrics,
-  createMetricsServer,
-  type Metrics,
-  type MetricsOptions,
-  type MetricsScheduler,
-  type MetricsServer,
-  type MetricsServerOptions,
-} from "./metrics/index.js";
-export { runService, type ServiceOptions, waitForDatabase } from "./serve/runService.js";
-export {
-  LOG_LEVELS,
-  loadServiceSettings,
-  SERVICE_VARIABLES,
-  type ServiceSettings,
-  unknownVariables,
-} from "./serve/settings.js";

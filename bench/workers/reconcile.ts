@@ -17,13 +17,8 @@ import path from "node:path";
 import { monitorEventLoopDelay } from "node:perf_hooks";
 import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
-import {
-  createLogger,
-  createScheduler,
-  FileConfigSource,
-  parseDesiredState,
-  type Scheduler,
-} from "../../src/index.js";
+import { parseDesiredState } from "../../src/config/desiredState.js";
+import { createLogger, createScheduler, FileConfigSource, type Scheduler } from "../../src/index.js";
 import { exitWithParent, type ReconcileSpec, readSpec, send, taskName } from "../lib/protocol.js";
 
 exitWithParent();

@@ -26,8 +26,8 @@ export interface AdminServerOptions {
    */
   token?: string | undefined;
   /**
-   * Named tokens with roles (CRONWARDEN_TOKENS, CRONWARDEN_TOKENS_FILE; see parseTokenList and
-   * loadTokenFile): `viewer` reads, `operator` also runs tasks now. Several per role, for rotation.
+   * Named tokens with roles (the service reads them from CRONWARDEN_TOKENS and
+   * CRONWARDEN_TOKENS_FILE): `viewer` reads, `operator` also runs tasks now. Several per role, for rotation.
    * Without any operator token, mutating calls are refused.
    */
   tokens?: readonly AdminToken[] | undefined;

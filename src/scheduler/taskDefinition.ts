@@ -43,3 +43,8 @@ export interface TaskRegistration {
   /** Retries of a failed run within the same slot, with exponential backoff (Agenda's strategy). */
   retry?: RetryPolicy;
 }
+
+/** What task modules need of the scheduler: a place to register (a Scheduler is one). */
+export interface TaskRegistrar {
+  register(task: TaskRegistration): void;
+}

@@ -10,14 +10,14 @@ import { startEmbeddedPostgres } from "../infra/embeddedPostgres/index.js";
 import { createMetrics, createMetricsServer } from "../metrics/index.js";
 import { createScheduler } from "../scheduler/scheduler.js";
 import { handleShutdownSignals } from "../scheduler/shutdown.js";
-import type { TaskRegistration } from "../scheduler/taskDefinition.js";
+import type { TaskRegistrar } from "../scheduler/taskDefinition.js";
 import { FileConfigSource } from "../sources/fileSource.js";
 import { endPool } from "./endPool.js";
 import { LOG_LEVELS, loadServiceSettings, unknownVariables } from "./settings.js";
 
 export interface ServiceOptions {
   /** Step 4 of the start-up: registers every task. */
-  registerTasks: (scheduler: { register(task: TaskRegistration): void }) => void;
+  registerTasks: (registrar: TaskRegistrar) => void;
   /** Default process.env. */
   environment?: NodeJS.ProcessEnv;
   /** Default: JSON lines on stdout at LOG_LEVEL. */

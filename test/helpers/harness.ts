@@ -10,9 +10,9 @@ import {
   FileConfigSource,
   type ReconcileResult,
   type Scheduler,
-  type SchedulerSettingsInput,
   type TaskRegistration,
 } from "../../src/index.js";
+import type { SchedulerSettingsInput } from "../../src/scheduler/settings.js";
 import { createTestDatabase, type TestDatabase } from "./database.js";
 import { LogCapture } from "./logs.js";
 import { pollUntil } from "./poll.js";

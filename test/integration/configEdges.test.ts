@@ -3,7 +3,7 @@ import net from "node:net";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { loadServiceSettings, unknownVariables } from "../../src/index.js";
+import { loadServiceSettings, unknownVariables } from "../../src/serve/settings.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { harnessSuite, pollUntil } from "../helpers/harness.js";
 import { ServiceProcess } from "../helpers/processes.js";

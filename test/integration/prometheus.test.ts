@@ -10,10 +10,9 @@ import {
   Alerter,
   createAdminServer,
   createMetrics,
-  createMetricsServer,
   type Metrics,
-  type MetricsServer,
 } from "../../src/index.js";
+import { createMetricsServer, type MetricsServer } from "../../src/metrics/index.js";
 import { freePort } from "../helpers/etcdServer.js";
 import { harnessSuite, pollUntil, SchedulerHarness, yamlOf } from "../helpers/harness.js";
 
