@@ -16,18 +16,7 @@ export { CronwardenError, type CronwardenErrorCode } from "./core/errors.js";
 export { createLogger, type Logger, type LoggerOptions } from "./core/logger.js";
 export type { PreviousRun, RetryPolicy, RunOutcome } from "./core/runTypes.js";
 export type { RunRecord, RunTrigger, TaskJob } from "./engine/engineApi.js";
-export type { HistoryPage, HistoryRun, RunDetail } from "./engine/runHistory.js";
 export type { RunLogLine } from "./engine/runJournal.js";
-export type {
-  BucketMark,
-  MarkOutcome,
-  RunMark,
-  TimelineCursor,
-  TimelineMark,
-  TimelinePage,
-  TimelineQuery,
-} from "./engine/timeline.js";
-export type { HistoryQuery } from "./engine/timelineSql.js";
 export type { ReconcileResult } from "./reconcile/configReconciler.js";
 export type { FieldChange, LiveJob, ReconcileAction, ReconcilePlan } from "./reconcile/reconcilePlan.js";
 export { planReconcile } from "./reconcile/reconcilePlan.js";
@@ -57,7 +46,18 @@ export { EtcdConfigSource, type EtcdSourceOptions } from "./sources/etcdSource.j
 export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";
 export { HttpConfigSource, type HttpSourceOptions } from "./sources/httpSource.js";
 export type { DocumentFormat } from "./sources/parseDocument.js";
+export type { HistoryPage, HistoryRun, RunDetail } from "./status/runHistory.js";
 export type { PauseView, Readiness, ResumeResult, RunNowResult, TaskStatus } from "./status/statusModel.js";
+export type {
+  BucketMark,
+  MarkOutcome,
+  RunMark,
+  TimelineCursor,
+  TimelineMark,
+  TimelinePage,
+  TimelineQuery,
+} from "./status/timeline.js";
+export type { HistoryQuery } from "./status/timelineSql.js";
 export type { AuditRecord } from "./store/auditLog.js";
 
 /** What task modules need of the scheduler: a place to register. */

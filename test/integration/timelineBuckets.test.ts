@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrateSchema } from "../../src/engine/schema.js";
+import { SLOT_INDEX } from "../../src/engine/sql.js";
 import {
   type BucketMark,
   type MarkOutcome,
@@ -7,8 +8,8 @@ import {
   readTimeline,
   type TimelineCursor,
   type TimelineMark,
-} from "../../src/engine/timeline.js";
-import { SLOT_INDEX, slotBucketsStatement } from "../../src/engine/timelineSql.js";
+} from "../../src/status/timeline.js";
+import { slotBucketsStatement } from "../../src/status/timelineSql.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 
 /**

@@ -1,7 +1,6 @@
 import type { Pool } from "pg";
-import type { RunRecord } from "./engineApi.js";
-import type { RunLogLine } from "./runJournal.js";
-import { decodeRunMeta } from "./runLogMeta.js";
+import type { RunRecord } from "../engine/engineApi.js";
+import { decodeRunMeta, type RunLogMeta } from "../engine/runLogMeta.js";
 import { type MarkOutcome, runMark } from "./timeline.js";
 import * as tsql from "./timelineSql.js";
 
@@ -73,7 +72,7 @@ export interface RunDetail {
   errorStack: string | null;
   reason: string | null;
   /** What the handler logged through ctx.logger during this attempt (kept once it ended). */
-  logs: RunLogLine[];
+  logs: NonNullable<RunLogMeta["logs"]>;
   /** Lines left out past the size limit. */
   logsDropped: number;
   /** For a start: the record of how it ended, when it did. */

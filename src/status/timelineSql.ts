@@ -1,26 +1,17 @@
 import type { Pool, PoolClient } from "pg";
+import { metaHas, metaJson, metaText } from "../engine/runLogMeta.js";
+import { JOBS_TABLE, type JobRow, LOGS_TABLE } from "../engine/sql.js";
 import { AUDIT_TABLE } from "../store/schema.js";
-import { metaHas, metaJson, metaText } from "./runLogMeta.js";
-import { JOBS_TABLE, type JobRow, LOGS_TABLE } from "./sql.js";
 
 /**
  * The reads behind the timeline, the paged history and the run detail (agenda_logs), kept apart
- * from the engine's own statements. A run record is a `success`/`fail` row (the slot's final
+ * from the engine's own statements. They read in slot order on the run log's index by task and slot
+ * (SLOT_INDEX, src/engine/sql/runLog.ts). A run record is a `success`/`fail` row (the slot's final
  * attempt) or a `retry` row (an attempt its retry policy followed with another), with
  * `meta.outcome`; `meta.logs` and `meta.errorStack` are read only by the run detail.
  */
 
 type Queryable = Pool | PoolClient;
-
-/** The index the timeline reads from: one range scan per task over its slots. */
-export const SLOT_INDEX = "agenda_logs_cw_slot_idx";
-
-export async function createTimelineIndexes(db: Queryable): Promise<void> {
-  await db.query(
-    `CREATE INDEX IF NOT EXISTS "${SLOT_INDEX}" ON "${LOGS_TABLE}" (job_name, (${metaText("scheduledAt")}), id)
-      WHERE event IN ('success', 'fail', 'retry')`,
-  );
-}
 
 export interface SlotRow {
   id: string;
