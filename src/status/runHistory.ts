@@ -1,7 +1,7 @@
 import type { Pool } from "pg";
 import type { RunRecord } from "../engine/engineApi.js";
 import { decodeRunMeta, type RunLogMeta } from "../engine/runLogMeta.js";
-import { type MarkOutcome, runMark } from "./timeline.js";
+import { type MarkOutcome, runMark } from "./timelineMarks.js";
 import * as tsql from "./timelineSql.js";
 
 /** One attempt in the history: the run record plus its id (for GET /runs/:id) and what it repeats. */

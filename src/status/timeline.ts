@@ -1,71 +1,18 @@
-import { CronExpressionParser } from "cron-parser";
 import type { Pool } from "pg";
-import { nextSlots as nextScheduleSlots, scheduleOf, slotsBetween } from "../core/policies/schedule.js";
+import { nextSlots, type SlotBudget, slotsBetween } from "../core/policies/schedule.js";
+import { openSingleRecordBuckets, TaskBuckets } from "./timelineBuckets.js";
+import { marksOfRow, missedMark, openRunMark, type RunMark, type TimelineMark } from "./timelineMarks.js";
 import * as tsql from "./timelineSql.js";
+
+export type { BucketMark, MarkOutcome, RunMark, TimelineMark } from "./timelineMarks.js";
+export { MARK_OUTCOMES } from "./timelineMarks.js";
 
 /**
  * The timeline: every slot of many tasks over a time range, read from the run records (one index
  * range scan per task, see timelineSql.ts), plus what the records cannot hold: the run in
- * progress, a run cut off and not yet re-run, and the slots no run started for (missed).
+ * progress, a run cut off and not yet re-run, and the slots no run started for (missed), from the
+ * one enumeration of a schedule's slots (src/core/policies/schedule.ts).
  */
-
-export type MarkOutcome = "succeeded" | "failed" | "skipped" | "interrupted" | "missed" | "running";
-export const MARK_OUTCOMES: readonly MarkOutcome[] = [
-  "succeeded",
-  "failed",
-  "skipped",
-  "interrupted",
-  "missed",
-  "running",
-];
-/** Which outcome a bucket of several slots shows: the first of these it holds. */
-const SEVERITY: readonly MarkOutcome[] = [
-  "failed",
-  "interrupted",
-  "missed",
-  "running",
-  "skipped",
-  "succeeded",
-];
-
-export interface RunMark {
-  kind: "run";
-  /** The run record's id (GET /runs/:id); null for a missed slot and a cut-off run known from its re-run. */
-  id: string | null;
-  task: string;
-  slot: Date;
-  outcome: MarkOutcome;
-  startedAt: Date | null;
-  finishedAt: Date | null;
-  durationMs: number | null;
-  /** Start minus slot. */
-  latenessMs: number | null;
-  attempt: number | null;
-  /** False for an attempt its retry policy followed with another. */
-  final: boolean;
-  trigger: "schedule" | "manual";
-  rerunOf: { startedAt: Date | null; instanceId: string | null } | null;
-  instanceId: string | null;
-  /** Why it was skipped, failed, cut off or missed. */
-  reason: string | null;
-}
-
-/** Several marks of one task within one bucket (when the range is asked for at a resolution). */
-export interface BucketMark {
-  kind: "bucket";
-  task: string;
-  slot: Date;
-  until: Date;
-  count: number;
-  outcomes: Partial<Record<MarkOutcome, number>>;
-  outcome: MarkOutcome;
-  maxLatenessMs: number | null;
-  maxDurationMs: number | null;
-  /** A run of the most severe outcome held, to open (GET /runs/:id); null when it has none (missed slots). */
-  id: string | null;
-}
-
-export type TimelineMark = RunMark | BucketMark;
 
 export interface TimelineQuery {
   from: Date;
@@ -109,7 +56,11 @@ export interface TimelineOptions {
 const UPCOMING = 3;
 /** With an empty slot: a cursor at the start of a task. */
 const TASK_START_ID = "00000000-0000-0000-0000-000000000000";
-/** cron-parser costs ~0.1 ms a step: irregular schedules are expanded up to this many slots per request. */
+/**
+ * The cron steps a request may spend on missed slots: a schedule whose slots are not evenly spaced
+ * is stepped slot by slot (src/core/policies/schedule.ts); past this its task is listed in
+ * `missedUnchecked`.
+ */
 const CRON_STEPS_PER_REQUEST = 20_000;
 /** Tasks whose buckets are read at once (of the pool's connections, 10 by default). */
 const BUCKET_LOOKAHEAD = 3;
@@ -121,488 +72,320 @@ export class UnknownTasksError extends Error {
 }
 
 export async function readTimeline(options: TimelineOptions, query: TimelineQuery): Promise<TimelinePage> {
+  const page = await openPage(options, query);
+  const bucketMs = query.bucketMs ?? 0;
+  const read =
+    bucketMs > 0
+      ? await readTasks(page, bucketReader(page, bucketMs))
+      : await readTasks(page, (name, _position, remaining) => readTaskRuns(page, name, remaining));
+  return {
+    from: query.from,
+    to: query.to,
+    bucketMs,
+    tasks: read.covered,
+    marks: bucketMs > 0 ? await openSingleRecordBuckets(options.pool, read.marks) : read.marks,
+    upcoming: upcomingSlots(page, read.covered),
+    missedUnchecked: read.missedUnchecked,
+    nextCursor: read.nextCursor,
+  };
+}
+
+/** What a page knows before it reads its tasks' records. */
+interface PageContext {
+  options: TimelineOptions;
+  query: TimelineQuery;
+  now: Date;
+  jobs: Map<string, tsql.TimelineJobRow>;
+  /** The page's tasks in name order, from the cursor's task on. */
+  names: string[];
+  /** The latest start of each task whose last run has not finished. */
+  openRuns: Map<string, tsql.LastStartRow>;
+  /** The last schedule or enable change of each task (the audit trail). */
+  lastChanges: Map<string, Date>;
+  /** Shared by the page's tasks. */
+  budget: SlotBudget;
+}
+
+async function openPage(options: TimelineOptions, query: TimelineQuery): Promise<PageContext> {
   const now = options.now?.() ?? new Date();
-  const jobs = await tsql.selectTimelineJobs(options.pool);
-  const byName = new Map(jobs.map((job) => [job.name, job]));
-  let names = query.tasks ? [...new Set(query.tasks)] : jobs.map((job) => job.name);
-  const unknown = names.filter((name) => !byName.has(name));
-  if (unknown.length > 0) throw new UnknownTasksError(unknown);
-  names = names.sort(compare);
-  if (query.cursor) {
-    const after = query.cursor.task;
-    names = names.filter((name) => compare(name, after) >= 0);
-  }
-  const fromIso = query.from.toISOString();
-  const toIso = query.to.toISOString();
+  const rows = await tsql.selectTimelineJobs(options.pool);
+  const jobs = new Map(rows.map((job) => [job.name, job]));
+  const names = pageTasks(query, rows, jobs);
   const unfinished = names.filter((name) => {
-    const job = byName.get(name);
+    const job = jobs.get(name);
     return job?.last_run_at && (!job.last_finished_at || job.last_run_at > job.last_finished_at);
   });
   const [lastStarts, lastChanges] = await Promise.all([
     tsql.selectLastStarts(options.pool, unfinished),
     tsql.selectLastChanges(options.pool, options.namespace),
   ]);
-  const openRuns = new Map(lastStarts.map((row) => [row.job_name, row]));
+  return {
+    options,
+    query,
+    now,
+    jobs,
+    names,
+    openRuns: new Map(lastStarts.map((row) => [row.job_name, row])),
+    lastChanges,
+    budget: { cronSteps: CRON_STEPS_PER_REQUEST },
+  };
+}
 
-  const marks: RunMark[] = [];
-  const covered: string[] = [];
-  const missedUnchecked: string[] = [];
-  const budget = { cronSteps: CRON_STEPS_PER_REQUEST };
-  let remaining = query.limit;
-  let nextCursor: TimelineCursor | null = null;
-  const bucketMs = query.bucketMs ?? 0;
-  // with bucketMs: the marks as summed in SQL, and the buckets of one record, to be shown as that record
-  const bucketMarks: TimelineMark[] = [];
-  const singles: Array<{ at: number; id: string }> = [];
+/** The tasks asked for (all by default), each known, in name order from the cursor's task on. */
+function pageTasks(
+  query: TimelineQuery,
+  rows: tsql.TimelineJobRow[],
+  jobs: Map<string, tsql.TimelineJobRow>,
+): string[] {
+  const asked = query.tasks ? [...new Set(query.tasks)] : rows.map((job) => job.name);
+  const unknown = asked.filter((name) => !jobs.has(name));
+  if (unknown.length > 0) throw new UnknownTasksError(unknown);
+  const sorted = asked.sort(compare);
+  const after = query.cursor?.task;
+  return after === undefined ? sorted : sorted.filter((name) => compare(name, after) >= 0);
+}
 
-  // with bucketMs the database sums and the page waits on it: the next tasks' sums are asked for
-  // ahead (at most BUCKET_LOOKAHEAD at once, with the limit as it is now, which bounds the later one)
+/** What a page read of one task. */
+interface TaskRead {
+  marks: TimelineMark[];
+  /** Records (or buckets) read: what the page's limit counts. */
+  rows: number;
+  missedChecked: boolean;
+  /** Where the next page starts when the limit cut this task. */
+  cut: TimelineCursor | null;
+}
+
+type TaskReader = (name: string, position: number, remaining: number) => Promise<TaskRead>;
+
+/** The page's tasks in order until `limit` records (or buckets) are read. */
+async function readTasks(
+  page: PageContext,
+  readTask: TaskReader,
+): Promise<{
+  covered: string[];
+  marks: TimelineMark[];
+  missedUnchecked: string[];
+  nextCursor: TimelineCursor | null;
+}> {
+  const read = { covered: [] as string[], marks: [] as TimelineMark[], missedUnchecked: [] as string[] };
+  let remaining = page.query.limit;
+  for (const [position, name] of page.names.entries()) {
+    // the page is full at a task boundary: the next page starts with this task
+    if (remaining === 0) return { ...read, nextCursor: { task: name, slot: "", id: TASK_START_ID } };
+    const task = await readTask(name, position, remaining);
+    read.covered.push(name);
+    for (const mark of task.marks) read.marks.push(mark);
+    if (!task.missedChecked) read.missedUnchecked.push(name);
+    remaining -= task.rows;
+    if (task.cut) return { ...read, nextCursor: task.cut };
+  }
+  return { ...read, nextCursor: null };
+}
+
+/** Every mark of a task's segment: its records, the run it re-ran, the run in progress, missed slots. */
+async function readTaskRuns(page: PageContext, name: string, remaining: number): Promise<TaskRead> {
+  const { query } = page;
+  const after = cursorIn(query, name);
+  // read one more than the limit left: whether the page cuts this task
+  const rows = await tsql.selectSlotRows(page.options.pool, {
+    task: name,
+    from: query.from.toISOString(),
+    to: query.to.toISOString(),
+    after,
+    limit: remaining + 1,
+  });
+  const full = rows.length > remaining;
+  const kept = full ? rows.slice(0, remaining) : rows;
+  const last = kept.at(-1);
+  const segment = segmentOf(query, after, full ? last?.slot : undefined);
+  const marks = kept.flatMap(marksOfRow);
+  const recorded = new Set(marks.map((mark) => mark.slot.getTime()));
+  const unrecorded = unrecordedMarks(page, name, segment, recorded);
+  marks.push(...unrecorded.marks);
+  // by slot only: the records of one slot keep the database's (slot, id) order, which the keyset
+  // cursor pages by; a finer order here (by attempt) would differ from page to page at a page's edge
+  marks.sort((a, b) => a.slot.getTime() - b.slot.getTime());
+  return {
+    marks,
+    rows: kept.length,
+    missedChecked: unrecorded.missedChecked,
+    cut: full && last ? { task: name, slot: last.slot, id: last.id } : null,
+  };
+}
+
+/**
+ * A task's segment in buckets: its records summed in SQL, the marks no record holds added here.
+ * The database sums and the page waits on it: the next tasks' sums are asked for ahead (at most
+ * BUCKET_LOOKAHEAD at once, with the limit as it is now, which bounds the later one).
+ */
+function bucketReader(page: PageContext, bucketMs: number): TaskReader {
   const ahead = new Map<string, Promise<tsql.SlotBucketRow[]>>();
-  const buckets = (index: number): Promise<tsql.SlotBucketRow[]> => {
-    for (let next = index; next < Math.min(names.length, index + BUCKET_LOOKAHEAD); next++) {
-      const task = names[next] as string;
-      const job = byName.get(task);
-      if (ahead.has(task) || !job) continue;
-      const after = query.cursor?.task === task && query.cursor.slot !== "" ? query.cursor : undefined;
-      const read = tsql.selectSlotBuckets(options.pool, {
-        task,
-        from: fromIso,
-        to: toIso,
-        bucketMs,
-        after: after ? { slot: after.slot, id: after.id } : undefined,
-        limit: remaining + 1,
-        withSlots: !job.disabled && job.repeat_interval !== null,
-      });
-      // a read ahead past the page's end is dropped: its failure is no one's
-      read.catch(() => {});
-      ahead.set(task, read);
+  return async (name, position, remaining) => {
+    for (const task of page.names.slice(position, position + BUCKET_LOOKAHEAD)) {
+      if (!ahead.has(task)) ahead.set(task, readBucketRows(page, task, bucketMs, remaining));
     }
-    return ahead.get(names[index] as string) as Promise<tsql.SlotBucketRow[]>;
-  };
-
-  for (const [position, name] of names.entries()) {
-    const job = byName.get(name);
-    if (!job) continue;
-    if (remaining === 0) {
-      // the page is full at a task boundary: the next page starts with this task
-      nextCursor = { task: name, slot: "", id: TASK_START_ID };
-      break;
-    }
-    const after = query.cursor?.task === name && query.cursor.slot !== "" ? query.cursor : undefined;
-    const notBefore = latest(job.created_at, lastChanges.get(name) ?? null);
-    const notAfter = new Date(now.getTime() - options.missedSlotGraceMs);
-    if (bucketMs > 0) {
-      // read with a limit of remaining + 1 or more: its first remaining + 1 rows are this read's
-      const rows = (await buckets(position)).slice(0, remaining + 1);
-      const full = rows.length > remaining;
-      const page = full ? rows.slice(0, remaining) : rows;
-      covered.push(name);
-      const last = page.at(-1);
-      const segmentStart = after ? new Date(after.slot) : query.from;
-      const segmentEnd = full && last ? new Date(tsql.slotOf(last.last)) : query.to;
-      const sums = new Map<number, BucketSum>();
-      const recorded = new Set<number>();
-      for (const row of page) {
-        const index = Number(row.bucket);
-        sums.set(index, bucketSumOfRow(row, index));
-        const start = query.from.getTime() + index * bucketMs;
-        for (const offset of row.slots ?? []) recorded.add(start + offset);
-      }
-      const add = (mark: RunMark) =>
-        addToBucket(sums, Math.floor((mark.slot.getTime() - query.from.getTime()) / bucketMs), mark);
-      const open = openRuns.get(name);
-      if (open?.slot && inSegment(new Date(open.slot), segmentStart, segmentEnd, after !== undefined, full)) {
-        const mark = openRunMark(open, job, now);
-        recorded.add(mark.slot.getTime());
-        add(mark);
-      }
-      const missed = missedSlots(job, {
-        start: segmentStart,
-        startExclusive: after !== undefined,
-        end: segmentEnd,
-        endInclusive: full,
-        recorded,
-        notBefore,
-        notAfter,
-        budget,
-      });
-      if (missed === undefined) missedUnchecked.push(name);
-      else for (const slot of missed) add(missedMark(name, slot));
-      for (const index of [...sums.keys()].sort((a, b) => a - b)) {
-        const sum = sums.get(index) as BucketSum;
-        if (sum.count === 1 && sum.single) bucketMarks.push(sum.single);
-        else if (sum.count === 1 && sum.id) {
-          singles.push({ at: bucketMarks.length, id: sum.id });
-          bucketMarks.push(bucketMarkOf(name, sum, query.from, bucketMs));
-        } else bucketMarks.push(bucketMarkOf(name, sum, query.from, bucketMs));
-      }
-      remaining -= page.length;
-      if (full && last) {
-        nextCursor = { task: name, slot: tsql.slotOf(last.last), id: tsql.idOf(last.last) };
-        break;
-      }
-      continue;
-    }
-    const rows = await tsql.selectSlotRows(options.pool, {
-      task: name,
-      from: fromIso,
-      to: toIso,
-      after: after ? { slot: after.slot, id: after.id } : undefined,
-      limit: remaining + 1,
-    });
+    // read with a limit of remaining + 1 or more: its first remaining + 1 rows are this read's
+    const rows = (await (ahead.get(name) as Promise<tsql.SlotBucketRow[]>)).slice(0, remaining + 1);
     const full = rows.length > remaining;
-    const page = full ? rows.slice(0, remaining) : rows;
-    covered.push(name);
-    const taskMarks = page.flatMap(marksOfRow);
-    const last = page.at(-1);
-    // this page holds the task's slots after `after` up to its last row (when cut) or to the range end
-    const segmentStart = after ? new Date(after.slot) : query.from;
-    const segmentEnd = full && last ? new Date(last.slot) : query.to;
-    const open = openRuns.get(name);
-    if (open?.slot && inSegment(new Date(open.slot), segmentStart, segmentEnd, after !== undefined, full))
-      taskMarks.push(openRunMark(open, job, now));
-    const missed = missedSlots(job, {
-      start: segmentStart,
-      startExclusive: after !== undefined,
-      end: segmentEnd,
-      endInclusive: full,
-      recorded: new Set(taskMarks.map((mark) => mark.slot.getTime())),
-      notBefore,
-      notAfter,
-      budget,
-    });
-    if (missed === undefined) missedUnchecked.push(name);
-    else taskMarks.push(...missed.map((slot) => missedMark(name, slot)));
-    // by slot only: the records of one slot keep the database's (slot, id) order, which the keyset
-    // cursor pages by; a finer order here (by attempt) would differ from page to page at a page's edge
-    taskMarks.sort((a, b) => a.slot.getTime() - b.slot.getTime());
-    marks.push(...taskMarks);
-    remaining -= page.length;
-    if (full && last) {
-      nextCursor = { task: name, slot: last.slot, id: last.id };
-      break;
-    }
-  }
-
-  const upcoming: Record<string, Date[]> = {};
-  for (const name of covered) {
-    const job = byName.get(name);
-    if (!job || job.disabled || !job.repeat_interval) continue;
-    upcoming[name] = nextSlots(job.repeat_interval, job.repeat_timezone ?? "UTC", now, UPCOMING);
-  }
-  if (singles.length > 0) {
-    const rows = await tsql.selectSlotRowsById(
-      options.pool,
-      singles.map((single) => single.id),
-    );
-    const byId = new Map(rows.map((row) => [row.id, row]));
-    for (const single of singles) {
-      const row = byId.get(single.id);
-      // a record pruned between the two reads keeps its bucket mark
-      if (row) bucketMarks[single.at] = runMark(row);
-    }
-  }
-  return {
-    from: query.from,
-    to: query.to,
-    bucketMs,
-    tasks: covered,
-    marks: bucketMs > 0 ? bucketMarks : marks,
-    upcoming,
-    missedUnchecked,
-    nextCursor,
+    const kept = full ? rows.slice(0, remaining) : rows;
+    const last = kept.at(-1);
+    const cutSlot = full && last ? tsql.slotOf(last.last) : undefined;
+    const buckets = new TaskBuckets(page.query.from, bucketMs);
+    buckets.addRows(kept);
+    const segment = segmentOf(page.query, cursorIn(page.query, name), cutSlot);
+    const unrecorded = unrecordedMarks(page, name, segment, buckets.recorded);
+    for (const mark of unrecorded.marks) buckets.addMark(mark);
+    return {
+      marks: buckets.marks(name),
+      rows: kept.length,
+      missedChecked: unrecorded.missedChecked,
+      cut: cutSlot !== undefined && last ? { task: name, slot: cutSlot, id: tsql.idOf(last.last) } : null,
+    };
   };
 }
 
-/** A run record as marks: itself, and for a re-run's first attempt the run it repeats (cut off). */
-export function marksOfRow(row: tsql.SlotRow): RunMark[] {
-  const mark = runMark(row);
-  if (!row.rerun || (mark.attempt ?? 1) !== 1) return [mark];
-  const startedAt = row.rerun_of?.startedAt ? new Date(row.rerun_of.startedAt) : null;
-  const instanceId = row.rerun_of?.instanceId ?? null;
-  return [
-    {
-      kind: "run",
-      id: null,
-      task: row.job_name,
-      slot: mark.slot,
-      outcome: "interrupted",
-      startedAt,
-      finishedAt: null,
-      durationMs: null,
-      latenessMs: startedAt ? startedAt.getTime() - mark.slot.getTime() : null,
-      attempt: null,
-      final: true,
-      trigger: mark.trigger,
-      rerunOf: null,
-      instanceId,
-      reason: `never finished (its instance${instanceId ? ` ${instanceId}` : ""} stopped or lost the lock); re-run${mark.startedAt ? ` at ${mark.startedAt.toISOString()}` : ""}`,
-    },
-    mark,
-  ];
-}
-
-export function runMark(row: tsql.SlotRow): RunMark {
-  const slot = new Date(row.slot);
-  const startedAt = row.started_at ? new Date(row.started_at) : null;
-  const outcome: MarkOutcome =
-    row.outcome === "succeeded" || row.outcome === "skipped" || row.outcome === "interrupted"
-      ? row.outcome
-      : "failed";
-  return {
-    kind: "run",
-    id: row.id,
-    task: row.job_name,
-    slot,
-    outcome,
-    startedAt,
-    finishedAt: row.finished_at ? new Date(row.finished_at) : row.timestamp,
-    durationMs: row.duration,
-    latenessMs: startedAt ? startedAt.getTime() - slot.getTime() : null,
-    attempt: row.attempt === null ? null : Number(row.attempt),
-    final: row.event !== "retry",
-    trigger: row.trigger === "manual" ? "manual" : "schedule",
-    rerunOf: row.rerun
-      ? {
-          startedAt: row.rerun_of?.startedAt ? new Date(row.rerun_of.startedAt) : null,
-          instanceId: row.rerun_of?.instanceId ?? null,
-        }
-      : null,
-    instanceId: row.instance_id ?? row.agenda_name,
-    reason: outcome === "succeeded" ? null : (row.error ?? row.detail),
-  };
-}
-
-function openRunMark(open: tsql.LastStartRow, job: tsql.TimelineJobRow, now: Date): RunMark {
-  const slot = new Date(open.slot ?? open.timestamp);
-  const running = job.locked_at !== null;
-  return {
-    kind: "run",
-    id: open.id,
-    task: open.job_name,
-    slot,
-    outcome: running ? "running" : "interrupted",
-    startedAt: open.timestamp,
-    finishedAt: null,
-    durationMs: running ? Math.max(0, now.getTime() - open.timestamp.getTime()) : null,
-    latenessMs: open.timestamp.getTime() - slot.getTime(),
-    attempt: null,
-    final: true,
-    trigger: open.trigger === "manual" ? "manual" : "schedule",
-    rerunOf: null,
-    instanceId: open.instance_id,
-    reason: running
-      ? null
-      : "never finished (its instance stopped or lost the lock); the next run of the task re-runs this slot",
-  };
-}
-
-function missedMark(task: string, slot: Date): RunMark {
-  return {
-    kind: "run",
-    id: null,
+function readBucketRows(
+  page: PageContext,
+  task: string,
+  bucketMs: number,
+  remaining: number,
+): Promise<tsql.SlotBucketRow[]> {
+  const job = page.jobs.get(task);
+  const read = tsql.selectSlotBuckets(page.options.pool, {
     task,
-    slot,
-    outcome: "missed",
-    startedAt: null,
-    finishedAt: null,
-    durationMs: null,
-    latenessMs: null,
-    attempt: null,
-    final: true,
-    trigger: "schedule",
-    rerunOf: null,
-    instanceId: null,
-    reason:
-      "no run started for this slot (no instance was up, the workers were busy, or the previous run was still going)",
+    from: page.query.from.toISOString(),
+    to: page.query.to.toISOString(),
+    bucketMs,
+    after: cursorIn(page.query, task),
+    limit: remaining + 1,
+    withSlots: job !== undefined && !job.disabled && job.repeat_interval !== null,
+  });
+  // a read ahead past the page's end is dropped: its failure is no one's
+  read.catch(() => {});
+  return read;
+}
+
+/** The cursor's (slot, id) when it is within `task`. */
+function cursorIn(query: TimelineQuery, task: string): { slot: string; id: string } | undefined {
+  const cursor = query.cursor;
+  return cursor?.task === task && cursor.slot !== "" ? { slot: cursor.slot, id: cursor.id } : undefined;
+}
+
+/**
+ * The part of the range a page covers of one task: after the cursor when it is in this task, to
+ * the last record read when the page cuts the task there (that slot included), else to the range's end.
+ */
+interface Segment {
+  start: number;
+  startExclusive: boolean;
+  end: number;
+  endInclusive: boolean;
+}
+
+function segmentOf(
+  query: TimelineQuery,
+  after: { slot: string } | undefined,
+  cutSlot: string | undefined,
+): Segment {
+  return {
+    start: after ? Date.parse(after.slot) : query.from.getTime(),
+    startExclusive: after !== undefined,
+    end: cutSlot !== undefined ? Date.parse(cutSlot) : query.to.getTime(),
+    endInclusive: cutSlot !== undefined,
   };
 }
 
-function inSegment(
-  slot: Date,
-  start: Date,
-  end: Date,
-  startExclusive: boolean,
-  endInclusive: boolean,
-): boolean {
-  const time = slot.getTime();
-  const afterStart = startExclusive ? time > start.getTime() : time >= start.getTime();
-  const beforeEnd = endInclusive ? time <= end.getTime() : time < end.getTime();
+function inSegment(time: number, segment: Segment): boolean {
+  const afterStart = segment.startExclusive ? time > segment.start : time >= segment.start;
+  const beforeEnd = segment.endInclusive ? time <= segment.end : time < segment.end;
   return afterStart && beforeEnd;
 }
 
 /**
+ * The marks of a task's segment that no record holds: its run in progress (or cut off), then its
+ * missed slots, none of them a slot in `recorded` (which gets the run in progress's).
+ */
+function unrecordedMarks(
+  page: PageContext,
+  name: string,
+  segment: Segment,
+  recorded: Set<number>,
+): { marks: RunMark[]; missedChecked: boolean } {
+  const job = page.jobs.get(name) as tsql.TimelineJobRow;
+  const marks: RunMark[] = [];
+  const open = page.openRuns.get(name);
+  if (open?.slot && inSegment(Date.parse(open.slot), segment)) {
+    const mark = openRunMark(open, job, page.now);
+    recorded.add(mark.slot.getTime());
+    marks.push(mark);
+  }
+  const missed = missedSlots(job, segment, {
+    recorded,
+    notBefore:
+      latest(job.created_at, page.lastChanges.get(name) ?? null)?.getTime() ?? Number.NEGATIVE_INFINITY,
+    notAfter: page.now.getTime() - page.options.missedSlotGraceMs,
+    budget: page.budget,
+  });
+  if (missed === undefined) return { marks, missedChecked: false };
+  for (const slot of missed) marks.push(missedMark(name, new Date(slot)));
+  return { marks, missedChecked: true };
+}
+
+/**
  * The slots of the task's current schedule in the segment with no run record, once the slot is
- * past its grace, since the job was created and last re-timed or re-enabled (the audit trail),
- * while it is enabled. Undefined when the schedule is too irregular to expand within the budget.
+ * past its grace (`notAfter`), after the job was created and last re-timed or re-enabled (the
+ * audit trail, `notBefore`), while it is enabled. Undefined when the budget ran out first.
  */
 function missedSlots(
   job: tsql.TimelineJobRow,
-  window: {
-    start: Date;
-    startExclusive: boolean;
-    end: Date;
-    endInclusive: boolean;
-    recorded: Set<number>;
-    notBefore: Date | null;
-    notAfter: Date;
-    budget: { cronSteps: number };
-  },
-): Date[] | undefined {
-  if (job.disabled || !job.repeat_interval) return [];
-  const low = Math.max(window.start.getTime(), window.notBefore?.getTime() ?? -Infinity);
-  const high = Math.min(window.end.getTime(), window.notAfter.getTime());
-  if (high <= low) return [];
-  const notBefore = window.notBefore?.getTime() ?? -Infinity;
-  const accept = (time: number) =>
-    inSegment(new Date(time), window.start, window.end, window.startExclusive, window.endInclusive) &&
-    time > notBefore &&
-    time <= window.notAfter.getTime() &&
-    !window.recorded.has(time);
-  const slots = expandSchedule(
-    job.repeat_interval,
-    job.repeat_timezone ?? "UTC",
-    low - 1,
-    high,
-    window.budget,
-  );
-  if (slots === undefined) return undefined;
-  return slots.filter(accept).map((time) => new Date(time));
-}
-
-/** Slot times in (after, until]: arithmetic when the schedule is a fixed period dividing an hour, else cron steps. */
-export function expandSchedule(
-  cron: string,
-  timezone: string,
-  after: number,
-  until: number,
-  budget: { cronSteps: number },
+  segment: Segment,
+  window: { recorded: Set<number>; notBefore: number; notAfter: number; budget: SlotBudget },
 ): number[] | undefined {
-  if (scheduleOf(cron).kind === "every") {
-    // an `every:` interval: arithmetic like a regular cron below, no cron steps
-    return slotsBetween(cron, timezone, after + 1, until, Number.POSITIVE_INFINITY).slots;
-  }
-  let iterator: ReturnType<typeof CronExpressionParser.parse>;
+  if (job.disabled || !job.repeat_interval) return [];
+  const low = Math.max(segment.start, window.notBefore);
+  const high = Math.min(segment.end, window.notAfter);
+  if (high <= low) return [];
+  let listed: { slots: number[]; complete: boolean };
   try {
-    iterator = CronExpressionParser.parse(cron, { currentDate: new Date(after), tz: timezone });
+    listed = slotsBetween(
+      job.repeat_interval,
+      job.repeat_timezone ?? "UTC",
+      low,
+      high,
+      Infinity,
+      window.budget,
+    );
   } catch {
-    return [];
+    return []; // a timezone this runtime does not know: the engine cannot run it either
   }
-  const sample = iterator.take(8).map((date) => date.getTime());
-  budget.cronSteps -= sample.length;
-  const first = sample[0];
-  if (first === undefined) return [];
-  const period = (sample[1] ?? first) - first;
-  const regular =
-    period > 0 &&
-    period <= 3_600_000 &&
-    3_600_000 % period === 0 &&
-    sample.every((time, index) => time === first + index * period);
-  if (regular) {
-    const slots: number[] = [];
-    for (let time = first; time <= until; time += period) slots.push(time);
-    return slots;
-  }
-  const slots = sample.filter((time) => time <= until);
-  if (slots.length < sample.length) return slots;
-  const rest = CronExpressionParser.parse(cron, {
-    currentDate: new Date(sample.at(-1) ?? first),
-    tz: timezone,
-  });
-  while (budget.cronSteps > 0) {
-    budget.cronSteps -= 1;
-    const time = rest.next().getTime();
-    if (time > until) return slots;
-    slots.push(time);
-  }
-  return undefined;
+  if (!listed.complete) return undefined;
+  return listed.slots.filter(
+    (time) =>
+      inSegment(time, segment) &&
+      time > window.notBefore &&
+      time <= window.notAfter &&
+      !window.recorded.has(time),
+  );
 }
 
-/** The upcoming slots, as the engine will run them (the DST rule of src/core/policies/schedule.ts). */
-function nextSlots(cron: string, timezone: string, after: Date, count: number): Date[] {
-  try {
-    if (scheduleOf(cron).kind === "cron")
-      CronExpressionParser.parse(cron, { currentDate: after, tz: timezone });
-    return nextScheduleSlots(cron, timezone, after.getTime(), count).map((time) => new Date(time));
-  } catch {
-    return [];
+/** The next few slots of each covered task that is enabled, as the engine will run them. */
+function upcomingSlots(page: PageContext, covered: string[]): Record<string, Date[]> {
+  const upcoming: Record<string, Date[]> = {};
+  for (const name of covered) {
+    const job = page.jobs.get(name);
+    if (!job || job.disabled || !job.repeat_interval) continue;
+    try {
+      upcoming[name] = nextSlots(
+        job.repeat_interval,
+        job.repeat_timezone ?? "UTC",
+        page.now.getTime(),
+        UPCOMING,
+      ).map((time) => new Date(time));
+    } catch {
+      upcoming[name] = [];
+    }
   }
-}
-
-/** A bucket's marks as summed so far: from SQL (selectSlotBuckets), plus the marks computed here. */
-interface BucketSum {
-  index: number;
-  count: number;
-  outcomes: Partial<Record<MarkOutcome, number>>;
-  maxLatenessMs: number | null;
-  maxDurationMs: number | null;
-  id: string | null;
-  /** SEVERITY's index of the mark `id` names. */
-  idRank: number;
-  /** The bucket's only mark when it is not a record read in SQL. */
-  single: RunMark | null;
-}
-
-function bucketSumOfRow(row: tsql.SlotBucketRow, index: number): BucketSum {
-  const outcomes: Partial<Record<MarkOutcome, number>> = {};
-  if (row.succeeded > 0) outcomes.succeeded = row.succeeded;
-  if (row.skipped > 0) outcomes.skipped = row.skipped;
-  if (row.failed > 0) outcomes.failed = row.failed;
-  if (row.interrupted > 0) outcomes.interrupted = row.interrupted;
-  const worst: MarkOutcome = row.failed > 0 ? "failed" : row.skipped > 0 ? "skipped" : "succeeded";
-  return {
-    index,
-    count: row.records + row.interrupted,
-    outcomes,
-    // as summarise: at least 0 once any mark has one
-    maxLatenessMs: row.max_lateness_ms === null ? null : Math.max(0, row.max_lateness_ms),
-    maxDurationMs: row.max_duration_ms === null ? null : Math.max(0, row.max_duration_ms),
-    id: tsql.idOf(row.worst),
-    idRank: SEVERITY.indexOf(worst),
-    single: null,
-  };
-}
-
-function addToBucket(sums: Map<number, BucketSum>, index: number, mark: RunMark): void {
-  let sum = sums.get(index);
-  if (!sum) {
-    sum = {
-      index,
-      count: 0,
-      outcomes: {},
-      maxLatenessMs: null,
-      maxDurationMs: null,
-      id: null,
-      idRank: SEVERITY.length,
-      single: mark,
-    };
-    sums.set(index, sum);
-  } else sum.single = null;
-  sum.count += 1;
-  sum.outcomes[mark.outcome] = (sum.outcomes[mark.outcome] ?? 0) + 1;
-  if (mark.latenessMs !== null) sum.maxLatenessMs = Math.max(sum.maxLatenessMs ?? 0, mark.latenessMs);
-  if (mark.durationMs !== null) sum.maxDurationMs = Math.max(sum.maxDurationMs ?? 0, mark.durationMs);
-  const rank = SEVERITY.indexOf(mark.outcome);
-  if (mark.id !== null && rank < sum.idRank) {
-    sum.id = mark.id;
-    sum.idRank = rank;
-  }
-}
-
-function bucketMarkOf(task: string, sum: BucketSum, from: Date, bucketMs: number): BucketMark {
-  const start = from.getTime() + sum.index * bucketMs;
-  return {
-    kind: "bucket",
-    task,
-    slot: new Date(start),
-    until: new Date(start + bucketMs),
-    count: sum.count,
-    outcomes: sum.outcomes,
-    outcome: SEVERITY.find((outcome) => sum.outcomes[outcome]) ?? "succeeded",
-    maxLatenessMs: sum.maxLatenessMs,
-    maxDurationMs: sum.maxDurationMs,
-    id: sum.id,
-  };
+  return upcoming;
 }
 
 function latest(a: Date | null, b: Date | null): Date | null {

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
 import { RUN_LOG_MAX_LINES } from "../../src/engine/runJournal.js";
 import { SLOT_INDEX } from "../../src/engine/sql.js";
-import { marksOfRow } from "../../src/status/timeline.js";
+import { marksOfRow } from "../../src/status/timelineMarks.js";
 import type { SlotRow } from "../../src/status/timelineSql.js";
 import { httpClient } from "../helpers/admin.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
