@@ -57,7 +57,7 @@ export type {
   TimelinePage,
   TimelineQuery,
 } from "./status/timeline.js";
-export type { HistoryQuery } from "./status/timelineSql.js";
+export type { HistoryCursor, HistoryQuery } from "./status/timelineSql.js";
 export type { AuditRecord } from "./store/auditLog.js";
 
 /** What task modules need of the scheduler: a place to register. */

@@ -367,12 +367,18 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return this.#engine.listJobs();
   }
 
-  /** Finished runs of a task, newest first. */
+  /**
+   * Finished runs of a task, the latest written first (the engine's read of its run log). For the
+   * history as an operator reads it, newest slot first, see runHistory().
+   */
   runs(taskName: string, limit?: number): Promise<RunRecord[]> {
     return this.#engine.listRuns(taskName, limit);
   }
 
-  /** A page of a task's run history, newest first, filtered by outcome, trigger and end time. */
+  /**
+   * A page of a task's run history, newest slot first (a slot's attempts latest first), filtered by
+   * outcome, trigger and end time; what GET /tasks/:name/runs answers.
+   */
   runHistory(query: HistoryQuery): Promise<HistoryPage> {
     return readHistory(this.#pool, query);
   }
