@@ -193,12 +193,13 @@ export function cronSlotsBetween(
   const pattern = wallPatternOf(cron);
   if (!pattern || to < from) return { slots: [], complete: true };
   const range = { from, to, bothCopies: hourIsWildcard(cron) };
-  const slots: number[] = [];
+  let slots: number[] = [];
   // from a change's reach before `from`: a change just before it still moves slots into the range
   for (const stretch of offsetStretches(timezone, from - TRANSITION_REACH_MS, to)) {
     const found = slotsOfStretch(pattern, stretch, range, limit + 1 - slots.length, budget);
     if (found === undefined) return { slots: slots.slice(0, limit), complete: false };
-    for (const slot of found) slots.push(slot);
+    if (slots.length === 0) slots = found;
+    else for (const slot of found) slots.push(slot);
     if (slots.length > limit) return { slots: slots.slice(0, limit), complete: false };
   }
   return { slots, complete: true };
@@ -225,23 +226,20 @@ function slotsOfStretch(
   let slots: number[] = [];
   if (low <= high) {
     const repeatedUntil = changeRule && before > offset ? start + before : Number.NEGATIVE_INFINITY;
-    const walls = wallSlots(pattern, Math.max(low + offset, repeatedUntil), high + offset, max, budget);
-    if (walls === undefined) return undefined;
-    slots = walls.map((wall) => wall - offset);
+    const from = Math.max(low + offset, repeatedUntil);
+    const found = wallSlots(pattern, { from, to: high + offset, offset }, max, budget);
+    if (found === undefined) return undefined;
+    slots = found;
   }
   if (!changeRule || before >= offset) return slots;
-  const skipped = wallSlots(
-    pattern,
-    low + before,
-    Math.min(start + offset - 1, range.to + before),
-    max,
-    budget,
-  );
+  const skippedWalls = {
+    from: low + before,
+    to: Math.min(start + offset - 1, range.to + before),
+    offset: before,
+  };
+  const skipped = wallSlots(pattern, skippedWalls, max, budget);
   if (skipped === undefined) return undefined;
-  return mergeUnique(
-    skipped.map((wall) => wall - before),
-    slots,
-  ).slice(0, max);
+  return mergeUnique(skipped, slots).slice(0, max);
 }
 
 /** Two ascending lists as one, each value once. */

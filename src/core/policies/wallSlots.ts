@@ -75,35 +75,37 @@ function evenSpacing(expression: CronExpression): WallPattern["even"] {
 }
 
 /**
- * The wall slots in [from, to], at most `max`; undefined when `budget` runs out first. Evenly
- * spaced slots are counted from the day's start (every period divides a day); others are stepped.
+ * The wall slots in [from, to], at most `max`, each less `offset` (the instants of one stretch of
+ * that UTC offset); undefined when `budget` runs out first. Evenly spaced slots are counted from
+ * the day's start (every period divides a day); others are stepped.
  */
 export function wallSlots(
   pattern: WallPattern,
-  from: number,
-  to: number,
+  range: { from: number; to: number; offset: number },
   max: number,
   budget: SlotBudget,
 ): number[] | undefined {
-  const walls: number[] = [];
+  const { from, to, offset } = range;
+  const instants: number[] = [];
   if (pattern.even) {
     const { periodMs, phaseMs } = pattern.even;
     const first = from + ((((phaseMs - from) % periodMs) + periodMs) % periodMs);
-    for (let wall = first; wall <= to && walls.length < max; wall += periodMs) walls.push(wall);
-    return walls;
+    for (let wall = first; wall <= to && instants.length < max; wall += periodMs)
+      instants.push(wall - offset);
+    return instants;
   }
   pattern.expression.reset(new Date(from - 1));
-  while (walls.length < max) {
+  while (instants.length < max) {
     if (budget.cronSteps <= 0) return undefined;
     budget.cronSteps -= 1;
     let wall: number;
     try {
       wall = pattern.expression.next().getTime();
     } catch {
-      return walls; // no later date matches the expression
+      return instants; // no later date matches the expression
     }
-    if (wall > to) return walls;
-    walls.push(wall);
+    if (wall > to) return instants;
+    instants.push(wall - offset);
   }
-  return walls;
+  return instants;
 }
