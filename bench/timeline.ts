@@ -18,8 +18,8 @@ import { createAdminServer } from "../src/admin/index.js";
 import type { AdminScheduler } from "../src/admin/schedulerApi.js";
 import { createLogger } from "../src/core/logger.js";
 import { migrateSchema } from "../src/engine/schema.js";
-import { readTimeline, type TimelineQuery } from "../src/engine/timeline.js";
 import type { TaskStatus } from "../src/status/statusModel.js";
+import { readTimeline, type TimelineQuery } from "../src/status/timeline.js";
 import { startBenchPostgres } from "./lib/postgres.js";
 
 const args = process.argv.slice(2);

@@ -18,9 +18,6 @@ export type { DesiredState } from "./config/desiredState.js";
 export { CronwardenError, type CronwardenErrorCode } from "./core/errors.js";
 export { createLogger, type Logger, type LoggerOptions } from "./core/logger.js";
 export type { ChainSlot, DependencyDecisionEvent, RunRecord, TaskJob } from "./engine/engineApi.js";
-export type { HistoryPage, RunDetail } from "./engine/runHistory.js";
-export type { TimelinePage, TimelineQuery } from "./engine/timeline.js";
-export type { HistoryQuery } from "./engine/timelineSql.js";
 export { createMetrics, type Metrics, type MetricsOptions } from "./metrics/index.js";
 export type { ReconcileResult } from "./reconcile/configReconciler.js";
 export type {
@@ -55,5 +52,8 @@ export type { ConfigDocument, ConfigListener, ConfigSource } from "./sources/con
 export { EtcdConfigSource, type EtcdSourceOptions } from "./sources/etcdSource.js";
 export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";
 export { HttpConfigSource, type HttpSourceOptions } from "./sources/httpSource.js";
+export type { HistoryPage, RunDetail } from "./status/runHistory.js";
 export type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "./status/statusModel.js";
+export type { TimelinePage, TimelineQuery } from "./status/timeline.js";
+export type { HistoryQuery } from "./status/timelineSql.js";
 export type { AuditRecord } from "./store/auditLog.js";

@@ -10,7 +10,7 @@ import { parseOr400, runNowBody, runNowQuery, runsQuery, taskParams } from "./sc
 import { decodeCursor, encodeCursor } from "./timelineRoutes.js";
 
 const NEXT_RUNS = 5;
-const historyCursor = z.object({ timestamp: z.string(), id: z.string().uuid() });
+const historyCursor = z.object({ slot: z.string(), timestamp: z.string(), id: z.string().uuid() });
 
 /** GET /tasks, GET /tasks/:name, GET /tasks/:name/runs, POST /tasks/:name/run[?withDownstream=true], POST /tasks/:name/resume. */
 export function taskRoutes(
@@ -40,7 +40,7 @@ export function taskRoutes(
     const page = await scheduler.runHistory({
       task: name,
       limit: query.limit,
-      before: before ? { timestamp: new Date(before.timestamp), id: before.id } : undefined,
+      before: before ? { ...before, timestamp: new Date(before.timestamp) } : undefined,
       outcomes: query.outcome,
       trigger: query.trigger,
       from: query.from,

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { TASK_NAME_PATTERN } from "../core/taskName.js";
-import { UnknownTasksError } from "../engine/timeline.js";
+import { UnknownTasksError } from "../status/timeline.js";
 import { HttpError } from "./httpErrors.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 import { isoDate, parseOr400 } from "./schemas.js";

@@ -67,7 +67,7 @@ function failedSlots(task: TaskStatusJson): string {
     : String(task.consecutiveFailures);
 }
 
-/** `cronwarden runs <task> [--limit N]`: the task's finished runs, newest first. */
+/** `cronwarden runs <task> [--limit N]`: the task's finished runs, newest slot first (the API's order). */
 export async function runsCommand(
   task: string,
   options: AdminConnectionOptions & { limit?: string | undefined; json?: boolean | undefined },

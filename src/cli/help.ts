@@ -42,7 +42,8 @@ paused by failure, 2 when the API cannot be used.
 ${ADMIN}`,
   runs: `usage: cronwarden runs <task> [--limit N] [--url URL] [--token TOKEN] [--json]
 
-The task's finished runs, newest first (N 1-500, default 20); --json prints a JSON array.
+The task's finished runs, newest slot first, a slot's attempts latest first (N 1-500,
+default 20); --json prints a JSON array.
 ${ADMIN}`,
   run: `usage: cronwarden run <task> [--with-downstream] [--url URL] [--token TOKEN]
 

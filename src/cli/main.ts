@@ -24,7 +24,7 @@ const USAGE = `usage: cronwarden <command> [options]   (cronwarden <command> --h
       every task: schedule, next and last run, last outcome; exit 0 all well, 3 when an enabled
       task's last run failed or a missed slot is reported, 2 when the API cannot be used
   runs <task> [--limit N] [--url URL] [--token TOKEN] [--json]
-      the task's finished runs, newest first (N 1-500, default 20)
+      the task's finished runs, newest slot first (N 1-500, default 20)
   run <task> [--url URL] [--token TOKEN]
       run the task now; exit 0 queued, 1 refused (unknown task, running, disabled)
   resume <task> [--url URL] [--token TOKEN]

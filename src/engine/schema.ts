@@ -12,19 +12,19 @@ import { withAdvisoryLock } from "./advisoryLock.js";
 import {
   CREATE_DEPENDENCY_WAITS,
   CREATE_DUE_INDEX,
+  createSlotIndex,
   DEPENDENCY_WAITS_TABLE,
   INSTANCES_TABLE,
   JOBS_TABLE,
   LOGS_TABLE,
   SCHEMA_LOCK_KEY,
 } from "./sql.js";
-import { createTimelineIndexes } from "./timelineSql.js";
 
 /** One row: the schema version `migrateSchema` last brought the database to. */
 export const SCHEMA_TABLE = "cronwarden_schema";
 /**
  * The steps from one schema version to the next: cronwarden's tables (src/store/schema.ts), then
- * 3: the run history's index by task and slot, for the timeline (src/engine/timelineSql.ts);
+ * 3: the run log's index by task and slot, for the timeline and the run history (src/engine/sql/runLog.ts);
  * 4: the registry of instances whose liveness lock tells whether they are alive (src/engine/liveness.ts);
  * 5: `resume` entries in the audit trail (a task paused by failure resumed through the API);
  * 6: the table of dependency waits (docs/dependencies.md);
@@ -32,7 +32,7 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
-  (client) => createTimelineIndexes(client),
+  (client) => createSlotIndex(client),
   async (client) => {
     await client.query(`
       CREATE TABLE IF NOT EXISTS "${INSTANCES_TABLE}" (

@@ -7,9 +7,6 @@ import { checkFleetGuard } from "../config/fleetGuard.js";
 import { type Clock, systemClock } from "../core/clock.js";
 import { AgendaEngine, type ChainSlot, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
 import type { RunHandler } from "../engine/engineApi.js";
-import { type HistoryPage, type RunDetail, readHistory, readRunDetail } from "../engine/runHistory.js";
-import { readTimeline, type TimelinePage, type TimelineQuery } from "../engine/timeline.js";
-import type { HistoryQuery } from "../engine/timelineSql.js";
 import {
   ConfigReconciler,
   describePause,
@@ -17,6 +14,9 @@ import {
   type ReconcileTrigger,
 } from "../reconcile/configReconciler.js";
 import type { ConfigSource } from "../sources/configSource.js";
+import { type HistoryPage, type RunDetail, readHistory, readRunDetail } from "../status/runHistory.js";
+import { readTimeline, type TimelinePage, type TimelineQuery } from "../status/timeline.js";
+import type { HistoryQuery } from "../status/timelineSql.js";
 import { AuditLog, type AuditRecord } from "../store/auditLog.js";
 import { DesiredStateStore } from "../store/desiredStateStore.js";
 import type { SchedulerEvents } from "./events.js";
@@ -367,12 +367,18 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return this.#engine.listJobs();
   }
 
-  /** Finished runs of a task, newest first. */
+  /**
+   * Finished runs of a task, the latest written first (the engine's read of its run log). For the
+   * history as an operator reads it, newest slot first, see runHistory().
+   */
   runs(taskName: string, limit?: number): Promise<RunRecord[]> {
     return this.#engine.listRuns(taskName, limit);
   }
 
-  /** A page of a task's run history, newest first, filtered by outcome, trigger and end time. */
+  /**
+   * A page of a task's run history, newest slot first (a slot's attempts latest first), filtered by
+   * outcome, trigger and end time; what GET /tasks/:name/runs answers.
+   */
   runHistory(query: HistoryQuery): Promise<HistoryPage> {
     return readHistory(this.#pool, query);
   }

@@ -52,6 +52,8 @@ beforeAll(async () => {
         }),
     },
     { name: "api-off", handler: async () => {} },
+    // registered and not configured: no job, no runs; its history is written by the test
+    { name: "api-history", handler: async () => {} },
   ]);
   harness.scheduler.on("run:started", (event) => started.push(event));
   harness.scheduler.on("run:finished", (event) => finished.push(event));
@@ -76,6 +78,61 @@ afterAll(async () => {
   await harness?.stop();
   await db?.drop();
 });
+
+interface HistoryRunJson {
+  id: string;
+  scheduledAt: string;
+  attempt: number | null;
+  outcome: string;
+}
+
+/**
+ * The ids of `runs` in the history's order, "newest first" (docs/dashboard.md): by slot, newest
+ * first; a slot's records by the time each was written, latest first; then by id. The write times
+ * are the run log's own (the API does not show them).
+ */
+async function inHistoryOrder(runs: HistoryRunJson[]): Promise<string[]> {
+  const { rows } = await db.pool.query<{ id: string; timestamp: Date }>(
+    "SELECT id, timestamp FROM agenda_logs WHERE id = ANY($1::uuid[])",
+    [runs.map((run) => run.id)],
+  );
+  const writtenAt = new Map(rows.map((row) => [row.id, row.timestamp.getTime()]));
+  const key = (run: HistoryRunJson) =>
+    [Date.parse(run.scheduledAt), writtenAt.get(run.id) ?? Number.NaN] as const;
+  return [...runs]
+    .sort((a, b) => {
+      const [slotA, writtenA] = key(a);
+      const [slotB, writtenB] = key(b);
+      return slotB - slotA || writtenB - writtenA || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+    })
+    .map((run) => run.id);
+}
+
+/** A run record as the engine writes it (a `success` row, or `retry` for an attempt retried), with its id. */
+async function writeRecord(
+  task: string,
+  record: { slot: number; writtenAt: number; attempt: number; outcome: string },
+): Promise<string> {
+  const iso = (ms: number) => new Date(ms).toISOString();
+  const { rows } = await db.pool.query<{ id: string }>(
+    `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, duration, meta)
+     VALUES ($1, 'info', $2, $3, 'x', 100, $4) RETURNING id`,
+    [
+      new Date(record.writtenAt),
+      record.outcome === "failed" ? "retry" : "success",
+      task,
+      {
+        scheduledAt: iso(record.slot),
+        outcome: record.outcome,
+        attempt: record.attempt,
+        startedAt: iso(record.writtenAt - 100),
+        finishedAt: iso(record.writtenAt),
+        instanceId: "test:1",
+      },
+    ],
+  );
+  return rows[0]?.id as string;
+}
 
 const runsOf = (task: string, outcome?: string) =>
   finished.filter((event) => event.taskName === task && (outcome === undefined || event.outcome === outcome))
@@ -175,23 +232,25 @@ describe("status and history", () => {
     });
   });
 
-  it("GET /tasks/:name/runs lists finished runs newest first; limit validated 1-500", async () => {
+  it("GET /tasks/:name/runs lists finished runs newest slot first; limit validated 1-500", async () => {
     const answer = await call("GET", "/tasks/api-ok/runs?limit=2");
     expect(answer.status).toBe(200);
-    const runs = answer.json as Array<Record<string, unknown>>;
+    const runs = answer.json as HistoryRunJson[];
     expect(runs).toHaveLength(2);
-    expect(runs[0]).toMatchObject({
+    expect(runs.map((run) => run.id)).toEqual(await inHistoryOrder(runs));
+    // every row of a longer list too, whatever order the records were written in (a slot the event
+    // loop's stall above made late can be recorded after newer ones, skipped or run)
+    const all = (await call("GET", "/tasks/api-ok/runs?limit=500")).json as HistoryRunJson[];
+    expect(all.length).toBeGreaterThanOrEqual(2);
+    expect(all.map((run) => run.id)).toEqual(await inHistoryOrder(all));
+    expect(all.find((run) => run.outcome === "succeeded")).toMatchObject({
       taskName: "api-ok",
-      outcome: "succeeded",
       trigger: "schedule",
       attempt: 1,
       scheduledAt: expect.stringMatching(/Z$/),
       instanceId: harness.scheduler.instanceId,
     });
-    expect(Date.parse(String(runs[0]?.scheduledAt))).toBeGreaterThan(
-      Date.parse(String(runs[1]?.scheduledAt)),
-    );
-    const failed = await call("GET", "/tasks/api-fail/runs?limit=1");
+    const failed = await call("GET", "/tasks/api-fail/runs?limit=1&outcome=failed");
     expect(failed.json).toMatchObject([{ outcome: "failed", error: expect.stringMatching(/^cannot reach/) }]);
 
     for (const [query, message] of [
@@ -208,6 +267,43 @@ describe("status and history", () => {
     expect((await call("GET", "/nothing-here")).json).toEqual({
       error: "no such endpoint: GET /nothing-here",
     });
+  });
+});
+
+describe("the history's order", () => {
+  it("a late record of an older slot stays at its slot; a slot's attempts latest written first; then by id; pages keep it", async () => {
+    const MIN = 60_000;
+    const base = Math.floor(Date.now() / MIN) * MIN - 10 * MIN;
+    const write = (slot: number, writtenAt: number, attempt = 1, outcome = "succeeded") =>
+      writeRecord("api-history", { slot, writtenAt, attempt, outcome });
+    // written in this order: the newest slot's run, then a late run of an older slot, then a
+    // slot's two attempts, then two records of one slot written at one instant
+    const newest = await write(base + 3 * MIN, base + 3 * MIN + 1_000);
+    const late = await write(base + MIN, base + 3 * MIN + 5_000);
+    const retried = await write(base + 2 * MIN, base + 2 * MIN + 1_000, 1, "failed");
+    const retry = await write(base + 2 * MIN, base + 2 * MIN + 3_000, 2);
+    const [tieHigh, tieLow] = [await write(base, base + 500), await write(base, base + 500)].sort().reverse();
+    const expected = [newest, retry, retried, late, tieHigh, tieLow];
+
+    const listed = (await call("GET", "/tasks/api-history/runs?limit=500")).json as HistoryRunJson[];
+    expect(listed.map((run) => run.id)).toEqual(expected);
+    expect(listed.map((run) => [Date.parse(run.scheduledAt) - base, run.attempt])).toEqual([
+      [3 * MIN, 1],
+      [2 * MIN, 2],
+      [2 * MIN, 1],
+      [MIN, 1],
+      [0, 1],
+      [0, 1],
+    ]);
+    // one run a page: every page boundary, the one between two records written at one instant too
+    const paged: string[] = [];
+    let cursor: string | null = null;
+    do {
+      const page = await call("GET", `/tasks/api-history/runs?limit=1${cursor ? `&cursor=${cursor}` : ""}`);
+      paged.push(...(page.json as HistoryRunJson[]).map((run) => run.id));
+      cursor = page.headers.get("x-next-cursor");
+    } while (cursor && paged.length <= expected.length);
+    expect(paged).toEqual(expected);
   });
 });
 

@@ -1,8 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
 import { RUN_LOG_MAX_LINES } from "../../src/engine/runJournal.js";
-import { marksOfRow } from "../../src/engine/timeline.js";
-import { SLOT_INDEX, type SlotRow } from "../../src/engine/timelineSql.js";
+import { SLOT_INDEX } from "../../src/engine/sql.js";
+import { marksOfRow } from "../../src/status/timelineMarks.js";
+import { historyPageStatement, type SlotRow } from "../../src/status/timelineSql.js";
 import { httpClient } from "../helpers/admin.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
@@ -11,6 +12,7 @@ import { skipAPreLockedSlot } from "../helpers/preLock.js";
 /** GET /slots, the paged GET /tasks/:name/runs and GET /runs/:id after real runs on a real PostgreSQL. */
 
 const TOKEN = "timeline-test-token-0123456789";
+const TASK_START_ID = "00000000-0000-0000-0000-000000000000";
 
 interface Mark {
   kind: string;
@@ -273,6 +275,29 @@ describe("GET /slots", () => {
     );
     const text = plan.rows.map((row) => row["QUERY PLAN"]).join("\n");
     expect(text).toContain(SLOT_INDEX);
+  });
+
+  it("the history reads newest slot first from the same index (GET /tasks/:name/runs)", async () => {
+    // one task with a long history: the plan walks the slot index backward and stops at the page's end
+    await db.pool.query(
+      `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
+       SELECT now() - make_interval(secs => g), 'info', 'success', 'long-history', 'x',
+              jsonb_build_object('scheduledAt', to_char((now() - make_interval(secs => g + 1)) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'), 'outcome', 'succeeded')
+         FROM generate_series(1, 50000) g`,
+    );
+    await db.pool.query("ANALYZE agenda_logs");
+    for (const before of [
+      undefined,
+      { slot: new Date().toISOString(), timestamp: new Date(), id: TASK_START_ID },
+    ]) {
+      const { text, values } = historyPageStatement({ task: "long-history", limit: 21, before });
+      const plan = (await db.pool.query(`EXPLAIN ${text}`, values)).rows
+        .map((row) => row["QUERY PLAN"])
+        .join("\n");
+      expect(plan).toMatch(new RegExp(`Index Scan Backward using ${SLOT_INDEX}`));
+      // the few records of one slot are sorted after it, not the task's whole history
+      expect(plan, plan).not.toMatch(/^\s*(->\s*)?Sort\s+\(cost/m);
+    }
   });
 });
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrateSchema } from "../../src/engine/schema.js";
+import { SLOT_INDEX } from "../../src/engine/sql.js";
 import {
   type BucketMark,
   type MarkOutcome,
@@ -7,8 +8,8 @@ import {
   readTimeline,
   type TimelineCursor,
   type TimelineMark,
-} from "../../src/engine/timeline.js";
-import { SLOT_INDEX, slotBucketsStatement } from "../../src/engine/timelineSql.js";
+} from "../../src/status/timeline.js";
+import { slotBucketsStatement } from "../../src/status/timelineSql.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 
 /**
@@ -237,5 +238,42 @@ describe("GET /slots with bucketMs, summed in SQL", () => {
     });
     const plan = await db.pool.query(`EXPLAIN ${text}`, values);
     expect(plan.rows.map((row) => row["QUERY PLAN"]).join("\n")).toContain(SLOT_INDEX);
+  });
+});
+
+describe("missed slots follow the schedule's one enumeration (src/core/policies/schedule.ts)", () => {
+  beforeAll(async () => {
+    // no record at all: every slot past its grace is missed, from the job's creation on
+    await db.pool.query(
+      `INSERT INTO agenda_jobs (name, type, repeat_interval, repeat_timezone, next_run_at, created_at, disabled)
+       VALUES ('z-office-hours', 'single', '*/5 9-17 * * *', 'UTC', $1, $2, false),
+              ('z-lord-howe', 'single', '15 2 * * *', 'Australia/Lord_Howe', $1, $2, false)`,
+      [new Date(T0 + 31 * MIN), new Date(Date.parse("2026-01-01T00:00:00Z"))],
+    );
+  });
+
+  const missed = async (task: string, from: string, to: string) => {
+    const page = await readTimeline(options(), {
+      from: new Date(from),
+      to: new Date(to),
+      tasks: [task],
+      limit: 100,
+    });
+    expect(page.missedUnchecked).toEqual([]);
+    return page.marks.filter((mark) => mark.outcome === "missed").map((mark) => mark.slot.toISOString());
+  };
+
+  it("only in the hours a cron names: not every 5 minutes of the night after the first 8 slots", async () => {
+    const slots = await missed("z-office-hours", "2026-06-01T00:00:00.000Z", "2026-06-02T00:00:00.000Z");
+    expect(slots).toHaveLength(9 * 12);
+    expect([slots[0], slots.at(-1)]).toEqual(["2026-06-01T09:00:00.000Z", "2026-06-01T17:55:00.000Z"]);
+  });
+
+  it("a fixed time a spring-forward skips is missed at its shifted instant (Lord Howe, 02:15 -> 02:45)", async () => {
+    // 4 Oct 2026 02:00 +10:30 -> 02:30 +11: the 02:15 of that day is 02:45 +11 (15:45Z on the 3rd)
+    expect(await missed("z-lord-howe", "2026-10-03T00:00:00.000Z", "2026-10-05T00:00:00.000Z")).toEqual([
+      "2026-10-03T15:45:00.000Z",
+      "2026-10-04T15:15:00.000Z",
+    ]);
   });
 });

@@ -23,6 +23,19 @@ const ROWS: readonly (readonly string[])[] = [
 
 const srcDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../src");
 
+/**
+ * Of engine/, status/ (the read models) reads only the shapes and the SQL: the row shapes the engine
+ * declares for the layers above, the run-log row codec, and its statements and table names. The run
+ * path (claim, run, recording, liveness) stays the engine's own. engine/ never imports status/ (the
+ * rows say so too; this says it whatever the rows become).
+ */
+const STATUS_MAY_READ_OF_ENGINE: readonly string[] = [
+  "engine/engineApi.ts",
+  "engine/runLogMeta.ts",
+  "engine/sql.ts",
+  "engine/sql/",
+];
+
 /** The row of a folder or top-level file of src/, or undefined when the table does not place it. */
 function rowOf(unit: string): number | undefined {
   const row = ROWS.findIndex((units) => units.includes(unit));
@@ -69,6 +82,28 @@ function wrongImports(file: string, source: string): string[] {
   return wrong;
 }
 
+/** The imports between engine/ and status/ that the rule above forbids, as "from -> to" lines. */
+function wrongEngineStatusImports(file: string, source: string): string[] {
+  const fromUnit = unitOf(file);
+  if (fromUnit !== "engine" && fromUnit !== "status") return [];
+  const wrong: string[] = [];
+  for (const specifier of specifiersOf(source)) {
+    if (!specifier.startsWith(".")) continue;
+    const target = path.resolve(path.dirname(file), specifier).replace(/\.js$/, ".ts");
+    const relative = path.relative(srcDir, target).split(path.sep).join("/");
+    const toUnit = unitOf(target);
+    const allowed =
+      fromUnit === "engine"
+        ? toUnit !== "status"
+        : toUnit !== "engine" ||
+          STATUS_MAY_READ_OF_ENGINE.some((prefix) =>
+            prefix.endsWith("/") ? relative.startsWith(prefix) : relative === prefix,
+          );
+    if (!allowed) wrong.push(`${path.relative(srcDir, file)} -> ${path.relative(srcDir, target)}`);
+  }
+  return wrong;
+}
+
 function sourceFiles(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const full = path.join(dir, entry.name);
@@ -83,6 +118,37 @@ describe("import direction (docs/design.md, Layout)", () => {
     expect(files.length).toBeGreaterThan(50);
     const wrong = files.flatMap((file) => wrongImports(file, readFileSync(file, "utf8")));
     expect(wrong).toEqual([]);
+  });
+
+  it("engine/ never imports status/; status/ reads of engine/ only its shapes, run-log codec and SQL", () => {
+    const files = sourceFiles(path.join(srcDir, "engine")).concat(sourceFiles(path.join(srcDir, "status")));
+    expect(files.some((file) => unitOf(file) === "status")).toBe(true);
+    const wrong = files.flatMap((file) => wrongEngineStatusImports(file, readFileSync(file, "utf8")));
+    expect(wrong).toEqual([]);
+  });
+
+  it("flags engine/ importing status/ and status/ importing the run path", () => {
+    const engineFile = path.join(srcDir, "engine", "example.ts");
+    expect(
+      wrongEngineStatusImports(
+        engineFile,
+        ['import { readTimeline } from "../status/timeline.js";', 'import * as sql from "./sql.js";'].join(
+          "\n",
+        ),
+      ),
+    ).toEqual(["engine/example.ts -> status/timeline.ts"]);
+    const statusFile = path.join(srcDir, "status", "example.ts");
+    const source = [
+      'import type { TaskJob } from "../engine/engineApi.js";',
+      'import { metaText } from "../engine/runLogMeta.js";',
+      'import { LOGS_TABLE } from "../engine/sql.js";',
+      'import { selectRuns } from "../engine/sql/runLog.js";',
+      'import { TaskRunner } from "../engine/taskRunner.js";',
+      'import { scheduleOf } from "../core/policies/schedule.js";',
+    ].join("\n");
+    expect(wrongEngineStatusImports(statusFile, source)).toEqual([
+      "status/example.ts -> engine/taskRunner.ts",
+    ]);
   });
 
   it("places every folder of src/ on a row", () => {

@@ -1,4 +1,15 @@
 import { type CronExpression, CronExpressionParser } from "cron-parser";
+import {
+  type OffsetStretch,
+  offsetAt,
+  offsetChangesBetween,
+  offsetStretches,
+  wallTime,
+} from "./timezoneOffsets.js";
+import { type SlotBudget, type WallPattern, wallPatternOf, wallSlots } from "./wallSlots.js";
+
+export { isKnownTimezone, offsetAt, wallTime } from "./timezoneOffsets.js";
+export type { SlotBudget } from "./wallSlots.js";
 
 /**
  * When a cron slot falls, with one DST rule (docs/behaviour.md, "DST"). Pure: no clock, no
@@ -17,6 +28,10 @@ import { type CronExpression, CronExpressionParser } from "cron-parser";
  * skipped half hour, drops 02:30 (which exists) after the spring-forward, drops the second copy
  * of a repeated half hour, and throws ("loop limit exceeded") for an hourly cron over the
  * fall-back: this module is where those are fixed.
+ *
+ * nextCronSlot is the rule slot by slot; cronSlotsBetween lists a range's slots under it (the same
+ * as nextCronSlot stepped), a stretch of one UTC offset at a time (src/core/policies/timezoneOffsets.ts)
+ * over the cron's wall-clock slots (src/core/policies/wallSlots.ts).
  */
 
 const HOUR_MS = 3_600_000;
@@ -24,60 +39,6 @@ const HOUR_MS = 3_600_000;
 const TRANSITION_REACH_MS = 4 * HOUR_MS;
 /** Wall slots examined near a transition before giving up and answering as cron-parser does. */
 const SCAN_LIMIT = 50_000;
-
-const formatters = new Map<string, Intl.DateTimeFormat>();
-
-function formatter(timezone: string): Intl.DateTimeFormat {
-  let format = formatters.get(timezone);
-  if (!format) {
-    format = new Intl.DateTimeFormat("en-US", {
-      timeZone: timezone,
-      hourCycle: "h23",
-      year: "numeric",
-      month: "numeric",
-      day: "numeric",
-      hour: "numeric",
-      minute: "numeric",
-      second: "numeric",
-    });
-    if (formatters.size > 1_000) formatters.clear();
-    formatters.set(timezone, format);
-  }
-  return format;
-}
-
-/** The wall clock of `instant` in `timezone`, as milliseconds of the same wall time in UTC. */
-export function wallTime(instant: number, timezone: string): number {
-  const parts: Record<string, number> = {};
-  for (const part of formatter(timezone).formatToParts(new Date(instant)))
-    if (part.type !== "literal") parts[part.type] = Number(part.value);
-  const ms = ((instant % 1000) + 1000) % 1000;
-  return (
-    Date.UTC(
-      parts.year ?? 1970,
-      (parts.month ?? 1) - 1,
-      parts.day ?? 1,
-      parts.hour ?? 0,
-      parts.minute ?? 0,
-      parts.second ?? 0,
-    ) + ms
-  );
-}
-
-/** Whether this runtime knows `timezone` (an IANA name); its formatter is kept, so asking again is cheap. */
-export function isKnownTimezone(timezone: string): boolean {
-  try {
-    formatter(timezone);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** The UTC offset of `timezone` at `instant`, in ms (wall minus UTC). */
-export function offsetAt(instant: number, timezone: string): number {
-  return wallTime(instant, timezone) - instant;
-}
 
 /** Whether the cron's hour field is a wildcard (`*` or `* /n`): it then follows the wall clock in a repeated hour. */
 export function hourIsWildcard(cron: string): boolean {
@@ -136,14 +97,6 @@ function cronParserNext(cron: string, timezone: string, after: number): number |
   } catch {
     return undefined;
   }
-}
-
-function offsetChangesBetween(from: number, to: number, timezone: string): boolean {
-  const first = offsetAt(from, timezone);
-  // offset changes are months apart: a weekly sample cannot miss a change and its return
-  const step = 7 * 24 * HOUR_MS;
-  for (let at = from + step; at < to; at += step) if (offsetAt(at, timezone) !== first) return true;
-  return offsetAt(to, timezone) !== first;
 }
 
 /**
@@ -224,7 +177,10 @@ export function nextCronSlots(cron: string, timezone: string, from: number, coun
 
 /**
  * The slots in [from, to] (both inclusive), oldest first, at most `limit` of them (the oldest
- * ones); `complete` says whether every slot of the range is listed.
+ * ones); `complete` says whether every slot of the range is listed (false also when `budget` ran
+ * out first). The same slots as stepping nextCronSlot from `from`, found a stretch of one UTC offset at
+ * a time: a cron's wall-clock slots (cron-parser in UTC, or arithmetic when they are evenly spaced)
+ * shifted by the stretch's offset, with the rule applied where a change starts a stretch.
  */
 export function cronSlotsBetween(
   cron: string,
@@ -232,16 +188,70 @@ export function cronSlotsBetween(
   from: number,
   to: number,
   limit: number,
+  budget: SlotBudget = { cronSteps: Number.POSITIVE_INFINITY },
 ): { slots: number[]; complete: boolean } {
-  const slots: number[] = [];
-  let after = from - 1;
-  for (;;) {
-    const next = nextCronSlot(cron, timezone, after);
-    if (next === undefined || next > to) return { slots, complete: true };
-    if (slots.length >= limit) return { slots, complete: false };
-    slots.push(next);
-    after = next;
+  const pattern = wallPatternOf(cron);
+  if (!pattern || to < from) return { slots: [], complete: true };
+  const range = { from, to, bothCopies: hourIsWildcard(cron) };
+  let slots: number[] = [];
+  // from a change's reach before `from`: a change just before it still moves slots into the range
+  for (const stretch of offsetStretches(timezone, from - TRANSITION_REACH_MS, to)) {
+    const found = slotsOfStretch(pattern, stretch, range, limit + 1 - slots.length, budget);
+    if (found === undefined) return { slots: slots.slice(0, limit), complete: false };
+    if (slots.length === 0) slots = found;
+    else for (const slot of found) slots.push(slot);
+    if (slots.length > limit) return { slots: slots.slice(0, limit), complete: false };
   }
+  return { slots, complete: true };
+}
+
+/**
+ * One stretch's slots in the range, oldest first, at most `max`; undefined when the budget ran
+ * out. Each wall slot of the stretch is its instant minus the offset. Where a change starts the
+ * stretch, a fixed-hour cron (not `bothCopies`) runs a wall time a fall-back repeats only in its
+ * first copy (the stretch before), and a wall time a spring-forward skips at its instant with the
+ * offset before (instantsOfWall's rule).
+ */
+function slotsOfStretch(
+  pattern: WallPattern,
+  stretch: OffsetStretch,
+  range: { from: number; to: number; bothCopies: boolean },
+  max: number,
+  budget: SlotBudget,
+): number[] | undefined {
+  const { start, offset, before } = stretch;
+  const low = Math.max(start, range.from);
+  const high = Math.min(stretch.end - 1, range.to);
+  const changeRule = !range.bothCopies && before !== undefined;
+  let slots: number[] = [];
+  if (low <= high) {
+    const repeatedUntil = changeRule && before > offset ? start + before : Number.NEGATIVE_INFINITY;
+    const from = Math.max(low + offset, repeatedUntil);
+    const found = wallSlots(pattern, { from, to: high + offset, offset }, max, budget);
+    if (found === undefined) return undefined;
+    slots = found;
+  }
+  if (!changeRule || before >= offset) return slots;
+  const skippedWalls = {
+    from: low + before,
+    to: Math.min(start + offset - 1, range.to + before),
+    offset: before,
+  };
+  const skipped = wallSlots(pattern, skippedWalls, max, budget);
+  if (skipped === undefined) return undefined;
+  return mergeUnique(skipped, slots).slice(0, max);
+}
+
+/** Two ascending lists as one, each value once. */
+function mergeUnique(a: readonly number[], b: readonly number[]): number[] {
+  const merged: number[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length || j < b.length) {
+    const next = j >= b.length || (i < a.length && (a[i] as number) <= (b[j] as number)) ? a[i++] : b[j++];
+    if (next !== undefined && merged.at(-1) !== next) merged.push(next);
+  }
+  return merged;
 }
 
 /**
@@ -324,16 +334,20 @@ export function nextSlots(repeatInterval: string, timezone: string, from: number
   return slots;
 }
 
-/** Slots of a stored schedule in [from, to], oldest first, at most `limit`. */
+/**
+ * Slots of a stored schedule in [from, to], oldest first, at most `limit` (the one enumeration of
+ * a range: the engine's catch-up and overlap decisions, the timeline's missed slots).
+ */
 export function slotsBetween(
   repeatInterval: string,
   timezone: string,
   from: number,
   to: number,
   limit: number,
+  budget?: SlotBudget,
 ): { slots: number[]; complete: boolean } {
   const schedule = scheduleOf(repeatInterval);
-  if (schedule.kind === "cron") return cronSlotsBetween(schedule.cron, timezone, from, to, limit);
+  if (schedule.kind === "cron") return cronSlotsBetween(schedule.cron, timezone, from, to, limit, budget);
   if (schedule.kind === "at")
     return {
       slots: schedule.at >= from && schedule.at <= to && limit > 0 ? [schedule.at] : [],

@@ -13,6 +13,19 @@ import {
 
 /** The run log (Agenda's job log table): history, status figures, a slot's outcome, pruning. */
 
+/**
+ * The run log's index by task and slot, for the reads in slot order: the timeline (ascending) and
+ * the run history (descending) in src/status/timelineSql.ts. Schema version 3 (src/engine/schema.ts).
+ */
+export const SLOT_INDEX = "agenda_logs_cw_slot_idx";
+
+export async function createSlotIndex(db: Queryable): Promise<void> {
+  await db.query(
+    `CREATE INDEX IF NOT EXISTS "${SLOT_INDEX}" ON "${LOGS_TABLE}" (job_name, (${metaText("scheduledAt")}), id)
+      WHERE event IN ('success', 'fail', 'retry')`,
+  );
+}
+
 export interface RunLogRow {
   id: string;
   timestamp: Date;

@@ -1,26 +1,17 @@
 import type { Pool, PoolClient } from "pg";
+import { metaHas, metaJson, metaText } from "../engine/runLogMeta.js";
+import { JOBS_TABLE, type JobRow, LOGS_TABLE } from "../engine/sql.js";
 import { AUDIT_TABLE } from "../store/schema.js";
-import { metaHas, metaJson, metaText } from "./runLogMeta.js";
-import { JOBS_TABLE, type JobRow, LOGS_TABLE } from "./sql.js";
 
 /**
  * The reads behind the timeline, the paged history and the run detail (agenda_logs), kept apart
- * from the engine's own statements. A run record is a `success`/`fail` row (the slot's final
+ * from the engine's own statements. They read in slot order on the run log's index by task and slot
+ * (SLOT_INDEX, src/engine/sql/runLog.ts). A run record is a `success`/`fail` row (the slot's final
  * attempt) or a `retry` row (an attempt its retry policy followed with another), with
  * `meta.outcome`; `meta.logs` and `meta.errorStack` are read only by the run detail.
  */
 
 type Queryable = Pool | PoolClient;
-
-/** The index the timeline reads from: one range scan per task over its slots. */
-export const SLOT_INDEX = "agenda_logs_cw_slot_idx";
-
-export async function createTimelineIndexes(db: Queryable): Promise<void> {
-  await db.query(
-    `CREATE INDEX IF NOT EXISTS "${SLOT_INDEX}" ON "${LOGS_TABLE}" (job_name, (${metaText("scheduledAt")}), id)
-      WHERE event IN ('success', 'fail', 'retry')`,
-  );
-}
 
 export interface SlotRow {
   id: string;
@@ -123,37 +114,63 @@ export async function selectLastStarts(db: Queryable, names: string[]): Promise<
 export interface HistoryQuery {
   task: string;
   limit: number;
-  before?: { timestamp: Date; id: string } | undefined;
+  /** The last run of the previous page: this page holds the runs after it (historyOrder). */
+  before?: HistoryCursor | undefined;
   outcomes?: string[] | undefined;
   trigger?: "schedule" | "manual" | undefined;
+  /** The end time (when the record was written) from, inclusive. */
   from?: Date | undefined;
+  /** The end time to, exclusive. */
   to?: Date | undefined;
 }
 
-/** A page of a task's run records, newest first (by end time), keyset-paged on (timestamp, id). */
+/** A run record's place in the history's order: its slot, when it was written, its id. */
+export interface HistoryCursor {
+  slot: string;
+  timestamp: Date;
+  id: string;
+}
+
+/**
+ * The history's order, "newest first": by slot, newest first, since that is what an operator reads
+ * down a task's runs (a late run of an older slot stays beside its slot, wherever its record came
+ * in the log); the attempts of one slot by the time their records were written, latest first; then by id, so that
+ * the order is total and a page's last row is a keyset cursor. The slot index (SLOT_INDEX, task and
+ * slot) read backward gives the slot order; the few records of a slot are sorted after it.
+ */
+const HISTORY_ORDER = `(${metaText("scheduledAt")}) DESC, timestamp DESC, id DESC`;
+
+/** A page of a task's run records in the history's order (HISTORY_ORDER), keyset-paged on it. */
 export async function selectHistoryPage(db: Queryable, query: HistoryQuery): Promise<SlotRow[]> {
-  const params: unknown[] = [query.task, query.limit];
+  const { text, values } = historyPageStatement(query);
+  return (await db.query<SlotRow>(text, values)).rows;
+}
+
+/** selectHistoryPage's statement (for EXPLAIN in the tests). */
+export function historyPageStatement(query: HistoryQuery): { text: string; values: unknown[] } {
+  const values: unknown[] = [query.task, query.limit];
   const where: string[] = [];
   const param = (value: unknown) => {
-    params.push(value);
-    return `$${params.length}`;
+    values.push(value);
+    return `$${values.length}`;
   };
   if (query.outcomes) where.push(`${metaText("outcome")} = ANY(${param(query.outcomes)}::text[])`);
   if (query.trigger) where.push(`coalesce(${metaText("trigger")}, 'schedule') = ${param(query.trigger)}`);
   if (query.from) where.push(`timestamp >= ${param(query.from)}`);
   if (query.to) where.push(`timestamp < ${param(query.to)}`);
   if (query.before) {
-    const at = param(query.before.timestamp);
-    where.push(`(timestamp, id) < (${at}, ${param(query.before.id)}::uuid)`);
+    const { slot, timestamp, id } = query.before;
+    where.push(
+      `((${metaText("scheduledAt")}), timestamp, id) < (${param(slot)}, ${param(timestamp)}, ${param(id)}::uuid)`,
+    );
   }
-  const result = await db.query<SlotRow>(
-    `SELECT ${SLOT_COLUMNS} FROM "${LOGS_TABLE}"
+  return {
+    text: `SELECT ${SLOT_COLUMNS} FROM "${LOGS_TABLE}"
       WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND ${metaHas("outcome")}
         ${where.map((condition) => `AND ${condition}`).join(" ")}
-      ORDER BY timestamp DESC, id DESC LIMIT $2`,
-    params,
-  );
-  return result.rows;
+      ORDER BY ${HISTORY_ORDER} LIMIT $2`,
+    values,
+  };
 }
 
 export interface RunDetailRow extends SlotRow {

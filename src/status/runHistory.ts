@@ -1,8 +1,7 @@
 import type { Pool } from "pg";
-import type { RunRecord } from "./engineApi.js";
-import type { RunLogLine } from "./runJournal.js";
-import { decodeRunMeta } from "./runLogMeta.js";
-import { type MarkOutcome, runMark } from "./timeline.js";
+import type { RunRecord } from "../engine/engineApi.js";
+import { decodeRunMeta, type RunLogMeta } from "../engine/runLogMeta.js";
+import { type MarkOutcome, runMark } from "./timelineMarks.js";
 import * as tsql from "./timelineSql.js";
 
 /** One attempt in the history: the run record plus its id (for GET /runs/:id) and what it repeats. */
@@ -14,9 +13,10 @@ export interface HistoryRun extends RunRecord {
 }
 
 export interface HistoryPage {
+  /** Newest slot first; a slot's attempts latest first (src/status/timelineSql.ts, HISTORY_ORDER). */
   runs: HistoryRun[];
   /** Pass back as `before` for the next (older) page; null on the last page. */
-  nextCursor: { timestamp: Date; id: string } | null;
+  nextCursor: tsql.HistoryCursor | null;
 }
 
 export async function readHistory(pool: Pool, query: tsql.HistoryQuery): Promise<HistoryPage> {
@@ -25,7 +25,8 @@ export async function readHistory(pool: Pool, query: tsql.HistoryQuery): Promise
   const last = page.at(-1);
   return {
     runs: page.map(historyRun),
-    nextCursor: rows.length > query.limit && last ? { timestamp: last.timestamp, id: last.id } : null,
+    nextCursor:
+      rows.length > query.limit && last ? { slot: last.slot, timestamp: last.timestamp, id: last.id } : null,
   };
 }
 
@@ -73,7 +74,7 @@ export interface RunDetail {
   errorStack: string | null;
   reason: string | null;
   /** What the handler logged through ctx.logger during this attempt (kept once it ended). */
-  logs: RunLogLine[];
+  logs: NonNullable<RunLogMeta["logs"]>;
   /** Lines left out past the size limit. */
   logsDropped: number;
   /** For a start: the record of how it ended, when it did. */
@@ -84,55 +85,63 @@ export interface RunDetail {
 export async function readRunDetail(pool: Pool, id: string): Promise<RunDetail | undefined> {
   const row = await tsql.selectRunDetail(pool, id);
   if (!row) return undefined;
+  return row.event === "start" ? startDetail(pool, row) : recordDetail(row);
+}
+
+/** A start row: how its run ended when a record of it came before the next start, else running or cut off. */
+async function startDetail(pool: Pool, row: tsql.RunDetailRow): Promise<RunDetail> {
+  const slot = row.slot ? new Date(row.slot) : null;
+  const ended = await tsql.selectOutcomeAfterStart(pool, {
+    job_name: row.job_name,
+    timestamp: row.timestamp,
+    instance_id: row.instance_id ?? row.agenda_name,
+  });
+  const running = !ended && (await isRunning(pool, row));
+  return {
+    id: row.id,
+    task: row.job_name,
+    slot,
+    outcome: ended
+      ? ended.event === "success"
+        ? "succeeded"
+        : "failed"
+      : running
+        ? "running"
+        : "interrupted",
+    startedAt: row.timestamp,
+    finishedAt: null,
+    durationMs: running ? Date.now() - row.timestamp.getTime() : null,
+    latenessMs: slot ? row.timestamp.getTime() - slot.getTime() : null,
+    attempt: row.attempt === null ? null : Number(row.attempt),
+    final: true,
+    trigger: row.trigger === "manual" ? "manual" : "schedule",
+    instanceId: row.instance_id ?? row.agenda_name,
+    rerunOf: null,
+    error: null,
+    errorStack: null,
+    reason: ended
+      ? "this is the run's start; its record has the outcome"
+      : running
+        ? "running now: its log lines are kept when the attempt ends"
+        : "never finished (its instance stopped or lost the lock)",
+    logs: [],
+    logsDropped: 0,
+    recordId: ended?.id ?? null,
+  };
+}
+
+/** Whether a start with no record after it is its task's run in progress: the latest start, the job locked. */
+async function isRunning(pool: Pool, row: tsql.RunDetailRow): Promise<boolean> {
+  const job = (await tsql.selectTimelineJobs(pool)).find((candidate) => candidate.name === row.job_name);
+  if (!job?.locked_at || !job.last_run_at) return false;
+  if (job.last_finished_at && job.last_run_at <= job.last_finished_at) return false;
+  const [latest] = await tsql.selectLastStarts(pool, [row.job_name]);
+  return latest?.id === row.id;
+}
+
+/** A run record: the attempt, its error with the stack, and the lines its handler logged. */
+function recordDetail(row: tsql.RunDetailRow): RunDetail {
   const meta = decodeRunMeta(row.meta);
-  if (row.event === "start") {
-    const slot = row.slot ? new Date(row.slot) : null;
-    const ended = await tsql.selectOutcomeAfterStart(pool, {
-      job_name: row.job_name,
-      timestamp: row.timestamp,
-      instance_id: row.instance_id ?? row.agenda_name,
-    });
-    const jobs = ended ? [] : await tsql.selectTimelineJobs(pool);
-    const job = jobs.find((candidate) => candidate.name === row.job_name);
-    const [latest] = job ? await tsql.selectLastStarts(pool, [row.job_name]) : [];
-    const running = Boolean(
-      job?.locked_at &&
-        job.last_run_at &&
-        (!job.last_finished_at || job.last_run_at > job.last_finished_at) &&
-        latest?.id === row.id,
-    );
-    return {
-      id: row.id,
-      task: row.job_name,
-      slot,
-      outcome: ended
-        ? ended.event === "success"
-          ? "succeeded"
-          : "failed"
-        : running
-          ? "running"
-          : "interrupted",
-      startedAt: row.timestamp,
-      finishedAt: null,
-      durationMs: running ? Date.now() - row.timestamp.getTime() : null,
-      latenessMs: slot ? row.timestamp.getTime() - slot.getTime() : null,
-      attempt: row.attempt === null ? null : Number(row.attempt),
-      final: true,
-      trigger: row.trigger === "manual" ? "manual" : "schedule",
-      instanceId: row.instance_id ?? row.agenda_name,
-      rerunOf: null,
-      error: null,
-      errorStack: null,
-      reason: ended
-        ? "this is the run's start; its record has the outcome"
-        : running
-          ? "running now: its log lines are kept when the attempt ends"
-          : "never finished (its instance stopped or lost the lock)",
-      logs: [],
-      logsDropped: 0,
-      recordId: ended?.id ?? null,
-    };
-  }
   const mark = runMark(row);
   return {
     id: row.id,
