@@ -282,7 +282,7 @@ export class TaskRunner {
       if (lockLostReason === undefined && !entry.handedOff && !entry.notStarted)
         // the skipped records land before the run's final save moves the row past their slots: a
         // process killed in between leaves its slot to the taker, not a slot without a record
-        await this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy);
+        await this.#applyOverlapAtEnd(taskName, jobId, job, slotStartedAt, policy, entry);
       await stopWatchdog();
       this.#running.delete(jobId);
     }
@@ -330,6 +330,7 @@ export class TaskRunner {
     job: Job,
     startedAt: Date,
     policy: StoredPolicy,
+    entry: SlotRun,
   ): Promise<void> {
     try {
       const data = job.attrs.data as Record<string, unknown> | undefined;
@@ -358,17 +359,25 @@ export class TaskRunner {
         policy: policy.overlap,
         runStartedAt: Math.min(job.attrs.lastRunAt?.getTime() ?? startedAt.getTime(), startedAt.getTime()),
         handlerStartedAt: startedAt.getTime(),
+        // the run's own slot (a re-run's: the slot it repeats): a run that took it late is not
+        // "still going" for the slots that fell due only because of that
+        slotDueAt:
+          entry.trigger === "manual"
+            ? entry.scheduledAt.getTime()
+            : dueAt(taskName, entry.scheduledAt.getTime(), jitterMs),
+        ...(entry.rerun ? { rerunOf: { slot: entry.scheduledAt.getTime() } } : {}),
         now: this.#clock(),
         pendingSlot,
         schedule: slotSource(schedule, timezone),
       });
       if (!decision) return;
+      if (decision.runs !== null && decision.runs !== pendingSlot)
+        job.attrs.nextRunAt = new Date(dueAt(taskName, decision.runs, jitterMs));
       if (decision.nextAfter !== undefined) {
         const next = nextSlot(schedule, timezone, decision.nextAfter);
         job.attrs.nextRunAt = next === undefined ? null : new Date(dueAt(taskName, next, jitterMs));
       }
-      const runs = decision.nextAfter === undefined && pendingSlot !== null ? pendingSlot : null;
-      await this.#reportSkipped(jobId, taskName, "overlap", decision, decision.skipped, runs);
+      await this.#reportSkipped(jobId, taskName, "overlap", decision, decision.skipped, decision.runs);
     } catch (error) {
       this.#deps.logger.warn(
         { err: error, task: taskName },
