@@ -170,10 +170,9 @@ describe("decideOverlapAtEnd: a run that took its slot late is not 'the previous
   it("a re-run that starts after the next slot: the slots since its own are decided too, the newest runs", () => {
     const late = { ...tenSeconds, runStartedAt: 27_000, handlerStartedAt: 27_000, rerunOf: { slot: 10_000 } };
     // still going at 30 s (its start save computed 30 s): 20 s recorded, 30 s runs after it
-    expect(decideOverlapAtEnd({ ...late, pendingSlot: 30_000, now: 31_000, policy: "skip" })).toMatchObject({
-      skipped: [20_000],
-      runs: 30_000,
-    });
+    const decision = decideOverlapAtEnd({ ...late, pendingSlot: 30_000, now: 31_000, policy: "skip" });
+    expect(decision).toMatchObject({ skipped: [20_000], runs: 30_000 });
+    expect(decision?.reason).toMatch(/started its slot late/);
     // over before 30 s: 20 s, due before the re-run began, runs after it (30 s follows as usual)
     expect(decideOverlapAtEnd({ ...late, pendingSlot: 30_000, now: 29_000, policy: "skip" })).toMatchObject({
       skipped: [],
@@ -196,11 +195,10 @@ describe("decideOverlapAtEnd: a run that took its slot late is not 'the previous
       runs: null,
       nextAfter: 17_000,
     });
-    // an 18 s run: 20 s would have been free on time; it runs now, 10 s is recorded
-    expect(decideOverlapAtEnd({ ...lateAndLong, now: 23_000 })).toMatchObject({
-      skipped: [10_000],
-      runs: 20_000,
-    });
+    // an 18 s run: 20 s would have been free on time; it runs now, 10 s is recorded, as the policy's
+    const decision = decideOverlapAtEnd({ ...lateAndLong, now: 23_000 });
+    expect(decision).toMatchObject({ skipped: [10_000], runs: 20_000 });
+    expect(decision?.reason).toMatch(/overlap is skip/);
   });
 });
 

@@ -88,8 +88,8 @@ export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undef
     input.handlerStartedAt !== undefined && input.slotDueAt !== undefined
       ? Math.max(0, input.handlerStartedAt - input.slotDueAt)
       : 0;
-  const startedLate = newest > now - late;
-  const runs = startedLate || policy !== "skip" ? newest : null;
+  const onTimeEnd = now - late;
+  const runs = newest > onTimeEnd || policy !== "skip" ? newest : null;
   const skippedUntil = runs === null ? now : runs - 1;
   const listed = schedule.between(from, skippedUntil, LISTED);
   // the pending slot is the newest and nothing else fell due: it just runs
@@ -101,13 +101,16 @@ export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undef
     skippedCount = counted.slots.length;
     atLeast = !counted.complete;
   }
+  // the reason of the skipped slots: the policy's, unless some fell due only because of the lateness
+  const newestSkipped = runs === null ? newest : schedule.newestAtOrBefore(runs - 1);
+  const lateSkipped = newestSkipped !== undefined && newestSkipped >= from && newestSkipped > onTimeEnd;
   return {
     skipped: listed.slots,
     skippedCount,
     atLeast,
     runs,
     nextAfter: runs === null ? now : undefined,
-    reason: REASONS[startedLate ? "late" : policy],
+    reason: REASONS[lateSkipped ? "late" : policy],
   };
 }
 
