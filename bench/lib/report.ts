@@ -143,6 +143,9 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
           max_concurrency: rolling.maxConcurrency,
           slots: rolling.slots,
           lost: rolling.lost,
+          skipped_overlap: rolling.skippedOverlap,
+          skipped_catch_up: rolling.skippedCatchUp,
+          skipped_other: rolling.skippedOther,
           doubled: rolling.doubled,
           interrupted: rolling.interrupted,
           not_rerun: rolling.notRerun,
@@ -428,7 +431,14 @@ function failoverRows(row: Row, failover: Record<Contender, FailoverTrial[]>): v
 
 function rollingRows(row: Row, rolling: RollingFigures): void {
   const title = `rolling restart (3 processes, ${rolling.tasks} tasks every 10 s running 4 s, 2 s drain, ${rolling.maxConcurrency ?? "default"} runs at once)`;
-  row(title, `slots lost / run twice (of ${rolling.slots})`, `${rolling.lost} / ${rolling.doubled}`, "n/a");
+  row(
+    title,
+    `slots lost / skipped by overlap / skipped by catch-up / run twice (of ${rolling.slots} expected)`,
+    `${rolling.lost} / ${rolling.skippedOverlap} / ${rolling.skippedCatchUp} / ${rolling.doubled}`,
+    "n/a",
+  );
+  if (rolling.skippedOther > 0)
+    row("", "slots skipped for another reason", String(rolling.skippedOther), "n/a");
   row(
     "",
     "runs interrupted at a drain deadline / not re-run",
