@@ -137,19 +137,6 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     : null;
   figures.partition_s = round(results.partition?.cronwarden.failoverS, 1);
   figures.partition_s_agenda = round(results.partition?.agenda.failoverS, 1);
-  const rollingJson = (rolling: RollingFigures | undefined) =>
-    rolling
-      ? {
-          max_concurrency: rolling.maxConcurrency,
-          slots: rolling.slots,
-          lost: rolling.lost,
-          doubled: rolling.doubled,
-          interrupted: rolling.interrupted,
-          not_rerun: rolling.notRerun,
-          rerun_delay_median_s: rolling.rerunDelayMedianS,
-          rerun_delay_max_s: rolling.rerunDelayMaxS,
-        }
-      : null;
   const floor = results.latenessFloor;
   const floorJson = (figures: FloorFigures) => ({
     processes: figures.processes,
@@ -428,7 +415,14 @@ function failoverRows(row: Row, failover: Record<Contender, FailoverTrial[]>): v
 
 function rollingRows(row: Row, rolling: RollingFigures): void {
   const title = `rolling restart (3 processes, ${rolling.tasks} tasks every 10 s running 4 s, 2 s drain, ${rolling.maxConcurrency ?? "default"} runs at once)`;
-  row(title, `slots lost / run twice (of ${rolling.slots})`, `${rolling.lost} / ${rolling.doubled}`, "n/a");
+  row(
+    title,
+    `slots lost / skipped by overlap / skipped by catch-up / run twice (of ${rolling.slots} expected)`,
+    `${rolling.lost} / ${rolling.skippedOverlap} / ${rolling.skippedCatchUp} / ${rolling.doubled}`,
+    "n/a",
+  );
+  if (rolling.skippedOther > 0)
+    row("", "slots skipped for another reason", String(rolling.skippedOther), "n/a");
   row(
     "",
     "runs interrupted at a drain deadline / not re-run",
@@ -498,4 +492,22 @@ function reconcileRows(row: Row, reconcile: ReconcileFigures): void {
     show(median(reconcile.configToStoredMs)),
     "n/a",
   );
+}
+
+/** The rolling scenario's figures in the JSON line. */
+function rollingJson(rolling: RollingFigures | undefined) {
+  if (!rolling) return null;
+  return {
+    max_concurrency: rolling.maxConcurrency,
+    slots: rolling.slots,
+    lost: rolling.lost,
+    skipped_overlap: rolling.skippedOverlap,
+    skipped_catch_up: rolling.skippedCatchUp,
+    skipped_other: rolling.skippedOther,
+    doubled: rolling.doubled,
+    interrupted: rolling.interrupted,
+    not_rerun: rolling.notRerun,
+    rerun_delay_median_s: rolling.rerunDelayMedianS,
+    rerun_delay_max_s: rolling.rerunDelayMaxS,
+  };
 }

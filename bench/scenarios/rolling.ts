@@ -4,11 +4,14 @@
  * lock lifetime 15 s, default 5 s poll. Each process in turn is stopped the way a deploy stops it
  * (a clean stop with a 2 s drain: runs still going are cut off, recorded interrupted and handed
  * off) and replaced by a new one, one process per slot, each stopped a second into the slot.
- * Over the slots from the first stop to two slots after the last replacement was ready: slots that
- * never started (and were not covered by a late start of an earlier slot), starts of a slot beyond
- * one plus its interrupted runs, the interrupted runs, and how long after its cut-off each one's
- * slot was re-run.
+ * Over the slots expected from the first stop to two slots after the last replacement was ready
+ * (tasks x slots): the slots no handler started for, split by their run record into those
+ * recorded skipped by the overlap rule, those recorded skipped by the catch-up rule, and those
+ * lost (no start and no record); starts of a slot beyond one plus its interrupted runs; the
+ * interrupted runs, and how long after its cut-off each one's slot was re-run.
  */
+
+import { LOGS_TABLE } from "../../src/engine/sql/tables.js";
 import type { Worker } from "../lib/children.js";
 import {
   type BenchContext,
@@ -29,8 +32,16 @@ export interface RollingFigures {
   /** Runs at once per process; null: the default (20). */
   maxConcurrency: number | null;
   restarts: number;
+  /** Slots expected: tasks x slots of the window. */
   slots: number;
+  /** Slots with no start and no run record. */
   lost: number;
+  /** Slots with no start, recorded skipped by the overlap rule ("fell due while ..."). */
+  skippedOverlap: number;
+  /** Slots with no start, recorded skipped by the catch-up rule ("missed while nothing ran ..."). */
+  skippedCatchUp: number;
+  /** Slots with no start, recorded skipped for another reason (disabled, re-timed). */
+  skippedOther: number;
   doubled: number;
   interrupted: number;
   /** Interrupted run's end -> its slot's re-run start (s). */
@@ -82,64 +93,103 @@ export async function runRolling(context: BenchContext, maxConcurrency?: number)
     const finishes = all.flatMap((worker) =>
       worker.messages.filter((message): message is Finish => message.type === "finish"),
     );
-    // an interrupted run: its process's last start of that task before the cut-off names the slot
-    const interrupted = finishes
-      .filter((finish) => finish.error !== null && /handed to another instance/.test(finish.error))
-      .map((finish) => {
-        const run = starts
-          .filter((s) => s.pid === finish.pid && s.task === finish.task && s.at <= finish.at)
-          .sort((a, b) => b.at - a.at)[0];
-        return { task: finish.task, slot: run?.slot ?? null, at: finish.at };
-      });
-    const interruptedPerSlot = new Map<string, number>();
-    for (const run of interrupted) {
-      const key = `${run.task}@${run.slot}`;
-      interruptedPerSlot.set(key, (interruptedPerSlot.get(key) ?? 0) + 1);
-    }
-    const startsPerSlot = new Map<string, Start[]>();
-    for (const s of starts) {
-      const key = `${s.task}@${s.slot}`;
-      startsPerSlot.set(key, [...(startsPerSlot.get(key) ?? []), s]);
-    }
-    let slots = 0;
-    let lost = 0;
-    let doubled = 0;
-    const firstSlot = Math.ceil(from / SLOT_MS) * SLOT_MS;
-    for (let index = 0; index < tasks.count; index++) {
-      const task = `${tasks.prefix}${String(index).padStart(5, "0")}`;
-      for (let slot = firstSlot; slot <= until; slot += SLOT_MS) {
-        slots++;
-        const key = `${task}@${slot}`;
-        const count = startsPerSlot.get(key)?.length ?? 0;
-        const covered = starts.some((s) => s.task === task && (s.slot ?? slot) < slot && s.at >= slot);
-        if (count === 0 && !covered) lost++;
-        doubled += Math.max(0, count - 1 - (interruptedPerSlot.get(key) ?? 0));
-      }
-    }
-    const delays: number[] = [];
-    let notRerun = 0;
-    for (const run of interrupted) {
-      const rerun = (startsPerSlot.get(`${run.task}@${run.slot}`) ?? [])
-        .filter((s) => s.rerun && s.at >= run.at - 50)
-        .sort((a, b) => a.at - b.at)[0];
-      if (rerun) delays.push((rerun.at - run.at) / 1000);
-      else notRerun++;
-    }
+    const interrupted = interruptedRuns(starts, finishes);
+    const skipped = await skippedRecords(context, database);
+    const window = { tasks, from: Math.ceil(from / SLOT_MS) * SLOT_MS, until };
     return {
       tasks: tasks.count,
       maxConcurrency: maxConcurrency ?? null,
       restarts: PROCESSES,
-      slots,
-      lost,
-      doubled,
-      interrupted: interrupted.length,
-      rerunDelayMedianS: round(delays.length > 0 ? median(delays) : null, 2),
-      rerunDelayMaxS: round(delays.length > 0 ? Math.max(...delays) : null, 2),
-      notRerun,
+      ...slotFigures(window, starts, interrupted, skipped),
+      ...rerunFigures(starts, interrupted),
     };
   } finally {
     for (const worker of all) worker.kill();
     await Promise.all(all.map((worker) => worker.exited));
     await context.pg.dropDatabase(database).catch(() => {});
   }
+}
+
+/** An interrupted run: its process's last start of that task before the cut-off names the slot. */
+function interruptedRuns(starts: Start[], finishes: Finish[]): Interrupted[] {
+  return finishes
+    .filter((finish) => finish.error !== null && /handed to another instance/.test(finish.error))
+    .map((finish) => {
+      const run = starts
+        .filter((s) => s.pid === finish.pid && s.task === finish.task && s.at <= finish.at)
+        .sort((a, b) => b.at - a.at)[0];
+      return { task: finish.task, slot: run?.slot ?? null, at: finish.at };
+    });
+}
+
+interface Interrupted {
+  task: string;
+  slot: number | null;
+  at: number;
+}
+
+/** The skipped run records, by `task@slot` (ms): their reason. */
+async function skippedRecords(context: BenchContext, database: string): Promise<Map<string, string>> {
+  const rows = await context.pg.query<{ task: string; slot: string; detail: string | null }>(
+    database,
+    `SELECT job_name AS task, meta->>'scheduledAt' AS slot, meta->>'detail' AS detail
+       FROM "${LOGS_TABLE}" WHERE event = 'success' AND meta->>'outcome' = 'skipped'`,
+  );
+  return new Map(rows.map((row) => [`${row.task}@${Date.parse(row.slot)}`, row.detail ?? ""]));
+}
+
+/** Each expected slot: started, or recorded skipped (by which rule), or lost; and starts beyond one. */
+function slotFigures(
+  window: { tasks: { prefix: string; count: number }; from: number; until: number },
+  starts: Start[],
+  interrupted: Interrupted[],
+  skipped: Map<string, string>,
+): Pick<RollingFigures, "slots" | "lost" | "skippedOverlap" | "skippedCatchUp" | "skippedOther" | "doubled"> {
+  const interruptedPerSlot = new Map<string, number>();
+  for (const run of interrupted) {
+    const key = `${run.task}@${run.slot}`;
+    interruptedPerSlot.set(key, (interruptedPerSlot.get(key) ?? 0) + 1);
+  }
+  const startsPerSlot = new Map<string, number>();
+  for (const s of starts)
+    startsPerSlot.set(`${s.task}@${s.slot}`, (startsPerSlot.get(`${s.task}@${s.slot}`) ?? 0) + 1);
+  const figures = { slots: 0, lost: 0, skippedOverlap: 0, skippedCatchUp: 0, skippedOther: 0, doubled: 0 };
+  for (let index = 0; index < window.tasks.count; index++) {
+    const task = `${window.tasks.prefix}${String(index).padStart(5, "0")}`;
+    for (let slot = window.from; slot <= window.until; slot += SLOT_MS) {
+      figures.slots++;
+      const key = `${task}@${slot}`;
+      const count = startsPerSlot.get(key) ?? 0;
+      figures.doubled += Math.max(0, count - 1 - (interruptedPerSlot.get(key) ?? 0));
+      if (count > 0) continue;
+      const reason = skipped.get(key);
+      if (reason === undefined) figures.lost++;
+      else if (/^fell due while/.test(reason)) figures.skippedOverlap++;
+      else if (/^missed while nothing ran/.test(reason)) figures.skippedCatchUp++;
+      else figures.skippedOther++;
+    }
+  }
+  return figures;
+}
+
+/** How long after its cut-off each interrupted run's slot was started again. */
+function rerunFigures(
+  starts: Start[],
+  interrupted: Interrupted[],
+): Pick<RollingFigures, "interrupted" | "rerunDelayMedianS" | "rerunDelayMaxS" | "notRerun"> {
+  const delays: number[] = [];
+  let notRerun = 0;
+  for (const run of interrupted) {
+    const rerun = starts
+      .filter((s) => s.task === run.task && s.slot === run.slot && s.rerun && s.at >= run.at - 50)
+      .sort((a, b) => a.at - b.at)[0];
+    if (rerun) delays.push((rerun.at - run.at) / 1000);
+    else notRerun++;
+  }
+  return {
+    interrupted: interrupted.length,
+    rerunDelayMedianS: round(delays.length > 0 ? median(delays) : null, 2),
+    rerunDelayMaxS: round(delays.length > 0 ? Math.max(...delays) : null, 2),
+    notRerun,
+  };
 }

@@ -85,17 +85,25 @@ export class SkippedSlots {
         policy: policy.overlap,
         runStartedAt: Math.min(job.attrs.lastRunAt?.getTime() ?? startedAt.getTime(), startedAt.getTime()),
         handlerStartedAt: startedAt.getTime(),
+        // the run's own slot (a re-run's: the slot it repeats): a run that took it late is not
+        // "still going" for the slots that fell due only because of that
+        slotDueAt:
+          run.trigger === "manual"
+            ? run.scheduledAt.getTime()
+            : dueAt(taskName, run.scheduledAt.getTime(), jitterMs),
+        ...(run.rerun ? { rerunOf: { slot: run.scheduledAt.getTime() } } : {}),
         now: this.#deps.clock(),
         pendingSlot,
         schedule: slotSource(schedule, timezone),
       });
       if (!decision) return;
+      if (decision.runs !== null && decision.runs !== pendingSlot)
+        job.attrs.nextRunAt = new Date(dueAt(taskName, decision.runs, jitterMs));
       if (decision.nextAfter !== undefined) {
         const next = nextSlot(schedule, timezone, decision.nextAfter);
         job.attrs.nextRunAt = next === undefined ? null : new Date(dueAt(taskName, next, jitterMs));
       }
-      const runs = decision.nextAfter === undefined && pendingSlot !== null ? pendingSlot : null;
-      await this.#report(run, "overlap", decision, decision.skipped, runs);
+      await this.#report(run, "overlap", decision, decision.skipped, decision.runs);
     } catch (error) {
       this.#deps.logger.warn(
         { err: error, task: taskName },

@@ -26,9 +26,9 @@ async function downtime(name: string, entry: ConfigEntry, missed: number): Promi
   return stored;
 }
 
-async function restart(name: string, entry: ConfigEntry) {
+async function restart(name: string, entry: ConfigEntry, withSettings: typeof settings = settings) {
   const skippedEvents: SlotsSkippedEvent[] = [];
-  const harness = SchedulerHarness.create(db().pool, [{ name, handler: async () => {} }], settings);
+  const harness = SchedulerHarness.create(db().pool, [{ name, handler: async () => {} }], withSettings);
   suite.track(harness);
   harness.scheduler.on("slots:skipped", (event) => skippedEvents.push(event));
   await harness.writeRaw(`tasks:\n  - ${JSON.stringify({ enabled: true, cron: CRON, ...entry })}\n`);
@@ -182,4 +182,74 @@ it("re-enable after several slots follows catchUp (default: latest within 1h), n
   );
   expect(job[0]?.next_run_at.getTime()).toBe(newest.getTime() + 86_400_000);
   expect(started).toEqual([]);
+});
+
+it("a stop shorter than the grace: the stored slot runs late, every past slot after it has a skipped record, and the timeline shows no missed slot", async () => {
+  const name = "cu-short-stop";
+  const entry = { name, cron: CRON }; // the default catch-up policy
+  const grace = { missedSlotGraceMs: 30_000 };
+  const handler = { name, handler: async () => {} };
+  // reads the records and the timeline, not started (a 1 s grace: a slot without a record would
+  // show as missed at once)
+  const reader = suite.track(SchedulerHarness.create(db().pool, [], { missedSlotGraceMs: 1_000 }));
+  const first = await suite.start([handler], [entry], grace);
+  await pollUntil(
+    "two runs before the stop",
+    async () =>
+      (await reader.scheduler.runs(name, 20)).filter((run) => run.outcome === "succeeded").length >= 2,
+  );
+  await first.stop();
+  const lastBefore = Math.max(
+    ...(await reader.scheduler.runs(name, 20)).map((run) => run.scheduledAt.getTime()),
+  );
+  // stopped for at least 3 slots after its last run, as the database's clock tells
+  const stopSlots = 3;
+  await pollUntil(
+    `${stopSlots} slots of the database's clock after the last run`,
+    async () => {
+      const { rows } = await db().pool.query<{ past: boolean }>("SELECT now() > $1::timestamptz AS past", [
+        new Date(lastBefore + (stopSlots + 0.5) * PERIOD),
+      ]);
+      return rows[0]?.past === true;
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
+  const { harness } = await restart(name, entry, grace);
+  // every slot from the last run before the stop to the second run after it has its record (the
+  // skipped rows and the run's row are written independently: waited for by the records)
+  const after = await pollUntil("two runs after the restart, every slot before them recorded", async () => {
+    const rows = await records(harness, name, new Date(lastBefore + PERIOD));
+    const ran = rows.filter((row) => row.outcome === "succeeded");
+    const second = ran[1]?.scheduledAt.getTime();
+    if (second === undefined) return false;
+    const slots = new Set(rows.map((row) => row.scheduledAt.getTime()));
+    for (let slot = lastBefore + PERIOD; slot <= second; slot += PERIOD) if (!slots.has(slot)) return false;
+    return rows.filter((row) => row.scheduledAt.getTime() <= second);
+  });
+  // one record per slot, contiguous: none missing, none twice
+  expectContiguous(after, new Date(lastBefore + PERIOD));
+  const [stored, ...rest] = after;
+  // the stored slot runs, late (it is within the grace); the past slots after it are recorded skipped
+  expect(stored).toMatchObject({ outcome: "succeeded", scheduledAt: new Date(lastBefore + PERIOD) });
+  expect((stored?.startedAt?.getTime() ?? 0) - (stored?.scheduledAt.getTime() ?? 0)).toBeGreaterThan(
+    stopSlots * PERIOD - PERIOD,
+  );
+  const skipped = rest.filter((row) => row.outcome === "skipped");
+  expect(skipped.length).toBeGreaterThanOrEqual(stopSlots - 1);
+  expect(rest.slice(0, skipped.length)).toEqual(skipped); // the skipped ones come right after it
+  for (const row of skipped)
+    expect(row.detail).toMatch(/missed while nothing ran.*within the missed-slot grace/);
+  expect(catchUpLines(harness, name)).toHaveLength(1);
+  // the timeline reads the same records: nothing in the stop is `missed`
+  const page = await reader.scheduler.timeline({
+    from: new Date(lastBefore + 1),
+    to: new Date((after.at(-1)?.scheduledAt.getTime() ?? 0) + 1),
+    tasks: [name],
+    limit: 100,
+  });
+  const marks = page.marks.flatMap((mark) => (mark.kind === "run" ? [mark] : []));
+  expect(marks.filter((mark) => mark.outcome === "missed")).toEqual([]);
+  expect(marks.filter((mark) => mark.outcome === "skipped").map((mark) => mark.slot)).toEqual(
+    skipped.map((row) => row.scheduledAt),
+  );
 });

@@ -91,3 +91,46 @@ it("cancelRunning: the running handler's signal fires when the next slot comes d
   expect(b.startedAt?.getTime() ?? 0).toBeGreaterThanOrEqual(a.finishedAt.getTime());
   expect(counter.max).toBe(1);
 });
+
+it("a run that waited for a worker is not the previous run still going: at the default overlap, every slot runs, none is skipped", async () => {
+  // three tasks every 2 s that run 1.2 s, on two workers: each slot one of them waits for a worker
+  // and ends after its next slot; over 2 s the two workers have room for all three (3.6 s of 4 s)
+  const names = ["ov-wait-a", "ov-wait-b", "ov-wait-c"];
+  const counter = { active: 0, max: 0 };
+  const harness = await suite.start(
+    names.map((name) => longTask(name, 1_200, counter)),
+    names.map((name) => ({ name, cron: "*/2 * * * * *" })),
+    { maxConcurrency: 2 },
+  );
+  const all = await pollUntil(
+    "six runs of each task",
+    async () => {
+      const found = await Promise.all(names.map((name) => harness.scheduler.runs(name, 100)));
+      return found.every((runs) => runs.filter((run) => run.outcome === "succeeded").length >= 6) && found;
+    },
+    { timeoutMs: 40_000 },
+  );
+  const ran = all.map((runs) => runs.filter((run) => run.outcome === "succeeded"));
+  const slotsOf = (runs: RunRecord[]) => runs.map((run) => run.scheduledAt.getTime()).sort((a, b) => a - b);
+  // the window every task was running in: from the latest first slot to the earliest last one
+  const from = Math.max(...ran.map((runs) => slotsOf(runs)[0] as number));
+  const to = Math.min(...ran.map((runs) => slotsOf(runs).at(-1) as number));
+  expect(to - from).toBeGreaterThanOrEqual(6_000);
+  const expected = Array.from({ length: (to - from) / 2_000 + 1 }, (_, i) => from + i * 2_000);
+  for (const [index, runs] of all.entries()) {
+    const inWindow = (run: RunRecord) => run.scheduledAt.getTime() >= from && run.scheduledAt.getTime() <= to;
+    expect(
+      runs.filter((run) => run.outcome === "skipped" && inWindow(run)),
+      names[index],
+    ).toEqual([]);
+    expect(slotsOf(runs.filter((run) => run.outcome === "succeeded" && inWindow(run))), names[index]).toEqual(
+      expected,
+    );
+  }
+  // some runs did wait for a worker: started a whole run late, they ended after their next slot
+  const late = ran
+    .flat()
+    .filter((run) => (run.startedAt?.getTime() ?? 0) - run.scheduledAt.getTime() >= 1_000);
+  expect(late.length).toBeGreaterThanOrEqual(1);
+  expect(counter.max).toBeLessThanOrEqual(2);
+});

@@ -174,8 +174,8 @@ describe("GET /slots", () => {
     );
     expect(of("tl-hold", "running")).toHaveLength(1);
     expect(of("tl-hold", "running")[0]?.id).toMatch(/^[0-9a-f-]{36}$/);
-    // tl-slow's first run took 5 s of a 2 s schedule (overlap: queueOne): the first slot it covered
-    // ran late, the others are skipped with the overlap reason (missed marks: timelineBuckets.test.ts)
+    // tl-slow's first run took 5 s of a 2 s schedule (overlap: queueOne): the newest slot it covered
+    // ran late, the older ones are skipped with the overlap reason (missed marks: timelineBuckets.test.ts)
     const missed = of("tl-slow", "skipped");
     expect(missed.length).toBeGreaterThanOrEqual(1);
     expect(missed[0]?.reason).toMatch(/overlap is queueOne/);

@@ -7,6 +7,7 @@ import {
   SKIPPED_LISTED_CAP,
   type SlotSource,
 } from "../../src/core/policies/catchUp.js";
+import { planRunStart } from "../../src/core/policies/catchUpAtStart.js";
 
 /** A schedule with a slot every `period` ms from 0. */
 function every(period: number): SlotSource {
@@ -182,10 +183,14 @@ describe("decideCatchUp: slots that fell during the previous run", () => {
     };
     // the previous run ended 500 ms ago, long after the slot: an ordinary late run
     expect(
-      decideCatchUp({ ...input, now: 13 * minute, previousRunEndedAt: 13 * minute - 500 }),
+      decideCatchUp({ ...input, now: 13 * minute - 200, previousRunEndedAt: 13 * minute - 500 }),
     ).toMatchObject({
       kind: "on-time",
     });
+    // the same, but slot 13 fell due meanwhile: it is recorded (the slots up to 12 are the overlap's)
+    expect(
+      decideCatchUp({ ...input, now: 13 * minute + 200, previousRunEndedAt: 13 * minute - 500 }),
+    ).toMatchObject({ kind: "catch-up", run: 10 * minute, skipped: [13 * minute] });
     // nothing ran for 2 min after it ended: missed
     expect(decideCatchUp({ ...input, now: 15 * minute, previousRunEndedAt: 13 * minute })).toMatchObject({
       kind: "catch-up",
@@ -193,10 +198,11 @@ describe("decideCatchUp: slots that fell during the previous run", () => {
   });
 
   it("lists the queued slot and the slots after the run's end, not those the overlap policy recorded", () => {
-    // queueOne left slot 10 owed; 11 and 12 fell during the run (recorded skipped at its end, 12:30)
+    // 10, 11 and 12 fell during the run: queueOne left the newest, 12, owed and recorded 10 and 11
+    // skipped at the run's end (12:30); then nothing ran until 15:10
     const decision = decideCatchUp({
       policy: policy("none"),
-      storedSlot: 10 * minute,
+      storedSlot: 12 * minute,
       graceMs: 1_000,
       schedule: every(minute),
       now: 15 * minute + 10_000,
@@ -205,8 +211,115 @@ describe("decideCatchUp: slots that fell during the previous run", () => {
     expect(decision).toMatchObject({
       kind: "catch-up",
       run: null,
-      skipped: [10 * minute, 13 * minute, 14 * minute, 15 * minute],
+      skipped: [12 * minute, 13 * minute, 14 * minute, 15 * minute],
       skippedCount: 4,
+    });
+  });
+});
+
+describe("decideCatchUp: a stop shorter than the grace", () => {
+  const seconds = 1_000;
+  // `*/5 * * * * *`, the default grace (60 s): the last run was the slot 0 s, the service stopped
+  // for 32 s; the stored slot 5 s runs at 35.5 s
+  const shortStop = {
+    storedSlot: 5 * seconds,
+    now: 35.5 * seconds,
+    graceMs: 60 * seconds,
+    previousRunEndedAt: 0.1 * seconds,
+    schedule: every(5 * seconds),
+  };
+
+  it("the oldest missed slot runs late, within the grace; the 6 past slots after it are recorded skipped", () => {
+    for (const runs of ["none", "latest"] as const) {
+      const decision = decideCatchUp({ ...shortStop, policy: policy(runs) });
+      expect(decision).toMatchObject({
+        kind: "catch-up",
+        run: 5 * seconds,
+        skipped: [10, 15, 20, 25, 30, 35].map((s) => s * seconds),
+        skippedCount: 6,
+        atLeast: false,
+        nextAfter: 35.5 * seconds,
+      });
+      if (decision.kind !== "catch-up") throw new Error("expected a catch-up");
+      expect(decision.reason).toMatch(/missed while nothing ran.*within the missed-slot grace/);
+    }
+  });
+
+  it("all runs them all, one after the other: nothing is skipped", () => {
+    expect(decideCatchUp({ ...shortStop, policy: policy("all") })).toEqual({
+      kind: "on-time",
+      nextAfter: 5 * seconds,
+    });
+  });
+
+  it("every slot from the stored one up to the start ends with a run, a skipped record or a place in the queue (all), whatever the stop", () => {
+    const period = 5 * seconds;
+    for (const runs of ["none", "latest", "all"] as const)
+      for (const stopS of [0, 3, 4.9, 5, 12, 32, 59, 60, 61, 64, 65, 90, 150, 450]) {
+        const now = period + stopS * seconds;
+        const decision = decideCatchUp({
+          policy: policy(runs),
+          storedSlot: period,
+          now,
+          graceMs: 60 * seconds,
+          schedule: every(period),
+        });
+        const due = every(period).between(period, now, 10_000).slots;
+        const ended =
+          decision.kind === "on-time"
+            ? // an ordinary run of the stored slot; under `all` the slots after it are owed and run next
+              due.filter((slot) => slot === period || runs === "all")
+            : [
+                ...decision.skipped,
+                ...due.filter(
+                  (slot) =>
+                    decision.run !== null &&
+                    (slot === decision.run || (runs === "all" && slot > decision.run)),
+                ),
+              ];
+        const label = `${runs}, stopped ${stopS} s`;
+        expect(decision.kind === "catch-up" ? decision.skippedCount : 0, label).toBe(
+          decision.kind === "catch-up" ? decision.skipped.length : 0,
+        );
+        expect(
+          ended.sort((a, b) => a - b),
+          label,
+        ).toEqual(due);
+      }
+  });
+});
+
+describe("planRunStart: the start after a 32 s stop (`*/5 * * * * *`, default catch-up, 60 s grace)", () => {
+  const at = (seconds: number) => Date.parse("2026-12-01T03:00:00Z") + seconds * 1_000;
+  const start = {
+    taskName: "report",
+    cron: "*/5 * * * * *",
+    timezone: "UTC",
+    data: {},
+    // the last run was the slot 0 s; the service stopped at 3 s and started again at 35 s
+    storedSlot: new Date(at(5)),
+    now: new Date(at(35.4)),
+    graceMs: 60_000,
+    previousRunEndedAt: new Date(at(0.2)),
+    rerunOrManual: false,
+  };
+
+  it("runs the stored slot, records the 6 slots after it skipped, and resumes with the next slot", () => {
+    const plan = planRunStart(start);
+    expect(plan?.slot.getTime()).toBe(at(5));
+    expect(plan?.decision).toMatchObject({
+      kind: "catch-up",
+      run: at(5),
+      skipped: [10, 15, 20, 25, 30, 35].map(at),
+      skippedCount: 6,
+    });
+    expect(plan?.nextRunAt?.getTime()).toBe(at(40));
+  });
+
+  it("a re-run or a run-now decides nothing here (its run's end does: overlap.ts)", () => {
+    expect(planRunStart({ ...start, rerunOrManual: true })?.decision).toEqual({
+      kind: "on-time",
+      nextAfter: at(35.4),
     });
   });
 });

@@ -82,9 +82,8 @@ export type CatchUpDecision =
 
 export function decideCatchUp(input: CatchUpInput): CatchUpDecision {
   const { policy, storedSlot, now, graceMs, schedule } = input;
-  if (now - Math.max(storedSlot, input.previousRunEndedAt ?? storedSlot) <= graceMs) {
-    return { kind: "on-time", nextAfter: policy.runs === "all" ? storedSlot : now };
-  }
+  if (now - Math.max(storedSlot, input.previousRunEndedAt ?? storedSlot) <= graceMs)
+    return decideWithinGrace(input);
   // the stored slot may be no slot of the schedule (a run-now, a row edited by hand): never older than it
   const newest = Math.max(schedule.newestAtOrBefore(now) ?? storedSlot, storedSlot);
   const windowMs = Math.max(policy.windowMs, graceMs);
@@ -123,21 +122,48 @@ export function decideCatchUp(input: CatchUpInput): CatchUpDecision {
   }
   // everything from the stored slot up to the run (or up to now) is skipped; for `all` the slots
   // after the run are still owed and run next
-  const skippedUntil = run === null ? now : run - 1;
-  // the slots after the stored one that fell due while the previous run went on were decided (and
-  // recorded) by the overlap policy at that run's end: not listed twice
+  const skipped = skippedBetween(input, storedSlot, run === null ? now : run - 1);
+  return { kind: "catch-up", run, ...skipped, nextAfter, reason };
+}
+
+/**
+ * The stored slot is within the grace: it runs, late, whatever the policy. The slots after it that
+ * are already past do not (one run now, not a burst), except under `all`, which runs them next,
+ * one after the other: each gets its record, `skipped` with the reason, so that every slot between
+ * the last run and the next one ends with a run or a record, whatever the length of the stop.
+ */
+function decideWithinGrace(input: CatchUpInput): CatchUpDecision {
+  const { policy, storedSlot, now } = input;
+  if (policy.runs === "all") return { kind: "on-time", nextAfter: storedSlot };
+  const skipped = skippedBetween(input, storedSlot + 1, now);
+  if (skipped.skippedCount === 0 && !skipped.atLeast) return { kind: "on-time", nextAfter: now };
+  return {
+    kind: "catch-up",
+    run: storedSlot,
+    ...skipped,
+    nextAfter: now,
+    reason: `missed while nothing ran; catchUp.runs is ${policy.runs}: the oldest missed slot runs, late but within the missed-slot grace, and the slots after it do not`,
+  };
+}
+
+/**
+ * The schedule's slots in [from, to], listed (up to SKIPPED_LISTED_CAP) and counted, without those
+ * that fell while the previous run went on: the overlap policy decided (and recorded) them at that
+ * run's end, so they are not listed twice. The stored slot itself is always the catch-up's.
+ */
+function skippedBetween(
+  input: CatchUpInput,
+  from: number,
+  to: number,
+): { skipped: number[]; skippedCount: number; atLeast: boolean } {
+  const { schedule, storedSlot } = input;
   const overlapEnd = input.previousRunEndedAt ?? Number.NEGATIVE_INFINITY;
   const notOverlaps = (slots: number[]) => slots.filter((slot) => slot === storedSlot || slot > overlapEnd);
-  const listed = schedule.between(storedSlot, skippedUntil, SKIPPED_LISTED_CAP);
+  const listed = schedule.between(from, to, SKIPPED_LISTED_CAP);
   const skipped = notOverlaps(listed.slots);
-  let skippedCount = skipped.length;
-  let atLeast = false;
-  if (!listed.complete) {
-    const counted = schedule.between(storedSlot, skippedUntil, SKIPPED_COUNT_CAP);
-    skippedCount = notOverlaps(counted.slots).length;
-    atLeast = !counted.complete;
-  }
-  return { kind: "catch-up", run, skipped, skippedCount, atLeast, nextAfter, reason };
+  if (listed.complete) return { skipped, skippedCount: skipped.length, atLeast: false };
+  const counted = schedule.between(from, to, SKIPPED_COUNT_CAP);
+  return { skipped, skippedCount: notOverlaps(counted.slots).length, atLeast: !counted.complete };
 }
 
 /** `90s`, `15m`, `6h`, `1d`: whole numbers of one unit (ms, s, m, h, d). */

@@ -5,6 +5,14 @@ import type { SlotSource } from "./catchUp.js";
  * that fall due while a task's run is still going. Never two runs of one task at once under any
  * policy: the job row stays locked until the run settles. The engine applies the decision at the
  * run's end (src/engine/taskRunner.ts), before the save that releases the row.
+ *
+ * Two rules hold under every policy:
+ * - of the slots that fell due, at most one runs after the run, and it is the newest: no older slot
+ *   runs after a newer one was recorded skipped;
+ * - a slot is "the previous run still going" only if the run would still have been going at it had
+ *   it started on time (its slot's due time plus the run's duration). A slot that fell due only
+ *   because the run started late (a hand-off or takeover re-run, a wait for a worker, a stalled
+ *   event loop) is not the policy's: the newest such slot runs at once.
  */
 
 export type OverlapPolicy = "skip" | "queueOne" | "cancelRunning";
@@ -22,12 +30,19 @@ export interface OverlapInput {
   policy: OverlapPolicy;
   /** When the run started: its start save, at which the pending slot was computed. */
   runStartedAt: number;
-  /**
-   * When its handler began, if later than the start save (a slow save on a loaded machine). A
-   * pending slot that fell due in between runs as soon as the run ends, as it would have had the
-   * save been quick; only the slots after it are the policy's.
-   */
+  /** When its handler began (its first attempt): the run's duration is counted from here. */
   handlerStartedAt?: number;
+  /**
+   * When the run's own slot was due (the slot plus its jitter; a run-now's: when it was asked for).
+   * Absent: the run is taken to have started on time.
+   */
+  slotDueAt?: number;
+  /**
+   * The run repeats one that was cut off or died (a hand-off or takeover re-run) of the slot
+   * `slot`: the slots after it that fell due before this run's start save were decided by no one,
+   * and are this decision's too.
+   */
+  rerunOf?: { slot: number };
   now: number;
   /** The slot the row would run next (computed when the run started), or null: none. */
   pendingSlot: number | null;
@@ -35,11 +50,13 @@ export interface OverlapInput {
 }
 
 export interface OverlapDecision {
-  /** Slots that fell due during the run and will not run, oldest first (at most `limit`). */
+  /** Slots that fell due and will not run, oldest first (at most `limit`); all older than `runs`. */
   skipped: number[];
   skippedCount: number;
   atLeast: boolean;
-  /** The next slot is the first after this time; undefined: keep the pending slot (it runs now). */
+  /** The slot that runs as soon as this run ends (already due): the newest that fell due; null: none. */
+  runs: number | null;
+  /** When `runs` is null: the next slot is the first after this time. */
   nextAfter: number | undefined;
   reason: string;
 }
@@ -47,34 +64,53 @@ export interface OverlapDecision {
 const LISTED = 100;
 const COUNTED = 10_000;
 
+const REASONS: Record<OverlapPolicy | "late", string> = {
+  skip: "fell due while the previous run was still going; overlap is skip",
+  queueOne:
+    "fell due while the previous run was still going; overlap is queueOne: only the newest of them runs, after it",
+  cancelRunning:
+    "fell due while the previous run was being cancelled; overlap is cancelRunning: only the newest of them runs",
+  late: "fell due while the previous run, which started its slot late (a re-run, a takeover, a wait for a worker), was still going; only the newest of them runs, after it",
+};
+
 export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undefined {
   const { policy, runStartedAt, now, pendingSlot, schedule } = input;
-  // nothing fell due during the run; or the pending slot was already owed before it started
-  // (catchUp: all), which is the catch-up policy's
-  if (pendingSlot === null || pendingSlot > now || pendingSlot <= runStartedAt) return undefined;
-  const dueBeforeHandler = input.handlerStartedAt !== undefined && pendingSlot <= input.handlerStartedAt;
-  if (dueBeforeHandler && schedule.between(pendingSlot + 1, now, 1).slots.length === 0) return undefined;
-  const from = policy === "skip" && !dueBeforeHandler ? pendingSlot : pendingSlot + 1;
-  const listed = schedule.between(from, now, LISTED);
+  if (pendingSlot === null) return undefined;
+  // the pending slot was already owed before the run started (catchUp: all): the catch-up policy's
+  if (input.rerunOf === undefined && pendingSlot <= runStartedAt) return undefined;
+  const from = input.rerunOf === undefined ? pendingSlot : Math.min(pendingSlot, input.rerunOf.slot + 1);
+  const newest = schedule.newestAtOrBefore(now);
+  // nothing fell due during the run
+  if (newest === undefined || newest < from) return undefined;
+  // had the run started on time, it would have ended `late` ms earlier: the slots after that
+  // end fell due only because it started late, and are not the policy's
+  const late =
+    input.handlerStartedAt !== undefined && input.slotDueAt !== undefined
+      ? Math.max(0, input.handlerStartedAt - input.slotDueAt)
+      : 0;
+  const onTimeEnd = now - late;
+  const runs = newest > onTimeEnd || policy !== "skip" ? newest : null;
+  const skippedUntil = runs === null ? now : runs - 1;
+  const listed = schedule.between(from, skippedUntil, LISTED);
+  // the pending slot is the newest and nothing else fell due: it just runs
+  if (runs === pendingSlot && listed.slots.length === 0) return undefined;
   let skippedCount = listed.slots.length;
   let atLeast = false;
   if (!listed.complete) {
-    const counted = schedule.between(from, now, COUNTED);
+    const counted = schedule.between(from, skippedUntil, COUNTED);
     skippedCount = counted.slots.length;
     atLeast = !counted.complete;
   }
-  const reason =
-    policy === "skip"
-      ? "fell due while the previous run was still going; overlap is skip"
-      : policy === "queueOne"
-        ? "fell due while the previous run was still going; overlap is queueOne: only the first of them runs, after it"
-        : "fell due while the previous run was being cancelled; overlap is cancelRunning: only the first of them runs";
+  // the reason of the skipped slots: the policy's, unless some fell due only because of the lateness
+  const newestSkipped = runs === null ? newest : schedule.newestAtOrBefore(runs - 1);
+  const lateSkipped = newestSkipped !== undefined && newestSkipped >= from && newestSkipped > onTimeEnd;
   return {
     skipped: listed.slots,
     skippedCount,
     atLeast,
-    nextAfter: policy === "skip" && !dueBeforeHandler ? now : undefined,
-    reason,
+    runs,
+    nextAfter: runs === null ? now : undefined,
+    reason: REASONS[lateSkipped ? "late" : policy],
   };
 }
 
