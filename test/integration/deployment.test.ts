@@ -93,6 +93,35 @@ describe("Kubernetes manifests", () => {
   });
 });
 
+describe("entry points", () => {
+  it("no deploy file starts a process through npx or npm exec (npm's shell stops a SIGTERM: docs/operations.md, Signals)", async () => {
+    const commands: string[] = [];
+    const file = dockerfile(await readFile("Dockerfile", "utf8"));
+    commands.push(...file.of("CMD"), ...file.of("ENTRYPOINT"));
+    const compose = YAML.parse(await readFile("deploy/compose/compose.yaml", "utf8"), { merge: true }) as {
+      services: Record<string, { command?: unknown; entrypoint?: unknown }>;
+    };
+    for (const service of Object.values(compose.services))
+      commands.push(JSON.stringify(service.command ?? ""), JSON.stringify(service.entrypoint ?? ""));
+    const containersOf = (spec: Manifest | undefined): Manifest[] => [
+      ...(spec?.containers ?? []),
+      ...(spec?.initContainers ?? []),
+    ];
+    for (const document of await manifests()) {
+      const pod = document.spec?.template?.spec ?? document.spec?.jobTemplate?.spec?.template?.spec;
+      for (const container of containersOf(pod))
+        commands.push(JSON.stringify([container.command ?? [], container.args ?? []]));
+    }
+    expect(commands.length).toBeGreaterThan(0);
+    for (const command of commands) expect(command).not.toMatch(/\bnpx\b|\bnpm"?,?\s*"?exec\b|\bnpm exec\b/);
+    expect(JSON.parse(file.of("CMD")[0] ?? "[]").slice(0, 3)).toEqual([
+      "node",
+      "bin/cronwarden.mjs",
+      "serve",
+    ]);
+  });
+});
+
 describe("compose file", () => {
   it("PostgreSQL and 2 instances on it, with documented variables, placeholders and the config file", async () => {
     const compose = YAML.parse(await readFile("deploy/compose/compose.yaml", "utf8"), { merge: true }) as {

@@ -101,7 +101,7 @@ function readmeExample(markdown: string): {
     .split("\n")
     .map((line) => line.split(/\s{2,}# /)[0]?.trim() ?? "")
     .filter(Boolean);
-  const at = lines.findIndex((line) => line === "npm start");
+  const at = lines.indexOf("npm start");
   expect(at, "the section starts the service with npm start").toBeGreaterThan(0);
   // a file's block opens with a comment naming it: `// tasks.mjs: ...` or `# tasks.yaml: ...`
   const files = blocks.flatMap((block) => {
