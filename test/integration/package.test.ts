@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
-import { ServiceProcess } from "../helpers/processes.js";
+import { descendantsOf, isAlive, ServiceProcess } from "../helpers/processes.js";
 
 /**
  * The built package (`npm run build`, dist/) as a consumer uses it: plain Node, no TypeScript
@@ -201,6 +201,7 @@ describe("the packed package in a new project: the README's example as written, 
       // npm is found on the PATH above, and runs on that PATH's Node, as the service does
       { ...environment, DATABASE_URL: db.url, LOG_LEVEL: "info", CRONWARDEN_CONFIG_FILE: "" },
     );
+    let descendants: number[] = [];
     try {
       await service.waitFor(
         "the scheduler to start",
@@ -226,11 +227,16 @@ describe("the packed package in a new project: the README's example as written, 
       );
       const pid = service.lines[0]?.pid;
       expect(pid, "the service is node itself under npm (the script execs it)").not.toBe(service.child.pid);
+      descendants = descendantsOf(service.child.pid as number);
       service.child.kill("SIGTERM");
       expect(await service.exited).toEqual({ code: 0, signal: null });
       expect(service.messages().some((msg) => /^stopped/.test(msg))).toBe(true);
+      expect(descendants.filter(isAlive)).toEqual([]);
     } finally {
+      // a failed step must not leave the service running: a SIGKILL to npm does not reach node
+      descendants = [...new Set([...descendants, ...descendantsOf(service.child.pid as number)])];
       await service.kill();
+      for (const orphan of descendants.filter(isAlive)) process.kill(orphan, "SIGKILL");
     }
 
     // the CommonJS module the README mentions: `exports.registerTasks` in a .js file of this project
