@@ -136,6 +136,8 @@ async function expectDrainOnSigterm(
     const orphans = descendants.filter(isAlive);
     expect(orphans, `orphans of ${pid}: ${orphans.join(", ")}`).toEqual([]);
   } finally {
+    // a step that failed before the SIGTERM: what runs under the pid now (a SIGKILL to npm does not reach node)
+    descendants = [...new Set([...descendants, ...descendantsOf(service.child.pid as number)])];
     await service.kill();
     // a failed run of this test must not leave its orphans behind either
     for (const orphan of descendants.filter(isAlive)) process.kill(orphan, "SIGKILL");
