@@ -9,10 +9,14 @@
 # (up to CRONWARDEN_DRAIN_TIMEOUT_MS). Run with `docker run --init` (compose: `init: true`) so
 # an init reaps any orphaned child process.
 #
+# Node 24, an LTS line maintained until 2028-04-30 (docs/deployment.md, "Node versions"): the
+# package supports Node >= 20.19 (package.json engines), and installs on 24 without an engine
+# warning (test/integration/package.test.ts installs the packed package on that Node).
+#
 # Not built in this repository's CI (no container daemon there): test/integration/deployment.test.ts
 # runs this CMD as a process in the same layout and checks that it drains on SIGTERM.
 
-FROM node:20-slim AS build
+FROM node:24-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --ignore-scripts
@@ -22,7 +26,7 @@ COPY src ./src
 COPY tasks ./tasks
 RUN npm run build && npm run build:tasks
 
-FROM node:20-slim
+FROM node:24-slim
 ENV NODE_ENV=production \
     CRONWARDEN_ADMIN_HOST=0.0.0.0 \
     CRONWARDEN_ADMIN_PORT=8787 \

@@ -24,7 +24,14 @@ export async function statusCommand(
   const { body: tasks } = await client.request("GET", "/tasks", z.array(taskStatusSchema));
   const attention = tasks.filter((task) => needsAttention(task) !== undefined);
   if (options.json) {
-    io.out(JSON.stringify(tasks, null, 2));
+    // every field the API gave (state, job, dependencies, ...) and the table's verdict: attention
+    io.out(
+      JSON.stringify(
+        tasks.map((task) => ({ ...task, attention: needsAttention(task) ?? null })),
+        null,
+        2,
+      ),
+    );
     return attention.length === 0 ? 0 : EXIT_ATTENTION;
   }
   for (const line of table(
@@ -108,7 +115,7 @@ export async function runsCommand(
 /** `cronwarden run <task>`: queues a run now; exit 1 when refused (unknown, running, disabled). */
 export async function runNowCommand(
   task: string,
-  options: AdminConnectionOptions & { "with-downstream"?: boolean | undefined },
+  options: AdminConnectionOptions & { "with-downstream"?: boolean | undefined; json?: boolean | undefined },
   io: CliIo,
 ): Promise<number> {
   const client = new AdminClient(options, io);
@@ -118,6 +125,10 @@ export async function runNowCommand(
     `/tasks/${encodeURIComponent(task)}/run${query}`,
     runNowSchema,
   );
+  if (options.json) {
+    io.out(JSON.stringify(body, null, 2));
+    return 0;
+  }
   const by = body.requestedBy ? ` by ${body.requestedBy}` : "";
   const following = body.withDownstream ? ", with its downstream tasks" : "";
   io.out(`queued a run of ${body.task} (requested ${time(body.requestedAt)}${by}${following})`);
@@ -127,11 +138,15 @@ export async function runNowCommand(
 /** `cronwarden resume <task>`: resumes a task paused by failure; exit 1 when refused (unknown, not paused). */
 export async function resumeCommand(
   task: string,
-  options: AdminConnectionOptions,
+  options: AdminConnectionOptions & { json?: boolean | undefined },
   io: CliIo,
 ): Promise<number> {
   const client = new AdminClient(options, io);
   const { body } = await client.request("POST", `/tasks/${encodeURIComponent(task)}/resume`, resumeSchema);
+  if (options.json) {
+    io.out(JSON.stringify(body, null, 2));
+    return 0;
+  }
   io.out(
     `resumed ${body.task} (paused ${time(body.pausedByFailure.at)} after ${body.pausedByFailure.failures} failed slot(s)) by ${body.resumedBy}; next run ${time(body.nextRunAt)}, following its catchUp policy`,
   );

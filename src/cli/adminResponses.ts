@@ -1,15 +1,19 @@
 import { z } from "zod";
 
-/** The admin API's answers as the CLI reads them (dates stay ISO strings). */
+/**
+ * The admin API's answers as the CLI reads them (dates stay ISO strings). The objects are loose:
+ * the fields the CLI does not read (a task's `state`, a run's `id`, ...) are kept, so that `--json`
+ * prints all that the API gave.
+ */
 
 const isoDate = z.string();
 
-export const taskStatusSchema = z.object({
+export const taskStatusSchema = z.looseObject({
   name: z.string(),
   registered: z.boolean(),
-  configured: z.object({ enabled: z.boolean(), cron: z.string(), timezone: z.string() }).nullable(),
+  configured: z.looseObject({ enabled: z.boolean(), cron: z.string(), timezone: z.string() }).nullable(),
   job: z
-    .object({
+    .looseObject({
       enabled: z.boolean(),
       cron: z.string().nullable(),
       timezone: z.string().nullable(),
@@ -17,7 +21,7 @@ export const taskStatusSchema = z.object({
       lastRunAt: isoDate.nullable(),
       lastFinishedAt: isoDate.nullable(),
       pausedByFailure: z
-        .object({
+        .looseObject({
           at: isoDate,
           failures: z.number(),
           slot: isoDate.nullable(),
@@ -26,6 +30,8 @@ export const taskStatusSchema = z.object({
         .optional(),
     })
     .nullable(),
+  /** enabled, disabled, paused (by failure) or no-job; what ENABLED shows in the table. */
+  state: z.string().optional(),
   running: z.boolean(),
   runningOn: z.string().nullable(),
   lastOutcome: z.enum(["succeeded", "failed", "skipped", "interrupted"]).nullable(),
@@ -33,14 +39,16 @@ export const taskStatusSchema = z.object({
   consecutiveFailures: z.number(),
   consecutiveFailedAttempts: z.number().optional(),
   missedSlot: z
-    .object({ scheduledAt: isoDate.nullable(), detectedAt: isoDate, reason: z.string() })
+    .looseObject({ scheduledAt: isoDate.nullable(), detectedAt: isoDate, reason: z.string() })
     .nullable()
     .optional(),
 });
 
 export type TaskStatusJson = z.output<typeof taskStatusSchema>;
 
-export const runRecordSchema = z.object({
+export const runRecordSchema = z.looseObject({
+  /** For GET /runs/:id (the run detail). */
+  id: z.string().optional(),
   outcome: z.string(),
   scheduledAt: isoDate,
   startedAt: isoDate.nullable(),
@@ -55,7 +63,7 @@ export const runRecordSchema = z.object({
   requestedBy: z.string().nullable().optional(),
 });
 
-export const runNowSchema = z.object({
+export const runNowSchema = z.looseObject({
   status: z.literal("queued"),
   task: z.string(),
   requestedAt: isoDate,
@@ -63,10 +71,10 @@ export const runNowSchema = z.object({
   withDownstream: z.boolean().optional(),
 });
 
-export const resumeSchema = z.object({
+export const resumeSchema = z.looseObject({
   status: z.literal("resumed"),
   task: z.string(),
   resumedBy: z.string(),
   nextRunAt: isoDate.nullable(),
-  pausedByFailure: z.object({ at: isoDate, failures: z.number() }),
+  pausedByFailure: z.looseObject({ at: isoDate, failures: z.number() }),
 });

@@ -58,17 +58,28 @@ export async function importTasksModule(
     module = (await import(pathToFileURL(resolved).href)) as typeof module;
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
+    // `export function` in a .js file of a project without "type": "module" (npm init's default)
+    const esmInCommonJs =
+      error instanceof SyntaxError && /\b(export|import)\b/.test(error.message) && resolved.endsWith(".js");
     const hint =
       code === "ERR_MODULE_NOT_FOUND" || code === "ENOENT"
         ? `check the path given to ${option}`
         : code === "ERR_UNKNOWN_FILE_EXTENSION"
           ? "compile it to JavaScript first, or install tsx (npm i -D tsx) to load TypeScript"
-          : "fix the module";
+          : esmInCommonJs
+            ? 'it is an ES module in a .js file of a CommonJS project: rename it to .mjs, set "type": "module" in package.json, or write exports.registerTasks = ...'
+            : "fix the module";
     throw new CliError(
       `${option} ${modulePath}: cannot load ${resolved} (${(error as Error).message}); ${hint}`,
     );
   }
-  const registerTasks = module.registerTasks ?? module.default;
+  // ESM: a named or the default export; CommonJS: `exports.registerTasks = ...` (a named export
+  // to import()), or `module.exports = { registerTasks }` / `module.exports = registerTasks` (default)
+  const commonJs = module.default as { registerTasks?: unknown } | undefined;
+  const registerTasks =
+    module.registerTasks ??
+    (typeof commonJs === "object" && commonJs !== null ? commonJs.registerTasks : undefined) ??
+    module.default;
   if (typeof registerTasks !== "function") {
     throw new CliError(
       `${option} ${modulePath} does not export registerTasks(registrar) (named or default)${option === "--tasks-module" ? "; pass --tasks name1,name2 instead" : ""}`,

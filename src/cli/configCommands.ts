@@ -1,6 +1,6 @@
 import { DEFAULT_MIN_INTERVAL_MS } from "../config/cronValidator.js";
 import type { DesiredState } from "../config/desiredState.js";
-import { describeProblems, parseDesiredState } from "../config/desiredState.js";
+import { describeProblems, describeRejection, parseDesiredState } from "../config/desiredState.js";
 import { describeSpec } from "../core/dependencies/spec.js";
 import { readTaskJobs } from "../engine/jobReads.js";
 import { unregisteredUpstreams } from "../reconcile/dependencyPlan.js";
@@ -8,7 +8,7 @@ import { type LiveJob, planReconcile, type ReconcileAction } from "../reconcile/
 import { FileConfigSource } from "../sources/fileSource.js";
 import { AuditLog } from "../store/auditLog.js";
 import { CliError, type CliIo, databasePool, registeredNames, table } from "./common.js";
-import { graphLines } from "./dependencyGraph.js";
+import { graphEntries, graphLines } from "./dependencyGraph.js";
 
 export interface ConfigOptions {
   tasks?: string | undefined;
@@ -21,13 +21,12 @@ export interface ConfigOptions {
 /** Reads and validates a config file with the scheduler's own rules; unreadable -> exit 2. */
 async function readDesired(file: string, options: ConfigOptions, io: CliIo): Promise<DesiredState> {
   const source = new FileConfigSource({ path: file, missingHint: "check the path argument" });
-  const minIntervalMs = Number(
-    options["min-interval-ms"] ?? io.env.CRONWARDEN_MIN_INTERVAL_MS ?? DEFAULT_MIN_INTERVAL_MS,
-  );
-  if (!Number.isInteger(minIntervalMs) || minIntervalMs < 1000) {
-    throw new CliError(
-      `--min-interval-ms ${options["min-interval-ms"]} is invalid: use a whole number of ms, at least 1000`,
-    );
+  const given = options["min-interval-ms"] ?? io.env.CRONWARDEN_MIN_INTERVAL_MS;
+  const minIntervalMs = Number(given ?? DEFAULT_MIN_INTERVAL_MS);
+  if (!/^\d+$/.test(given ?? "0") || minIntervalMs < 1000) {
+    const name =
+      options["min-interval-ms"] === undefined ? "CRONWARDEN_MIN_INTERVAL_MS" : "--min-interval-ms";
+    throw new CliError(`${name} ${given} is invalid: use a whole number of ms, at least 1000 (e.g. 60000)`);
   }
   try {
     const document = await source.load();
@@ -43,43 +42,152 @@ async function readDesired(file: string, options: ConfigOptions, io: CliIo): Pro
   }
 }
 
+/** One problem `validate` found: its text line is `message`; `index` is the entry's place in `tasks`. */
+export interface ValidateProblem {
+  index: number;
+  task: string | null;
+  field: string;
+  value: unknown;
+  reason: string;
+  message: string;
+}
+
 /**
- * `cronwarden validate <file> [--tasks a,b | --tasks-module tasks/index.ts]`: exit 0 when every
- * entry is valid (and registered, when the task list is given), 1 when some are rejected, 2 when
- * the file cannot be read or parsed at all.
+ * `cronwarden validate <file> [--tasks a,b | --tasks-module tasks/index.ts]`: every problem of
+ * every entry (the scheduler's rules; with the registered names, the entries whose task or
+ * upstream is not in the code; a rejected entry whose name another entry has too). Exit 0 when
+ * every entry is valid, 1 when some are rejected, 2 when the file cannot be read or parsed at all.
  */
-export async function validateCommand(file: string, options: ConfigOptions, io: CliIo): Promise<number> {
+export async function validateCommand(
+  file: string,
+  options: ConfigOptions & { json?: boolean | undefined },
+  io: CliIo,
+): Promise<number> {
   const desired = await readDesired(file, options, io);
   const registered = await registeredNames(options, io);
-  const problems = desired.rejected.flatMap(describeProblems);
+  const problems: ValidateProblem[] = desired.rejected.flatMap((entry) => {
+    const messages = describeProblems(entry);
+    return (entry.problems ?? [entry]).map((problem, at) => ({
+      index: entry.index,
+      task: entry.name ?? null,
+      field: problem.field,
+      value: problem.value,
+      reason: problem.reason,
+      message: messages[at] ?? describeRejection(entry),
+    }));
+  });
+  const indexesOf = entryIndexes(desired.document);
+  // a rejected entry that shares its name with another: the parser names duplicates among valid entries only
+  for (const entry of desired.rejected) {
+    const indexes = entry.name === undefined ? [] : (indexesOf.get(entry.name) ?? []);
+    if (indexes.length < 2 || (entry.problems ?? [entry]).some((problem) => problem.field === "name"))
+      continue;
+    const reason = `appears ${indexes.length} times (tasks[${indexes.join("], tasks[")}]); keep exactly one entry per task`;
+    problems.push({
+      index: entry.index,
+      task: entry.name ?? null,
+      field: "name",
+      value: entry.name,
+      reason,
+      message: `config tasks[${entry.index}] "${entry.name}": name ${JSON.stringify(entry.name)} is invalid: ${reason}`,
+    });
+  }
   const refusedInCode = new Set<string>();
   if (registered) {
+    const named = new Set<string>();
+    const inCode = (name: string, index: number) => {
+      if (registered.has(name)) return true;
+      if (named.has(name)) return false;
+      named.add(name);
+      const reason = "no task of that name is registered in code";
+      problems.push({
+        index,
+        task: name,
+        field: "name",
+        value: name,
+        reason,
+        message: `config entry "${name}": ${reason}`,
+      });
+      return false;
+    };
     const upstreamProblems = unregisteredUpstreams(desired.tasks, registered);
     for (const task of desired.tasks) {
-      if (!registered.has(task.name)) {
-        problems.push(`config entry "${task.name}": no task of that name is registered in code`);
+      const index = indexesOf.get(task.name)?.[0] ?? -1;
+      if (!inCode(task.name, index)) refusedInCode.add(task.name);
+      const upstream = upstreamProblems.get(task.name);
+      if (upstream !== undefined) {
         refusedInCode.add(task.name);
-      } else if (upstreamProblems.has(task.name)) {
-        problems.push(`config entry "${task.name}": after ${upstreamProblems.get(task.name)}`);
-        refusedInCode.add(task.name);
+        problems.push({
+          index,
+          task: task.name,
+          field: "after",
+          value: task.after?.upstreams,
+          reason: upstream,
+          message: `config entry "${task.name}": after ${upstream}`,
+        });
       }
     }
+    for (const entry of desired.rejected) if (entry.name !== undefined) inCode(entry.name, entry.index);
   }
-  for (const problem of problems) io.err(`invalid: ${problem}`);
-  for (const line of graphLines(desired, refusedInCode)) io.out(line);
-  const rejectedEntries = new Set(desired.rejected.map((entry) => entry.index)).size;
+  // by entry, each entry's problems in the order found
+  const ordered = problems.map((problem, at) => ({ problem, at }));
+  ordered.sort((a, b) => a.problem.index - b.problem.index || a.at - b.at);
+  const sorted = ordered.map(({ problem }) => problem);
+  const rejectedIndexes = new Set(sorted.map((problem) => problem.index));
   const valid = desired.tasks.length - refusedInCode.size;
-  const unregistered = problems.length - desired.rejected.flatMap(describeProblems).length;
+  const graph = graphEntries(desired, refusedInCode);
+  if (options.json) {
+    io.out(
+      JSON.stringify(
+        {
+          file,
+          revision: desired.revision,
+          valid,
+          rejected: rejectedIndexes.size,
+          problemCount: sorted.length,
+          namesChecked: registered !== undefined,
+          tasks: desired.tasks.filter((task) => !refusedInCode.has(task.name)).map((task) => task.name),
+          problems: sorted,
+          dependencyGraph: graph,
+        },
+        null,
+        2,
+      ),
+    );
+    return sorted.length > 0 ? 1 : 0;
+  }
+  for (const problem of sorted) io.err(`invalid: ${problem.message}`);
+  for (const line of graphLines(graph)) io.out(line);
   io.out(
-    `${file}: ${valid} valid entr${valid === 1 ? "y" : "ies"}, ${rejectedEntries + unregistered} rejected, ${problems.length} problem(s) (revision ${desired.revision})`,
+    `${file}: ${valid} valid entr${valid === 1 ? "y" : "ies"}, ${rejectedIndexes.size} rejected, ${sorted.length} problem(s) (revision ${desired.revision})`,
   );
   if (!registered)
     io.out("task names not checked: pass --tasks or --tasks-module to check them against the code");
-  return problems.length > 0 ? 1 : 0;
+  return sorted.length > 0 ? 1 : 0;
 }
 
-/** `cronwarden plan <file>`: what a reconcile would change against the live database, changing nothing. */
-export async function planCommand(file: string, options: ConfigOptions, io: CliIo): Promise<number> {
+/** Each name's entries (their indexes in `tasks`), read from the document as written. */
+function entryIndexes(document: unknown): Map<string, number[]> {
+  const indexes = new Map<string, number[]>();
+  const tasks = (document as { tasks?: unknown } | null)?.tasks;
+  if (!Array.isArray(tasks)) return indexes;
+  tasks.forEach((raw: unknown, index) => {
+    const name = typeof raw === "object" && raw !== null ? (raw as { name?: unknown }).name : undefined;
+    if (typeof name === "string") indexes.set(name, [...(indexes.get(name) ?? []), index]);
+  });
+  return indexes;
+}
+
+/**
+ * `cronwarden plan <file>`: what a reconcile would change against the live database, changing
+ * nothing. Exit 0, or 1 when entries are rejected; with `exitCode` (--exit-code): 0 no changes,
+ * 2 changes pending, 1 rejected entries (errors are 1 too: src/cli/main.ts).
+ */
+export async function planCommand(
+  file: string,
+  options: ConfigOptions & { json?: boolean | undefined; "exit-code"?: boolean | undefined },
+  io: CliIo,
+): Promise<number> {
   const desired = await readDesired(file, options, io);
   const registered = await registeredNames(options, io);
   if (!registered)
@@ -99,21 +207,50 @@ export async function planCommand(file: string, options: ConfigOptions, io: CliI
   }
   const plan = planReconcile(desired, live, registered);
   const changes = plan.actions.filter((action) => action.kind !== "reject" && action.kind !== "orphan");
+  const rejected = new Set(
+    plan.actions.flatMap((action) => (action.kind === "reject" && action.task ? [action.task] : [])),
+  );
+  const anyRejected = plan.actions.some((action) => action.kind === "reject");
+  const code = anyRejected ? 1 : options["exit-code"] && changes.length > 0 ? EXIT_CHANGES_PENDING : 0;
+  const graph = graphEntries(desired, rejected);
+  const reported = plan.actions.length - changes.length;
+  if (options.json) {
+    io.out(
+      JSON.stringify(
+        {
+          file,
+          revision: desired.revision,
+          changes: changes.length,
+          unchanged: plan.unchanged.length,
+          reported,
+          changesPending: changes.length > 0,
+          actions: plan.actions.map((action) => ({
+            ...action,
+            task: action.task ?? null,
+            detail: describe(action),
+          })),
+          unchangedTasks: plan.unchanged,
+          dependencyGraph: graph,
+        },
+        null,
+        2,
+      ),
+    );
+    return code;
+  }
   for (const line of table(
     ["ACTION", "TASK", "DETAIL"],
     plan.actions.map((action) => [action.kind, action.task ?? "-", describe(action)]),
   )) {
     io.out(line);
   }
-  const rejected = new Set(
-    plan.actions.flatMap((action) => (action.kind === "reject" && action.task ? [action.task] : [])),
-  );
-  for (const line of graphLines(desired, rejected)) io.out(line);
-  io.out(
-    `${changes.length} change(s), ${plan.unchanged.length} unchanged, ${plan.actions.length - changes.length} reported`,
-  );
-  return plan.actions.some((action) => action.kind === "reject") ? 1 : 0;
+  for (const line of graphLines(graph)) io.out(line);
+  io.out(`${changes.length} change(s), ${plan.unchanged.length} unchanged, ${reported} reported`);
+  return code;
 }
+
+/** `plan --exit-code`: changes are pending (terraform plan -detailed-exitcode's 2). */
+export const EXIT_CHANGES_PENDING = 2;
 
 function describe(action: ReconcileAction): string {
   switch (action.kind) {
@@ -150,7 +287,14 @@ export async function auditCommand(
       limit: Number(limit),
     });
     if (options.json) {
-      io.out(JSON.stringify(entries, null, 2));
+      // every column of the table: BY is null for config changes
+      io.out(
+        JSON.stringify(
+          entries.map((entry) => ({ ...entry, actor: entry.actor ?? null })),
+          null,
+          2,
+        ),
+      );
       return 0;
     }
     for (const line of table(

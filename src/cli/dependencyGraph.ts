@@ -1,21 +1,42 @@
 import type { DesiredState } from "../config/desiredState.js";
-import { describeSpec } from "../core/dependencies/spec.js";
+import { type DependencySpec, describeSpec } from "../core/dependencies/spec.js";
+
+/** One downstream of the graph: what `validate --json` and `plan --json` print, and a text line's data. */
+export interface GraphEntry {
+  task: string;
+  after: DependencySpec;
+  /** The slots it runs for: its upstreams' schedule. */
+  cron: string;
+  timezone: string;
+  /** The text output's line for it. */
+  line: string;
+}
 
 /**
- * The dependency graph of a desired state as `validate` and `plan` print it (docs/dependencies.md):
- * one line per downstream with its upstreams and the slots it runs for, and the tasks nothing
- * waits on left out. Rejected entries are printed by the callers, with their chain.
+ * The dependency graph of a desired state as `validate` and `plan` show it (docs/dependencies.md):
+ * each downstream with its upstreams and the slots it runs for; the tasks nothing waits on are left
+ * out. Rejected entries are shown by the callers, with their chain.
  */
-export function graphLines(
+export function graphEntries(
   desired: DesiredState,
   rejectedByPlanner: ReadonlySet<string> = new Set(),
-): string[] {
-  const downstreams = desired.tasks.filter((task) => task.after && !rejectedByPlanner.has(task.name));
-  if (downstreams.length === 0) return [];
-  const lines = ["dependency graph:"];
-  for (const task of downstreams)
-    lines.push(
-      `  ${task.name}: ${describeSpec(task.after)}; runs for the slots of "${task.cron}" (${task.timezone})`,
-    );
-  return lines;
+): GraphEntry[] {
+  return desired.tasks.flatMap((task) =>
+    task.after && !rejectedByPlanner.has(task.name)
+      ? [
+          {
+            task: task.name,
+            after: task.after,
+            cron: task.cron,
+            timezone: task.timezone,
+            line: `  ${task.name}: ${describeSpec(task.after)}; runs for the slots of "${task.cron}" (${task.timezone})`,
+          },
+        ]
+      : [],
+  );
+}
+
+/** The graph as text: a heading and one line per downstream; nothing when no task runs after another. */
+export function graphLines(entries: readonly GraphEntry[]): string[] {
+  return entries.length === 0 ? [] : ["dependency graph:", ...entries.map((entry) => entry.line)];
 }

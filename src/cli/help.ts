@@ -1,4 +1,19 @@
+import { type ArgumentSpec, COMMON_OPTIONS, type OptionSpec } from "./args.js";
+
 export { packageVersion } from "../version.js";
+
+/**
+ * Every command's arguments and help, in one place: the parser accepts exactly the options listed
+ * here (each command its own set), and `cronwarden help <command>` / `<command> --help` print them.
+ */
+export interface CommandHelp extends ArgumentSpec {
+  /** Under `usage:` in the general help. */
+  summary: string;
+  /** The paragraph under the usage line of the command's help. */
+  description: string;
+  /** After the option list: where the database or the admin API is found. */
+  footer?: string;
+}
 
 const CONNECTION = `The database is --database-url, else DATABASE_URL, else the embedded PostgreSQL of a service
 running in this folder (.data/).`;
@@ -6,54 +21,229 @@ const ADMIN = `Talks to a running service's admin API at --url, else CRONWARDEN_
 http://127.0.0.1:8787, with --token, else CRONWARDEN_ADMIN_TOKEN (prefer the variable: a command
 line is visible to other users).`;
 
-/** `cronwarden <command> --help`. Every command also takes --help and --version. */
-export const COMMAND_HELP: Record<string, string> = {
-  migrate: `usage: cronwarden migrate [--check] [--database-url URL]
-
-Creates or upgrades the database schema (Agenda's tables and cronwarden's) and exits. Run it with
-a role that may change the schema, and the service with CRONWARDEN_MIGRATE=false.
-  --check              change nothing: exit 0 when the schema is current, 1 when a migration is needed
-  --database-url URL   else DATABASE_URL, else the embedded PostgreSQL of a service in this folder`,
-  serve: `usage: cronwarden serve --tasks <module> [--config <file>]
-
-Runs the service: the scheduler on the config file, the admin API, the dashboard, metrics and
-alerts, on DATABASE_URL or an embedded PostgreSQL, until SIGTERM/SIGINT (then it drains).
-  --tasks <module>   a JavaScript module exporting registerTasks(registrar) (or CRONWARDEN_TASKS_MODULE)
-  --config <file>    the desired-state file, YAML or JSON (else CRONWARDEN_CONFIG_FILE, else ./tasks.yaml)
-Every other setting is an environment variable (see the README); a bad value stops the start
-with its name, its value and the rule.`,
-  validate: `usage: cronwarden validate <file> [--tasks a,b | --tasks-module tasks/index.ts] [--min-interval-ms N] [--timezone TZ]
-
-Checks a config file with the scheduler's rules and prints every problem of every entry.
-Exit 0 valid, 1 rejected entries, 2 unreadable file or bad arguments.`,
-  plan: `usage: cronwarden plan <file> (--tasks a,b | --tasks-module tasks/index.ts) [--database-url URL]
-
-Shows what a reconcile would change in the live database, changing nothing.
-${CONNECTION}`,
-  audit: `usage: cronwarden audit [--task NAME] [--limit N] [--namespace NS] [--database-url URL] [--json]
-
-The audit trail of applied changes, newest first; --json prints a JSON array.
-${CONNECTION}`,
-  status: `usage: cronwarden status [--url URL] [--token TOKEN] [--json]
-
-Every task: schedule, next and last run, last outcome; --json prints the API's JSON array.
-Exit 0 all well, 3 when an enabled task's last run failed, a missed slot is reported or a task is
-paused by failure, 2 when the API cannot be used.
-${ADMIN}`,
-  runs: `usage: cronwarden runs <task> [--limit N] [--url URL] [--token TOKEN] [--json]
-
-The task's finished runs, newest slot first, a slot's attempts latest first (N 1-500,
-default 20); --json prints a JSON array.
-${ADMIN}`,
-  run: `usage: cronwarden run <task> [--with-downstream] [--url URL] [--token TOKEN]
-
-Runs the task now; exit 0 queued, 1 refused (unknown task, running, disabled), 2 error.
---with-downstream: the tasks that run after it follow this run (docs/dependencies.md).
-${ADMIN}`,
-  resume: `usage: cronwarden resume <task> [--url URL] [--token TOKEN]
-
-Resumes a task paused by failure (pauseOnFailure): enabled again, its next run following its
-catchUp policy; audited with the token's name. Exit 0 resumed, 1 refused (unknown task, not
-paused), 2 error.
-${ADMIN}`,
+const json = (what: string): OptionSpec => ({ type: "boolean", description: what });
+const databaseUrl: OptionSpec = {
+  type: "string",
+  value: "URL",
+  description: "else DATABASE_URL, else the embedded PostgreSQL of a service in this folder",
 };
+const adminOptions = {
+  url: {
+    type: "string",
+    value: "URL",
+    description: "the admin API (else CRONWARDEN_ADMIN_URL, else http://127.0.0.1:8787)",
+  },
+  token: { type: "string", value: "TOKEN", description: "a bearer token (else CRONWARDEN_ADMIN_TOKEN)" },
+} satisfies Record<string, OptionSpec>;
+const taskNames = {
+  tasks: { type: "string", value: "a,b", description: "the registered task names, comma-separated" },
+  "tasks-module": {
+    type: "string",
+    value: "MODULE",
+    description: "or the task module (exports registerTasks) to read them from",
+  },
+} satisfies Record<string, OptionSpec>;
+
+export const COMMANDS: Readonly<Record<string, CommandHelp>> = {
+  serve: {
+    command: "serve",
+    usage: "usage: cronwarden serve --tasks <module> [--config <file>]",
+    summary: "run the service: scheduler, admin API, dashboard, metrics, alerts; drains on SIGTERM",
+    description: `Runs the service: the scheduler on the config file, the admin API, the dashboard, metrics and
+alerts, on DATABASE_URL or an embedded PostgreSQL, until SIGTERM/SIGINT (then it drains and exits 0).
+As a service's entry point run node on the bin (node node_modules/cronwarden/bin/cronwarden.mjs serve)
+or a package.json script that starts with exec: npx and npm exec run it through a shell, which a
+SIGTERM sent to npm stops without passing it on (docs/operations.md, "Signals").`,
+    options: {
+      tasks: {
+        type: "string",
+        value: "<module>",
+        description: "a JavaScript module exporting registerTasks(registrar) (or CRONWARDEN_TASKS_MODULE)",
+      },
+      config: {
+        type: "string",
+        value: "<file>",
+        description: "the desired-state file, YAML or JSON (else CRONWARDEN_CONFIG_FILE, else ./tasks.yaml)",
+      },
+    },
+    jsonRefusal: "it prints the service's log, which is JSON lines already (LOG_LEVEL sets how much)",
+    footer: `Every other setting is an environment variable (see the README); a bad value stops the start
+with its name, its value and the rule.`,
+  },
+  validate: {
+    command: "validate",
+    usage:
+      "usage: cronwarden validate <file> [--tasks a,b | --tasks-module <module>] [--min-interval-ms N] [--timezone TZ] [--json]",
+    summary: "check a config file with the scheduler's rules; exit 0 valid, 1 rejected entries, 2 unreadable",
+    description: `Checks a config file with the scheduler's rules and prints every problem of every entry (and,
+with the registered names, every entry whose task is not in the code). Changes nothing.
+Exit 0 valid, 1 rejected entries, 2 unreadable file or bad arguments.`,
+    positional: { name: "file", what: "a config file (YAML or JSON)" },
+    options: {
+      ...taskNames,
+      "min-interval-ms": {
+        type: "string",
+        value: "N",
+        description: "the shortest interval allowed (else CRONWARDEN_MIN_INTERVAL_MS, else 60000)",
+      },
+      timezone: {
+        type: "string",
+        value: "TZ",
+        description: "for entries without one (else CRONWARDEN_TIMEZONE, else UTC)",
+      },
+      json: json("print the result as one JSON object (every problem, the graph, the counts)"),
+    },
+    exclusive: [["tasks", "tasks-module"]],
+  },
+  plan: {
+    command: "plan",
+    usage:
+      "usage: cronwarden plan <file> (--tasks a,b | --tasks-module <module>) [--database-url URL] [--exit-code] [--json]",
+    summary: "show what a reconcile would change in the live database, changing nothing",
+    description: `Shows what a reconcile would change in the live database, changing nothing.
+Exit 0 (changes or not), 1 rejected entries, 2 error. With --exit-code, as terraform plan
+-detailed-exitcode: 0 no changes, 2 changes pending, 1 rejected entries or an error.`,
+    positional: { name: "file", what: "a config file (YAML or JSON)" },
+    options: {
+      ...taskNames,
+      "min-interval-ms": {
+        type: "string",
+        value: "N",
+        description: "the shortest interval allowed (else CRONWARDEN_MIN_INTERVAL_MS, else 60000)",
+      },
+      timezone: {
+        type: "string",
+        value: "TZ",
+        description: "for entries without one (else CRONWARDEN_TIMEZONE, else UTC)",
+      },
+      "database-url": databaseUrl,
+      "exit-code": {
+        type: "boolean",
+        description:
+          "exit 0 when nothing would change, 2 when changes are pending, 1 on rejected entries or errors",
+      },
+      json: json("print the plan as one JSON object (every action with its detail, the graph, the counts)"),
+    },
+    exclusive: [["tasks", "tasks-module"]],
+    footer: CONNECTION,
+  },
+  audit: {
+    command: "audit",
+    usage: "usage: cronwarden audit [--task NAME] [--limit N] [--namespace NS] [--database-url URL] [--json]",
+    summary: "the audit trail (config changes, drift repairs, run-now requests with who asked), newest first",
+    description: "The audit trail of applied changes, newest first.",
+    options: {
+      task: { type: "string", value: "NAME", description: "one task's entries only" },
+      limit: { type: "string", value: "N", description: "at most N entries (default 50)" },
+      namespace: { type: "string", value: "NS", description: "else CRONWARDEN_NAMESPACE, else default" },
+      "database-url": databaseUrl,
+      json: json("print the entries as a JSON array"),
+    },
+    footer: CONNECTION,
+  },
+  migrate: {
+    command: "migrate",
+    usage: "usage: cronwarden migrate [--check] [--database-url URL] [--json]",
+    summary: "create or upgrade the database schema and exit (--check: exit 1 if needed, change nothing)",
+    description: `Creates or upgrades the database schema (Agenda's tables and cronwarden's) and exits. Run it with
+a role that may change the schema, and the service with CRONWARDEN_MIGRATE=false.`,
+    options: {
+      check: {
+        type: "boolean",
+        description: "change nothing: exit 0 when the schema is current, 1 when a migration is needed",
+      },
+      "database-url": databaseUrl,
+      json: json("print the result as one JSON object"),
+    },
+  },
+  status: {
+    command: "status",
+    usage: "usage: cronwarden status [--url URL] [--token TOKEN] [--json]",
+    summary: "every task: schedule, next and last run, last outcome; exit 3 when one needs attention",
+    description: `Every task: schedule, next and last run, last outcome. Exit 0 all well, 3 when an enabled task's
+last run failed, a missed slot is reported or a task is paused by failure, 2 when the API cannot
+be used.`,
+    options: {
+      ...adminOptions,
+      json: json(
+        "print the tasks as a JSON array: every field the API gives (state among them) and attention",
+      ),
+    },
+    footer: ADMIN,
+  },
+  runs: {
+    command: "runs",
+    usage: "usage: cronwarden runs <task> [--limit N] [--url URL] [--token TOKEN] [--json]",
+    summary: "the task's finished runs, newest slot first",
+    description: "The task's finished runs, newest slot first, a slot's attempts latest first.",
+    positional: { name: "task", what: "a task name" },
+    options: {
+      limit: { type: "string", value: "N", description: "1-500, default 20" },
+      ...adminOptions,
+      json: json("print the runs as a JSON array: every field the API gives (the run id among them)"),
+    },
+    footer: ADMIN,
+  },
+  run: {
+    command: "run",
+    usage: "usage: cronwarden run <task> [--with-downstream] [--url URL] [--token TOKEN] [--json]",
+    summary: "run the task now; exit 0 queued, 1 refused (unknown task, running, disabled)",
+    description: "Runs the task now; exit 0 queued, 1 refused (unknown task, running, disabled), 2 error.",
+    positional: { name: "task", what: "a task name" },
+    options: {
+      "with-downstream": {
+        type: "boolean",
+        description: "the tasks that run after it follow this run (docs/dependencies.md)",
+      },
+      ...adminOptions,
+      json: json("print the API's answer as JSON"),
+    },
+    footer: ADMIN,
+  },
+  resume: {
+    command: "resume",
+    usage: "usage: cronwarden resume <task> [--url URL] [--token TOKEN] [--json]",
+    summary: "resume a task paused by failure; exit 0 resumed, 1 refused (unknown, not paused)",
+    description: `Resumes a task paused by failure (pauseOnFailure): enabled again, its next run following its
+catchUp policy; audited with the token's name. Exit 0 resumed, 1 refused (unknown task, not
+paused), 2 error.`,
+    positional: { name: "task", what: "a task name" },
+    options: { ...adminOptions, json: json("print the API's answer as JSON") },
+    footer: ADMIN,
+  },
+};
+
+/** `cronwarden help <command>` and `cronwarden <command> --help`. */
+export function commandHelp(spec: CommandHelp): string {
+  const rows = Object.entries({ ...spec.options, ...COMMON_OPTIONS }).map(([name, option]) => [
+    `${name === "help" ? "-h, " : ""}--${name}${option.type === "string" ? ` ${option.value ?? "VALUE"}` : ""}`,
+    option.description,
+  ]);
+  const width = Math.max(...rows.map(([flag]) => (flag ?? "").length));
+  return [
+    spec.usage,
+    "",
+    spec.description,
+    "",
+    "options:",
+    ...rows.map(([flag, description]) => `  ${(flag ?? "").padEnd(width)}  ${description}`),
+    ...(spec.footer ? ["", spec.footer] : []),
+  ].join("\n");
+}
+
+/** `cronwarden help`: every command in one screen. */
+export function generalUsage(): string {
+  return [
+    "usage: cronwarden <command> [options]   (cronwarden help <command>, or <command> --help, for one command)",
+    "",
+    ...Object.values(COMMANDS).flatMap((spec) => [
+      `  ${spec.usage.replace(/^usage: cronwarden /, "")}`,
+      `      ${spec.summary}`,
+    ]),
+    "",
+    `${CONNECTION} status, runs, run and resume talk to a running service's admin API
+(--url, --token; a viewer token is enough for status and runs, run and resume need an operator token).
+--json prints JSON on every command but serve (whose log is JSON lines already).
+cronwarden --version prints the version; --help (on any command) its help; both exit 0.`,
+  ].join("\n");
+}

@@ -8,13 +8,29 @@ import { CliError, type CliIo, databasePool } from "./common.js";
  * schema is current, 1 when `cronwarden migrate` is needed. 2: no database, or not allowed.
  */
 export async function migrateCommand(
-  options: { check?: boolean | undefined; "database-url"?: string | undefined },
+  options: { check?: boolean | undefined; "database-url"?: string | undefined; json?: boolean | undefined },
   io: CliIo,
 ): Promise<number> {
   const pool = await databasePool(options, io);
   try {
     if (options.check) {
       const state = await inspectSchema(pool);
+      if (options.json) {
+        io.out(
+          JSON.stringify(
+            {
+              current: state.current,
+              version: state.version ?? null,
+              needed: SCHEMA_VERSION,
+              missingTables: state.missingTables,
+              ...(state.current ? {} : { fix: MIGRATE_COMMAND }),
+            },
+            null,
+            2,
+          ),
+        );
+        return state.current ? 0 : 1;
+      }
       if (state.current) {
         io.out(`schema is current (version ${state.version})`);
         return 0;
@@ -29,6 +45,16 @@ export async function migrateCommand(
       return 1;
     }
     const result = await migrateSchema(pool);
+    if (options.json) {
+      io.out(
+        JSON.stringify(
+          { from: result.from ?? null, to: result.to, changed: result.from !== result.to },
+          null,
+          2,
+        ),
+      );
+      return 0;
+    }
     io.out(
       result.from === result.to
         ? `schema already current (version ${result.to}); nothing changed`

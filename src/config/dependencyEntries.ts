@@ -34,48 +34,45 @@ interface DependencyFields {
   waitAtMost?: string | undefined;
 }
 
-/** An entry's own dependency fields: a spec, none (a cron task), or the entry's problem. */
+/**
+ * An entry's own dependency fields: a spec, none (a cron task), or the entry's problems (the first
+ * one is the rejection's; a missing schedule and a stray `when` are both named).
+ */
 export function readDependency(
   entry: DependencyFields,
-): { ok: true; spec: DependencySpec | undefined } | { ok: false; problem: EntryProblem } {
+):
+  | { ok: true; spec: DependencySpec | undefined }
+  | { ok: false; problem: EntryProblem; problems: EntryProblem[] } {
+  const failed = (...problems: EntryProblem[]) =>
+    ({ ok: false, problem: problems[0] as EntryProblem, problems }) as const;
   if (entry.after === undefined) {
+    const problems: EntryProblem[] = [];
     if (entry.cron === undefined && entry.every === undefined && entry.at === undefined)
-      return {
-        ok: false,
-        problem: {
-          field: "cron",
-          value: undefined,
-          reason:
-            'a schedule is required: cron (e.g. "*/5 * * * *"), every (e.g. "15m") or at (e.g. "2026-12-01T03:00:00Z"), or "after: [upstream, ...]" to run it after other tasks',
-        },
-      };
-    const stray =
-      entry.when !== undefined ? "when" : entry.waitAtMost !== undefined ? "waitAtMost" : undefined;
-    if (stray)
-      return {
-        ok: false,
-        problem: {
+      problems.push({
+        field: "cron",
+        value: undefined,
+        reason:
+          'a schedule is required: cron (e.g. "*/5 * * * *"), every (e.g. "15m") or at (e.g. "2026-12-01T03:00:00Z"), or "after: [upstream, ...]" to run it after other tasks',
+      });
+    for (const stray of ["when", "waitAtMost"] as const)
+      if (entry[stray] !== undefined)
+        problems.push({
           field: stray,
           value: entry[stray],
           reason: `applies only to a task with "after: [...]"; add "after" or remove "${stray}"`,
-        },
-      };
-    return { ok: true, spec: undefined };
+        });
+    return problems.length > 0 ? failed(...problems) : { ok: true, spec: undefined };
   }
   if (entry.timezone !== undefined && entry.cron === undefined)
-    return {
-      ok: false,
-      problem: {
-        field: "timezone",
-        value: entry.timezone,
-        reason: 'a task with "after" runs for its upstreams\' slots, in their timezone; remove "timezone"',
-      },
-    };
+    return failed({
+      field: "timezone",
+      value: entry.timezone,
+      reason: 'a task with "after" runs for its upstreams\' slots, in their timezone; remove "timezone"',
+    });
   let waitAtMostMs: number | null = null;
   if (entry.waitAtMost !== undefined) {
     const parsed = parseWaitAtMost(entry.waitAtMost);
-    if (!parsed.ok)
-      return { ok: false, problem: { field: "waitAtMost", value: entry.waitAtMost, reason: parsed.reason } };
+    if (!parsed.ok) return failed({ field: "waitAtMost", value: entry.waitAtMost, reason: parsed.reason });
     waitAtMostMs = parsed.ms;
   }
   return {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { DependencySpec } from "../core/dependencies/spec.js";
+import type { DependencyCondition, DependencySpec } from "../core/dependencies/spec.js";
 import { CronwardenError } from "../core/errors.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { formatDuration } from "../core/policies/catchUp.js";
@@ -151,7 +151,10 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
           issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
       }));
       if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
-        for (const problem of checkPolicyFields(raw as Record<string, unknown>, options.rules).problems)
+        const fields = raw as Record<string, unknown>;
+        for (const problem of checkPolicyFields(fields, options.rules).problems)
+          if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
+        for (const problem of looseDependency(fields))
           if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
       }
       const rawCron = valueAt(raw, ["cron"]);
@@ -177,19 +180,20 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       return;
     }
     const dependency = readDependency(entry.data);
-    if (!dependency.ok) {
-      rejected.push({ index, name, ...dependency.problem });
-      return;
-    }
     const policy = checkPolicyFields(entry.data, options.rules);
     const timezone = entry.data.timezone ?? options.defaultTimezone;
     const check =
       entry.data.cron === undefined
         ? undefined
         : checkSchedule(entry.data.cron, timezone, options.rules, options.now);
-    const problems = [...policy.problems];
+    // every problem of the entry, so that one round of fixes is enough; a dependency problem first
+    // (the policy check's "a schedule is required" says the same as its own, with less)
+    const problems = policy.problems.filter(
+      (problem) => dependency.ok || !dependency.problems.some((known) => known.field === problem.field),
+    );
     if (check && !check.ok)
       problems.unshift({ field: check.field, value: check.value, reason: check.reason });
+    if (!dependency.ok) problems.unshift(...dependency.problems);
     // a downstream (after) has no schedule of its own: its upstreams' is filled in below
     const schedule = check?.ok
       ? { cron: check.cron, timezone: check.timezone }
@@ -197,7 +201,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
         ? { cron: storedEvery(policy.fields.every), timezone, every: formatDuration(policy.fields.every) }
         : policy.fields.at !== undefined
           ? { cron: atSchedule(policy.fields.at), timezone, at: new Date(policy.fields.at).toISOString() }
-          : dependency.spec
+          : dependency.ok && dependency.spec
             ? { cron: "", timezone }
             : undefined;
     // a jitter as long as the gap between two slots would let one slot's run start after the next one's
@@ -234,7 +238,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
       ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
     });
-    if (dependency.spec) dependencies.set(index, dependency.spec);
+    if (dependency.ok && dependency.spec) dependencies.set(index, dependency.spec);
   });
 
   const duplicates = new Set(
@@ -268,6 +272,27 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     document,
     confirmDisableAll: top.data.confirmDisableAll === true,
   };
+}
+
+/**
+ * The dependency fields' problems of an entry that failed the schema (a `when` without `after`, a bad
+ * `waitAtMost`), read from the raw entry where its fields have the right types.
+ */
+function looseDependency(fields: Record<string, unknown>): EntryProblem[] {
+  const text = (value: unknown) => (typeof value === "string" ? value : undefined);
+  const after = fields.after;
+  if (after !== undefined && !(Array.isArray(after) && after.every((name) => typeof name === "string")))
+    return [];
+  const check = readDependency({
+    cron: text(fields.cron),
+    every: fields.every,
+    at: fields.at,
+    timezone: text(fields.timezone),
+    after: after as string[] | undefined,
+    when: fields.when as DependencyCondition | undefined,
+    waitAtMost: text(fields.waitAtMost),
+  });
+  return check.ok ? [] : check.problems;
 }
 
 /** Every problem of a rejected entry, one line each (`describeRejection` names the first). */

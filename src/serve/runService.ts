@@ -13,6 +13,7 @@ import { handleShutdownSignals } from "../scheduler/shutdown.js";
 import type { TaskRegistrar } from "../scheduler/taskDefinition.js";
 import { FileConfigSource } from "../sources/fileSource.js";
 import { endPool } from "./endPool.js";
+import { shellUnderNpm, watchParent } from "./launcher.js";
 import { LOG_LEVELS, loadServiceSettings, unknownVariables } from "./settings.js";
 
 export interface ServiceOptions {
@@ -66,6 +67,29 @@ export async function runService(options: ServiceOptions): Promise<void> {
       for (const step of atOnce) step();
     },
   });
+  // npx / npm exec / an npm script without exec: npm's signal stops the shell in between, not this
+  // process (src/serve/launcher.ts). Say so at start, and shut down as on SIGTERM once the shell is gone.
+  const underNpm = shellUnderNpm(environment);
+  if (underNpm) {
+    logger.warn(
+      {
+        launcher: underNpm.launcher,
+        shellPid: underNpm.shellPid,
+        shell: underNpm.shell,
+        npmPid: underNpm.npmPid,
+      },
+      `started by ${underNpm.launcher} through a shell (${underNpm.shell}, pid ${underNpm.shellPid}): a SIGTERM sent to npm stops that shell, not this process, and npm exits without waiting for the drain; this process shuts down when the shell is gone. As a service's entry point (container CMD, systemd, a supervisor) run node on the bin, node node_modules/cronwarden/bin/cronwarden.mjs serve ..., or an npm script that starts with exec ("exec cronwarden serve ..."): docs/operations.md, "Signals"`,
+    );
+    const stopWatching = watchParent(underNpm.shellPid, () => {
+      if (stopping.signal.aborted) return;
+      logger.warn(
+        { shellPid: underNpm.shellPid, npmPid: underNpm.npmPid },
+        `the shell npm started this process through (pid ${underNpm.shellPid}) is gone (npm was sent a signal, or ended): shutting down as on SIGTERM`,
+      );
+      process.kill(process.pid, "SIGTERM");
+    });
+    stopping.signal.addEventListener("abort", stopWatching, { once: true });
+  }
   // Last line of defence: a scheduler must not die of a stray promise in a dependency. Tests
   // assert this line never appears; if it does, it names the bug to fix.
   process.on("unhandledRejection", (reason) => {

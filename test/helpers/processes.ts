@@ -13,6 +13,11 @@ export class ServiceProcess {
   readonly lines: LogLine[] = [];
   readonly stderr: string[] = [];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /**
+   * Every process that holds its stdout and stderr has ended: the child and what it started with
+   * them (the node that npx runs through a shell outlives npx when npx is signalled).
+   */
+  readonly closed: Promise<void>;
 
   /**
    * `entry` is a TypeScript file run with `node --import tsx`, or `{ command, args }` for any
@@ -50,6 +55,7 @@ export class ServiceProcess {
     this.exited = new Promise((resolve) =>
       this.child.once("exit", (code, signal) => resolve({ code, signal })),
     );
+    this.closed = new Promise((resolve) => this.child.once("close", () => resolve()));
   }
 
   find(predicate: (line: LogLine) => boolean): LogLine | undefined {

@@ -3,6 +3,7 @@ import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { COMMANDS } from "../../src/cli/help.js";
 import { runCli } from "../../src/cli/main.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { SchedulerHarness, yamlOf } from "../helpers/harness.js";
@@ -114,6 +115,60 @@ describe("cronwarden plan and audit", () => {
       expect(audit.code).toBe(0);
       expect(audit.out[0]).toMatch(/^AT\s+TASK\s+KIND\s+FIELD\s+OLD\s+NEW\s+BY\s+REVISION\s+INSTANCE$/);
       expect(audit.out[1]).toMatch(/cli-a\s+change\s+cron\s+0 0 \* \* \* \*\s+0 15 \* \* \* \*/);
+      // audit --json: every column of the table, BY (actor) included
+      const auditJson = await cli("audit", "--task", "cli-a", "--limit", "5", "--json");
+      const [entry] = JSON.parse(auditJson.out.join("\n")) as Array<Record<string, unknown>>;
+      expect(entry).toMatchObject({
+        at: expect.stringMatching(/Z$/),
+        task: "cli-a",
+        kind: "change",
+        field: "cron",
+        oldValue: "0 0 * * * *",
+        newValue: "0 15 * * * *",
+        actor: null,
+        revision: expect.any(String),
+        instance: expect.any(String),
+      });
+
+      // plan --exit-code, as terraform plan -detailed-exitcode: 0 nothing to change, 2 changes pending
+      const pending = await cli("plan", next, "--tasks", "cli-a,cli-b,cli-c", "--exit-code");
+      expect(pending.code).toBe(2);
+      expect(pending.out.at(-1)).toBe("3 change(s), 0 unchanged, 0 reported");
+      const current = await file(
+        "current.yaml",
+        yamlOf([
+          { name: "cli-a", cron: "0 15 * * * *" },
+          { name: "cli-b", cron: "0 0 * * * *" },
+        ]),
+      );
+      const none = await cli("plan", current, "--tasks", "cli-a,cli-b", "--exit-code");
+      expect(none).toMatchObject({ code: 0, err: [] });
+      expect(none.out.at(-1)).toBe("0 change(s), 2 unchanged, 0 reported");
+      expect((await cli("plan", current, "--tasks", "cli-a,cli-b")).code).toBe(0);
+      expect((await cli("plan", next, "--tasks", "cli-a,cli-b,cli-c")).code).toBe(0);
+      // rejected entries, errors and bad arguments are 1 with --exit-code (2 means "changes pending")
+      expect((await cli("plan", next, "--tasks", "cli-a,cli-b", "--exit-code")).code).toBe(1);
+      expect((await cli("plan", next, "--tasks", "cli-a,cli-b")).code).toBe(1);
+      expect((await cli("plan", path.join(dir, "nope.yaml"), "--tasks", "cli-a", "--exit-code")).code).toBe(
+        1,
+      );
+      expect((await cli("plan", next, "--tasks", "cli-a", "--exit-code", "--bogus")).code).toBe(1);
+
+      // plan --json: the table's rows with their detail, the counts, the same exit code
+      const json = await cli("plan", next, "--tasks", "cli-a,cli-b,cli-c", "--exit-code", "--json");
+      expect(json.code).toBe(2);
+      const plan = JSON.parse(json.out.join("\n")) as {
+        actions: Array<{ kind: string; task: string | null; detail: string }>;
+        changes: number;
+        unchanged: number;
+        reported: number;
+        changesPending: boolean;
+      };
+      expect(plan).toMatchObject({ changes: 3, unchanged: 0, reported: 0, changesPending: true });
+      const rows = pending.out.slice(1, -1);
+      expect(plan.actions.map((action) => [action.kind, action.task ?? "-", action.detail])).toEqual(
+        rows.map((row) => row.split(/ {2,}/)),
+      );
     } finally {
       await harness.stop();
     }
@@ -144,20 +199,216 @@ describe("cronwarden plan and audit", () => {
 });
 
 describe("CLI conventions", () => {
-  it("--version and --help work on every command and exit 0", async () => {
+  const commands = Object.keys(COMMANDS);
+
+  it("every command: help <command>, <command> --help and -h print its own options and exit 0; --version too", async () => {
     const { version } = JSON.parse(await readFile("package.json", "utf8")) as { version: string };
     expect(await cli("--version")).toMatchObject({ code: 0, out: [version] });
-    for (const command of ["serve", "validate", "plan", "audit", "status", "runs", "run"]) {
-      const help = await cli(command, "--help");
-      expect(help.code, command).toBe(0);
-      expect(help.out.join("\n"), command).toMatch(new RegExp(`^usage: cronwarden ${command} `));
+    expect(commands).toEqual([
+      "serve",
+      "validate",
+      "plan",
+      "audit",
+      "migrate",
+      "status",
+      "runs",
+      "run",
+      "resume",
+    ]);
+    for (const command of commands) {
+      const help = await cli("help", command);
+      expect(help, command).toMatchObject({ code: 0, err: [] });
+      const text = help.out.join("\n");
+      expect(text, command).toMatch(new RegExp(`^usage: cronwarden ${command} `));
+      // the help lists exactly the options the parser takes for this command
+      const listed = [...text.matchAll(/^ {2}(?:-h, )?(--[a-z-]+)/gm)].map((match) => match[1]);
+      expect(listed, command).toEqual(
+        [...Object.keys(COMMANDS[command]?.options ?? {}), "help", "version"].map((name) => `--${name}`),
+      );
+      expect(await cli(command, "--help"), command).toEqual(help);
+      expect(await cli(command, "-h"), command).toEqual(help);
+      // help is answered even beside a mistake
+      expect(await cli(command, "--bogus", "--help"), command).toEqual(help);
       expect(await cli(command, "--version"), command).toMatchObject({ code: 0, out: [version] });
     }
-    expect((await cli("--help")).code).toBe(0);
-    // a bad option: exit 2 with the command's usage, not a stack
-    const bad = await cli("status", "--bogus");
-    expect(bad.code).toBe(2);
-    expect(bad.err[0]).toMatch(/Unknown option '--bogus'[\s\S]*usage: cronwarden status/);
+    for (const general of [["help"], ["--help"], ["-h"]]) {
+      const usage = await cli(...general);
+      expect(usage.code, general[0]).toBe(0);
+      for (const command of commands) expect(usage.out.join("\n")).toContain(`  ${command} `);
+    }
+    expect(await cli("help", "stauts")).toMatchObject({
+      code: 2,
+      err: [expect.stringMatching(/^cronwarden help: no command "stauts" \(did you mean "status"\?\)/)],
+    });
+  });
+
+  it("a mistake in the arguments names the option, the command and the fix (exit 2), never parseArgs' text", async () => {
+    const cases: Array<[string[], RegExp]> = [
+      [
+        ["status", "--bogus"],
+        /^cronwarden status: unknown option --bogus for status; status takes --url, --token, --json\n/,
+      ],
+      [
+        ["runs", "x", "--limt", "3"],
+        /^cronwarden runs: unknown option --limt for runs \(did you mean --limit\?\)/,
+      ],
+      [["runs", "x", "--limit"], /^cronwarden runs: --limit needs a value: --limit N\n/],
+      [
+        ["runs", "x", "--limit", "--json"],
+        /^cronwarden runs: --limit needs a value \(the next argument is the option --json\)/,
+      ],
+      [["status", "--json=yes"], /^cronwarden status: --json takes no value \(got "yes"\)/],
+      [["audit", "--limit", "1", "--limit", "2"], /^cronwarden audit: --limit is given twice to audit/],
+      [["status", "extra"], /^cronwarden status: status takes no arguments, got "extra"/],
+      [["validate"], /^cronwarden validate: validate needs <file>: a config file/],
+      [
+        ["validate", "a.yaml", "b.yaml"],
+        /^cronwarden validate: validate takes one <file>, got 2: "a.yaml", "b.yaml"/,
+      ],
+      [
+        ["validate", "a.yaml", "--tasks", "a", "--tasks-module", "m.js"],
+        /--tasks and --tasks-module exclude each other/,
+      ],
+      [
+        ["migrate", "--tasks", "a"],
+        /^cronwarden migrate: unknown option --tasks for migrate; migrate takes --check, --database-url, --json/,
+      ],
+      [
+        ["serve", "--json"],
+        /^cronwarden serve: serve does not take --json: it prints the service's log, which is JSON lines already/,
+      ],
+      [["run", "x", "-j"], /^cronwarden run: unknown option -j for run/],
+    ];
+    for (const [argv, message] of cases) {
+      const result = await cli(...argv);
+      expect(result.code, argv.join(" ")).toBe(2);
+      expect(result.out, argv.join(" ")).toEqual([]);
+      const text = result.err.join("\n");
+      expect(text, argv.join(" ")).toMatch(message);
+      expect(text, argv.join(" ")).toMatch(
+        new RegExp(`\nusage: cronwarden ${argv[0]} [\\s\\S]*cronwarden help ${argv[0]}`),
+      );
+      expect(text, argv.join(" ")).not.toMatch(/Unknown option|ERR_PARSE_ARGS|To specify an option argument/);
+    }
+    expect(await cli("stauts")).toMatchObject({
+      code: 2,
+      err: [
+        expect.stringMatching(
+          /^cronwarden: unknown command "stauts" \(did you mean "status"\?\); the commands are serve, validate/,
+        ),
+      ],
+    });
+  });
+
+  it("--json: each command that prints data prints one JSON document; serve refuses it (above)", async () => {
+    for (const command of commands) {
+      const spec = COMMANDS[command];
+      expect(spec?.options.json !== undefined || spec?.jsonRefusal !== undefined, command).toBe(true);
+    }
+    const migrate = await cli("migrate", "--check", "--json");
+    expect(migrate.code).toBe(0);
+    expect(JSON.parse(migrate.out.join("\n"))).toEqual({
+      current: true,
+      version: expect.any(Number),
+      needed: expect.any(Number),
+      missingTables: [],
+    });
+    const text = await cli("migrate", "--check");
+    expect(text.out).toEqual([`schema is current (version ${JSON.parse(migrate.out.join("\n")).version})`]);
+  });
+
+  it("validate prints every problem: each field of an entry, names not in the code, a rejected duplicate", async () => {
+    const config = await file(
+      "every.yaml",
+      [
+        "tasks:",
+        "  - { name: down, enabled: true, after: [up], waitAtMost: soon, jitter: banana }",
+        "  - { name: loose, enabled: true, colour: red, when: allSucceeded }",
+        '  - { name: ghost, enabled: yes, cron: "0 * * * *" }',
+        '  - { name: up, enabled: true, cron: "0 * * * *" }',
+        '  - { name: up, enabled: true, cron: "*/61 * * * *" }',
+        '  - { name: stranger, enabled: true, cron: "0 * * * *" }',
+        "",
+      ].join("\n"),
+    );
+    const result = await cli("validate", config, "--tasks", "down,loose,up");
+    expect(result.code).toBe(1);
+    expect(result.err).toEqual([
+      'invalid: config tasks[0] "down": waitAtMost "soon" is invalid: must be a duration such as 30s, 90m, 3h, 1h30m or 2d (units ms, s, m, h, d)',
+      expect.stringMatching(
+        /^invalid: config tasks\[0\] "down": jitter "banana" is invalid: applies to a task with a schedule of its own/,
+      ),
+      expect.stringMatching(
+        /^invalid: config tasks\[0\] "down": jitter "banana" is invalid: is not a duration/,
+      ),
+      expect.stringMatching(
+        /^invalid: config tasks\[1\] "loose": \(entry\) .* is invalid: unknown key\(s\) colour$/,
+      ),
+      expect.stringMatching(
+        /^invalid: config tasks\[1\] "loose": cron \(missing\) is invalid: a schedule is required/,
+      ),
+      'invalid: config tasks[1] "loose": when "allSucceeded" is invalid: applies only to a task with "after: [...]"; add "after" or remove "when"',
+      'invalid: config tasks[2] "ghost": enabled "yes" is invalid: must be true or false',
+      'invalid: config entry "ghost": no task of that name is registered in code',
+      'invalid: config tasks[4] "up": cron "*/61 * * * *" is invalid: minute field "*/61": step 61 is outside 1-59',
+      'invalid: config tasks[4] "up": name "up" is invalid: appears 2 times (tasks[3], tasks[4]); keep exactly one entry per task',
+      'invalid: config entry "stranger": no task of that name is registered in code',
+    ]);
+    expect(result.out).toEqual([
+      `${config}: 1 valid entry, 5 rejected, 11 problem(s) (revision ${(result.out[0] ?? "").match(/revision (\w+)/)?.[1]})`,
+    ]);
+
+    // --json: the same problems, each with its text line, and the counts; the same exit code
+    const json = await cli("validate", config, "--tasks", "down,loose,up", "--json");
+    expect(json).toMatchObject({ code: 1, err: [] });
+    const report = JSON.parse(json.out.join("\n")) as {
+      problems: Array<{ index: number; task: string | null; field: string; message: string }>;
+      valid: number;
+      rejected: number;
+      problemCount: number;
+      namesChecked: boolean;
+      tasks: string[];
+      revision: string;
+    };
+    expect(report.problems.map((problem) => `invalid: ${problem.message}`)).toEqual(result.err);
+    expect(report.problems[0]).toMatchObject({ index: 0, task: "down", field: "waitAtMost", value: "soon" });
+    expect(report).toMatchObject({
+      valid: 1,
+      rejected: 5,
+      problemCount: 11,
+      namesChecked: true,
+      tasks: ["up"],
+    });
+    expect(result.out[0]).toContain(`(revision ${report.revision})`);
+  });
+
+  it("validate --json shows the dependency graph and whether names were checked, as the text does", async () => {
+    const config = await file(
+      "graph.yaml",
+      yamlOf([
+        { name: "extract", cron: "0 2 * * *" },
+        { name: "report", after: ["extract"] },
+      ]),
+    );
+    const text = await cli("validate", config);
+    const json = await cli("validate", config, "--json");
+    expect(text.code).toBe(0);
+    expect(json).toMatchObject({ code: 0, err: [] });
+    const report = JSON.parse(json.out.join("\n")) as {
+      dependencyGraph: Array<{ task: string; after: { upstreams: string[] }; line: string }>;
+      namesChecked: boolean;
+      valid: number;
+    };
+    expect(text.out).toEqual([
+      "dependency graph:",
+      ...report.dependencyGraph.map((entry) => entry.line),
+      expect.stringMatching(/: 2 valid entries, 0 rejected, 0 problem\(s\)/),
+      "task names not checked: pass --tasks or --tasks-module to check them against the code",
+    ]);
+    expect(report).toMatchObject({ valid: 2, namesChecked: false });
+    expect(report.dependencyGraph).toEqual([
+      expect.objectContaining({ task: "report", after: expect.objectContaining({ upstreams: ["extract"] }) }),
+    ]);
   });
 
   it("validate reports every problem of every entry", async () => {

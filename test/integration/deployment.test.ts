@@ -292,6 +292,35 @@ describe("Kubernetes manifests", () => {
   });
 });
 
+describe("entry points", () => {
+  it("no deploy file starts a process through npx or npm exec (npm's shell stops a SIGTERM: docs/operations.md, Signals)", async () => {
+    const commands: string[] = [];
+    const file = dockerfile(await readFile("Dockerfile", "utf8"));
+    commands.push(...file.of("CMD"), ...file.of("ENTRYPOINT"));
+    const compose = YAML.parse(await readFile("deploy/compose/compose.yaml", "utf8"), { merge: true }) as {
+      services: Record<string, { command?: unknown; entrypoint?: unknown }>;
+    };
+    for (const service of Object.values(compose.services))
+      commands.push(JSON.stringify(service.command ?? ""), JSON.stringify(service.entrypoint ?? ""));
+    const containersOf = (spec: Manifest | undefined): Manifest[] => [
+      ...(spec?.containers ?? []),
+      ...(spec?.initContainers ?? []),
+    ];
+    for (const document of await manifests()) {
+      const pod = document.spec?.template?.spec ?? document.spec?.jobTemplate?.spec?.template?.spec;
+      for (const container of containersOf(pod))
+        commands.push(JSON.stringify([container.command ?? [], container.args ?? []]));
+    }
+    expect(commands.length).toBeGreaterThan(0);
+    for (const command of commands) expect(command).not.toMatch(/\bnpx\b|\bnpm"?,?\s*"?exec\b|\bnpm exec\b/);
+    expect(JSON.parse(file.of("CMD")[0] ?? "[]").slice(0, 3)).toEqual([
+      "node",
+      "bin/cronwarden.mjs",
+      "serve",
+    ]);
+  });
+});
+
 describe("compose file", () => {
   it("PostgreSQL and 2 instances on it, with documented variables, placeholders and the config file", async () => {
     const compose = YAML.parse(await readFile("deploy/compose/compose.yaml", "utf8"), { merge: true }) as {
@@ -345,11 +374,22 @@ describe("Dockerfile", () => {
     if (image) await rm(image, { recursive: true, force: true });
   });
 
-  it("is multi-stage on node:20-slim, runs as a non-root user, and its CMD runs node directly", async () => {
+  it("is multi-stage on a maintained Node LTS line that engines covers, runs as a non-root user, and its CMD runs node directly", async () => {
     const file = dockerfile(await readFile("Dockerfile", "utf8"));
     const stages = file.of("FROM");
     expect(stages.length).toBeGreaterThanOrEqual(2);
-    for (const stage of stages) expect(stage).toMatch(/^node:20-slim\b/);
+    for (const stage of stages) expect(stage).toMatch(/^node:24-slim\b/);
+    // the line's end of life (nodejs.org's release schedule): this fails once the image's line is
+    // past it, and the Dockerfile must move on
+    const endOfLife: Record<string, string> = { "20": "2026-04-30", "22": "2027-04-30", "24": "2028-04-30" };
+    const line = stages[0]?.match(/^node:(\d+)/)?.[1] ?? "";
+    expect(endOfLife[line], `node:${line} is not a known LTS line`).toBeDefined();
+    expect(Date.parse(endOfLife[line] ?? "")).toBeGreaterThan(Date.now());
+    // package.json's engines take the image's Node (>=20.19: any 24.x)
+    const { engines } = JSON.parse(await readFile("package.json", "utf8")) as { engines: { node: string } };
+    const floor = engines.node.match(/^>=(\d+)\.(\d+)$/);
+    expect(floor, `engines.node ${engines.node}: a plain >= range`).not.toBeNull();
+    expect(Number(line)).toBeGreaterThan(Number(floor?.[1]));
     expect(file.of("USER")).toEqual(["node"]);
     const [cmd] = file.of("CMD");
     expect(JSON.parse(cmd ?? "null")[0]).toBe("node");

@@ -77,6 +77,30 @@ describe("parseDesiredState", () => {
     ]);
   });
 
+  it("names every problem of an entry: dependency fields beside the schedule and policy fields", () => {
+    const state = parseDesiredState(
+      {
+        tasks: [
+          // a bad waitAtMost used to hide the jitter's problems
+          { name: "down", enabled: true, after: ["up"], waitAtMost: "soon", jitter: "banana" },
+          // no schedule and a stray when, the schema's own problem beside them
+          { name: "stray", enabled: true, colour: "red", when: "allSucceeded" },
+          { name: "bare", enabled: true, waitAtMost: "3h", jitter: "banana" },
+          { name: "up", enabled: true, cron: "0 * * * *" },
+        ],
+      },
+      options,
+    );
+    const fields = (index: number) =>
+      (state.rejected.find((entry) => entry.index === index)?.problems ?? []).map((problem) => problem.field);
+    expect(state.tasks.map((task) => task.name)).toEqual(["up"]);
+    expect(state.rejected[0]).toMatchObject({ index: 0, field: "waitAtMost", value: "soon" });
+    expect(fields(0)).toEqual(["waitAtMost", "jitter", "jitter"]);
+    expect(fields(1)).toEqual(["(entry)", "cron", "when"]);
+    expect(state.rejected[2]).toMatchObject({ index: 2, field: "cron", value: undefined });
+    expect(fields(2)).toEqual(["cron", "waitAtMost", "jitter"]);
+  });
+
   it("refuses an empty task list unless the document confirms it means to disable every task", () => {
     expect(() => parseDesiredState({ tasks: [] }, options)).toThrow(
       'config from file tasks.yaml has an empty "tasks" list, which would disable every task; if that is meant, add "confirmDisableAll": true to the document',
