@@ -66,8 +66,8 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   const stallMs = options.eventLoopStallMs ?? 10_000;
   let monitor: EventLoopMonitor | undefined;
 
-  // fastify (about 18 MB) and the routes are loaded when the server starts, not by every process
-  // that imports cronwarden (docs/benchmarks.md, "What loads with the package")
+  // fastify and the routes are loaded when the server starts, not by every process that imports
+  // cronwarden: a scheduler without an admin API does not carry them
   const build = async (): Promise<FastifyInstance> => {
     const [
       { default: Fastify },

@@ -1,9 +1,8 @@
 /**
- * A time as ISO 8601 text in UTC, exactly as `Date.prototype.toISOString` writes it, about five
- * times faster. A run writes some twenty times as text (its saves, its run-log rows, its run key):
- * V8's `toISOString` takes about a microsecond each, some 8 % of a run's JavaScript in a herd
- * (docs/benchmarks.md). Years outside 0-9999 and invalid dates go to `toISOString` (which throws
- * for an invalid date, as before).
+ * A time as ISO 8601 text in UTC, exactly as `Date.prototype.toISOString` writes it, without its
+ * cost: a run writes some twenty times as text (its saves, its run-log rows, its run key), and in a
+ * herd every run's share of CPU counts. Years outside 0-9999 and invalid dates go to `toISOString`
+ * (which throws for an invalid date, as before).
  */
 export function isoTime(time: Date | number): string {
   // a number is taken as `new Date(number)` takes it: whole milliseconds

@@ -3,8 +3,8 @@ import type * as PromClient from "prom-client";
 
 /**
  * prom-client, loaded by the first createMetrics() rather than by every process that imports
- * cronwarden (a scheduler without metrics does not carry it: about 3 MB of RSS; docs/benchmarks.md,
- * "What loads with the package"). It is a CommonJS package, so it loads synchronously here.
+ * cronwarden: a scheduler without metrics does not carry it. It is a CommonJS package, so it loads
+ * synchronously here.
  */
 export function promClient(): typeof PromClient {
   return createRequire(import.meta.url)("prom-client") as typeof PromClient;

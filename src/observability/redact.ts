@@ -144,8 +144,8 @@ export function redactLogFields(object: object): Record<string, unknown> {
  *
  * Nested keys are masked by the formatter rather than by pino's wildcard paths (`*.password`):
  * pino runs a wildcard path's redactor on every field of every line, which parses each path again
- * and clones the field, tens of kilobytes per line (a 10,000-task reconcile logged 10,000 lines
- * and allocated 0.4 GB there: docs/benchmarks.md, "Memory").
+ * and clones the field: tens of kilobytes per line, which a large reconcile (a line per task)
+ * multiplies.
  */
 export function redactingLoggerOptions(): Pick<
   LoggerOptions,

@@ -145,8 +145,8 @@ export class ConfigReconciler {
    * anti-entropy pass would do: when it finds nothing to apply, its digest is kept as converged,
    * so the anti-entropy passes that follow answer from the digest from the first one on. The full
    * read happens once per change either way; here it comes while the change's own writes have
-   * just grown the heap, not a minute later in an idle process (at 10,000 tasks that later read
-   * grew V8's young generation by 16 MB for good: docs/benchmarks.md). Drift it finds is repaired
+   * just grown the heap, not a minute later in an idle process (where that read would grow V8's
+   * young generation for good). Drift it finds is repaired
    * and logged as an anti-entropy pass's; a failure is left to the next anti-entropy pass.
    */
   async #confirm(desired: DesiredState, applying: ReconcileResult): Promise<void> {

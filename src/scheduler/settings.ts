@@ -7,7 +7,7 @@ import { CronwardenError } from "../core/errors.js";
 /**
  * Agenda's own default poll interval; lowered to half the minimum interval when that is shorter.
  * A poll equal to a schedule's interval can leave every slot late by up to one poll: the poll that
- * starts a late slot cannot also lock the next one ahead (measured in docs/benchmarks.md).
+ * starts a late slot cannot also lock the next one ahead.
  */
 const AGENDA_DEFAULT_PROCESS_EVERY_MS = 5_000;
 

@@ -125,7 +125,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
       connectionString,
       max: settings.CRONWARDEN_PG_POOL_MAX ?? 10,
       // pg's default (10 s) closes the connections a minute task used between its slots: the
-      // statements at each slot would open and authenticate new ones (docs/benchmarks.md)
+      // statements at each slot would open and authenticate new ones, at the slot
       idleTimeoutMillis: settings.CRONWARDEN_PG_IDLE_TIMEOUT_MS,
     });
     cleanups.push(() => endPool(pool, logger));

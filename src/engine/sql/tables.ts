@@ -30,8 +30,8 @@ export const DEPENDENCY_WAITS_TABLE = "cronwarden_dependency_waits";
  * Rows for one statement as a JSON array, read with jsonb_to_recordset: the batched statements
  * (the saves and run-log rows of a herd) pass one string built natively instead of an array
  * parameter per column, which pg serializes element by element in JavaScript (a fifth of what a
- * herd allocated). The server reads it as `jsonb`: `json_to_recordset` took twice as long to
- * read a run-log row (about 44 µs against 20), more than half of inserting it (docs/benchmarks.md).
+ * herd allocated). The server reads it as `jsonb`, which it parses once, where `json` is parsed
+ * again for every field read out of it.
  * What PostgreSQL cannot take becomes U+FFFD, so that one task's text does not fail the rows of
  * the others in its batch: a NUL (no PostgreSQL text holds one) and a lone surrogate (a message
  * cut inside an emoji, as the run journal's cut lines can be; JSON input refuses its escape).
