@@ -1,0 +1,165 @@
+import { context, SpanStatusCode, trace } from "@opentelemetry/api";
+import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from "@opentelemetry/sdk-trace-base";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { registerSecret } from "../../src/observability/redact.js";
+import { RUN_SPAN_ATTRIBUTES, traceparentOf } from "../../src/observability/tracing.js";
+import { harnessSuite, pollUntil } from "../helpers/harness.js";
+
+/**
+ * OpenTelemetry traces of runs (docs/tracing.md) against a real PostgreSQL, with the SDK's
+ * in-memory exporter registered globally: a span per attempt, a downstream's span linked to its
+ * upstream's, the handler's own spans nested in its run's span, and the traceparent in the run
+ * record and the run detail. Every wait is on the exporter's content or the database's record.
+ */
+
+const suite = harnessSuite();
+const exporter = new InMemorySpanExporter();
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+const contextManager = new AsyncLocalStorageContextManager();
+
+beforeAll(() => {
+  context.setGlobalContextManager(contextManager.enable());
+  trace.setGlobalTracerProvider(provider);
+});
+
+afterAll(async () => {
+  await provider.shutdown();
+  trace.disable();
+  context.disable();
+});
+
+const EVERY_2S = "*/2 * * * * *";
+const NEVER_SOON = "0 0 1 1 *";
+
+function runSpans(task: string): ReadableSpan[] {
+  return exporter
+    .getFinishedSpans()
+    .filter(
+      (span) => span.attributes[RUN_SPAN_ATTRIBUTES.task] === task && span.name.startsWith("cronwarden.run"),
+    );
+}
+
+interface RecordRow {
+  id: string;
+  event: string;
+  slot: string;
+  traceparent: string | null;
+}
+
+async function records(task: string): Promise<RecordRow[]> {
+  const result = await suite.db().pool.query<RecordRow>(
+    `SELECT id::text AS id, event, meta->>'scheduledAt' AS slot, meta->>'traceparent' AS traceparent
+         FROM agenda_logs WHERE job_name = $1 AND event IN ('start', 'success', 'fail') ORDER BY timestamp`,
+    [task],
+  );
+  return result.rows;
+}
+
+describe("OpenTelemetry traces of runs", () => {
+  it("a downstream's span links to its upstream's; the handler's span nests in its run's; the traceparent is recorded", async () => {
+    const handlerTracer = trace.getTracer("test-handler");
+    const h = await suite.start(
+      [
+        { name: "tr-a", handler: async () => {} },
+        {
+          name: "tr-b",
+          handler: async () => {
+            // across an await (a database round trip): the run's context is still the active one
+            await suite.db().pool.query("SELECT 1");
+            await handlerTracer.startActiveSpan("tr-b.work", async (span) => {
+              await suite.db().pool.query("SELECT 1");
+              span.end();
+            });
+          },
+        },
+      ],
+      [
+        { name: "tr-a", cron: EVERY_2S },
+        { name: "tr-b", after: ["tr-a"] },
+      ],
+    );
+    const downstream = await pollUntil("a span of tr-b", () => runSpans("tr-b")[0]);
+    const slot = downstream.attributes[RUN_SPAN_ATTRIBUTES.slot] as string;
+    const upstream = runSpans("tr-a").find((span) => span.attributes[RUN_SPAN_ATTRIBUTES.slot] === slot);
+    if (!upstream) throw new Error(`no span of tr-a for the slot ${slot}`);
+
+    // the spans: one per attempt, with the run's attributes and outcome
+    expect(upstream.attributes).toMatchObject({
+      [RUN_SPAN_ATTRIBUTES.runKey]: `tr-a@${slot}`,
+      [RUN_SPAN_ATTRIBUTES.attempt]: 1,
+      [RUN_SPAN_ATTRIBUTES.trigger]: "schedule",
+      [RUN_SPAN_ATTRIBUTES.instanceId]: h.scheduler.settings.instanceId,
+      [RUN_SPAN_ATTRIBUTES.outcome]: "succeeded",
+    });
+    expect(downstream.name).toBe("cronwarden.run tr-b");
+    expect(downstream.attributes[RUN_SPAN_ATTRIBUTES.outcome]).toBe("succeeded");
+    expect(downstream.status.code).not.toBe(SpanStatusCode.ERROR);
+
+    // the link: the downstream's span to its upstream's run, read from the upstream's record
+    expect(downstream.links.map((link) => link.context.spanId)).toEqual([upstream.spanContext().spanId]);
+    expect(downstream.links[0]?.context.traceId).toBe(upstream.spanContext().traceId);
+    expect(downstream.links[0]?.attributes).toMatchObject({ "cronwarden.link": "upstream" });
+
+    // the handler's own span nests inside its run's span
+    const work = exporter.getFinishedSpans().find((span) => span.name === "tr-b.work");
+    expect(work?.parentSpanContext?.spanId).toBe(downstream.spanContext().spanId);
+    expect(work?.spanContext().traceId).toBe(downstream.spanContext().traceId);
+
+    // the traceparent in the run record (start and outcome rows) and the run detail
+    const traceparent = traceparentOf(downstream.spanContext());
+    const rows = await pollUntil("tr-b's outcome record", async () => {
+      const found = (await records("tr-b")).filter((row) => row.slot === slot);
+      return found.some((row) => row.event === "success") ? found : undefined;
+    });
+    expect(rows.map((row) => row.traceparent)).toEqual(rows.map(() => traceparent));
+    const outcome = rows.find((row) => row.event === "success") as RecordRow;
+    expect(await h.scheduler.runDetail(outcome.id)).toMatchObject({ traceparent, task: "tr-b" });
+    const upstreamRecord = (await records("tr-a")).find(
+      (row) => row.slot === slot && row.event === "success",
+    );
+    expect(upstreamRecord?.traceparent).toBe(traceparentOf(upstream.spanContext()));
+    await h.stop();
+  });
+
+  it("a failed attempt's span has the error status and a redacted message", async () => {
+    const secret = "tr-secret-7f3a9c";
+    registerSecret(secret);
+    const h = await suite.start(
+      [
+        {
+          name: "tr-fail",
+          handler: async () => {
+            throw new Error(`could not connect with ${secret}`);
+          },
+        },
+      ],
+      [{ name: "tr-fail", cron: NEVER_SOON }],
+    );
+    await h.scheduler.runNow("tr-fail");
+    const span = await pollUntil("a span of tr-fail", () => runSpans("tr-fail")[0]);
+    expect(span.attributes).toMatchObject({
+      [RUN_SPAN_ATTRIBUTES.outcome]: "failed",
+      [RUN_SPAN_ATTRIBUTES.trigger]: "manual",
+    });
+    expect(span.status.code).toBe(SpanStatusCode.ERROR);
+    expect(span.status.message).toBe("could not connect with ***");
+    const exported = JSON.stringify({
+      status: span.status,
+      events: span.events,
+      attributes: span.attributes,
+    });
+    expect(exported).not.toContain(secret);
+    expect(span.events.map((event) => event.name)).toEqual(["exception"]);
+    const record = await pollUntil("tr-fail's record", async () =>
+      (await records("tr-fail")).find((row) => row.event === "fail"),
+    );
+    expect(record.traceparent).toBe(traceparentOf(span.spanContext()));
+    await h.stop();
+  });
+});
