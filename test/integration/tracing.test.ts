@@ -1,4 +1,4 @@
-import { context, SpanStatusCode, trace } from "@opentelemetry/api";
+import { context, type SpanContext, SpanStatusCode, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import {
   BasicTracerProvider,
@@ -126,6 +126,42 @@ describe("OpenTelemetry traces of runs", () => {
     expect(upstreamRecord?.traceparent).toBe(traceparentOf(upstream.spanContext()));
     await h.stop();
   });
+
+  it("a re-run's span links to the run it repeats, by the traceparent of that run's start row", async () => {
+    const h = await suite.start(
+      [{ name: "tr-rerun", handler: async () => {} }],
+      [{ name: "tr-rerun", cron: NEVER_SOON }],
+      { lockLifetimeMs: 1000 },
+    );
+    // the dead run: it started slot `slot` on instance `dead` (its start row, traced), never ended
+    const dead = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    const { rows } = await suite.db().pool.query<{ id: string; slot: Date }>(
+      `UPDATE agenda_jobs
+          SET next_run_at = now() + interval '1 hour',
+              last_run_at = now() - interval '20 seconds', last_finished_at = now() - interval '30 seconds',
+              locked_at = now() - interval '60 seconds', last_modified_by = 'dead',
+              data = coalesce(data, '{}'::jsonb) || jsonb_build_object('run', jsonb_build_object(
+                'slot', to_char((date_trunc('second', now()) - interval '21 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+                'startedAt', now() - interval '20 seconds', 'instanceId', 'dead'))
+        WHERE name = 'tr-rerun'
+        RETURNING id::text AS id, date_trunc('second', now()) - interval '21 seconds' AS slot`,
+    );
+    const { id, slot } = rows[0] as { id: string; slot: Date };
+    await suite.db().pool.query(
+      `INSERT INTO agenda_logs (timestamp, level, event, job_id, job_name, message, agenda_name, meta)
+       VALUES (now() - interval '20 seconds', 'info', 'start', $1, 'tr-rerun', 'job started', 'dead',
+               jsonb_build_object('scheduledAt', $2::text, 'instanceId', 'dead', 'traceparent', $3::text))`,
+      [id, slot.toISOString(), dead],
+    );
+    const span = await pollUntil("the re-run's span", () => runSpans("tr-rerun")[0], { timeoutMs: 20_000 });
+    expect(span.attributes[RUN_SPAN_ATTRIBUTES.slot]).toBe(slot.toISOString());
+    expect(span.links).toHaveLength(1);
+    expect(traceparentOf(span.links[0]?.context as SpanContext)).toBe(dead);
+    expect(span.links[0]?.attributes).toMatchObject({ "cronwarden.link": "rerun_of" });
+    // a new trace: the re-run is not a child of the run that died
+    expect(span.spanContext().traceId).not.toBe("4bf92f3577b34da6a3ce929d0e0e4736");
+    await h.stop();
+  }, 40_000);
 
   it("a failed attempt's span has the error status and a redacted message", async () => {
     const secret = "tr-secret-7f3a9c";
