@@ -7,9 +7,10 @@ import {
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { TaskRegistration } from "../../src/index.js";
 import { registerSecret } from "../../src/observability/redact.js";
 import { RUN_SPAN_ATTRIBUTES, traceparentOf } from "../../src/observability/tracing.js";
-import { harnessSuite, pollUntil } from "../helpers/harness.js";
+import { harnessSuite, pollUntil, type SchedulerHarness } from "../helpers/harness.js";
 
 /**
  * OpenTelemetry traces of runs (docs/tracing.md) against a real PostgreSQL, with the SDK's
@@ -126,6 +127,35 @@ describe("OpenTelemetry traces of runs", () => {
     expect(upstreamRecord?.traceparent).toBe(traceparentOf(upstream.spanContext()));
     await h.stop();
   });
+
+  it("across instances: the upstream ran on one, the downstream on the other, and the link holds", async () => {
+    const instances = new Map<string, SchedulerHarness>();
+    const tasks = (): TaskRegistration[] => [
+      {
+        name: "trx-a",
+        // the upstream's instance stops taking runs as its run ends: the other one runs the downstream
+        handler: async (ctx) => void instances.get(ctx.instanceId)?.scheduler.stop(),
+      },
+      { name: "trx-b", handler: async () => {} },
+    ];
+    const config = [
+      { name: "trx-a", cron: NEVER_SOON },
+      { name: "trx-b", after: ["trx-a"] },
+    ];
+    for (const instanceId of ["trx-1", "trx-2"])
+      instances.set(instanceId, await suite.start(tasks(), config, { instanceId }));
+    await instances.get("trx-1")?.scheduler.runNow("trx-a", { withDownstream: true });
+    const downstream = await pollUntil("a span of trx-b", () => runSpans("trx-b")[0], { timeoutMs: 30_000 });
+    const [upstream] = runSpans("trx-a");
+    if (!upstream) throw new Error("no span of trx-a");
+    const ranOn = (span: ReadableSpan) => span.attributes[RUN_SPAN_ATTRIBUTES.instanceId];
+    expect(ranOn(downstream)).not.toBe(ranOn(upstream));
+    expect([ranOn(upstream), ranOn(downstream)].sort()).toEqual(["trx-1", "trx-2"]);
+    expect(downstream.attributes[RUN_SPAN_ATTRIBUTES.slot]).toBe(
+      upstream.attributes[RUN_SPAN_ATTRIBUTES.slot],
+    );
+    expect(downstream.links.map((link) => link.context.spanId)).toEqual([upstream.spanContext().spanId]);
+  }, 60_000);
 
   it("a re-run's span links to the run it repeats, by the traceparent of that run's start row", async () => {
     const h = await suite.start(
