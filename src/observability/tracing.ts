@@ -1,6 +1,3 @@
-import type * as OtelApi from "@opentelemetry/api";
-import { redactError, redactSecrets } from "./redact.js";
-
 /**
  * OpenTelemetry traces of runs (docs/tracing.md): one span per attempt. `@opentelemetry/api` is an
  * optional peer dependency: `loadRunTracer` imports it once, when the engine is prepared, and
@@ -43,7 +40,8 @@ export interface RunTracer {
   startAttempt(attempt: TracedAttempt): RunSpan;
 }
 
-const NO_SPAN: RunSpan = {
+/** The span of an attempt that is not traced. */
+export const NO_SPAN: RunSpan = {
   traceparent: undefined,
   within: (fn) => fn(),
   end: () => {},
@@ -66,109 +64,48 @@ export const RUN_SPAN_ATTRIBUTES = {
   outcome: "cronwarden.outcome",
 } as const;
 
-type Api = typeof OtelApi;
-
 /**
  * The run tracer of this process: OpenTelemetry's when `@opentelemetry/api` can be imported, else
- * NO_RUN_TRACING. `load` is for tests (a failing import).
+ * NO_RUN_TRACING. `load` is for tests (a failing import). The OpenTelemetry side lives in
+ * ./otelTracer.ts, imported only here, so that no declaration of this module names a type of the
+ * optional package.
  */
 export async function loadRunTracer(
   instanceId: string,
-  load: () => Promise<Api> = () => import("@opentelemetry/api"),
+  load: () => Promise<RunTracer> = async () => {
+    const [api, { otelRunTracer }] = await Promise.all([
+      import("@opentelemetry/api"),
+      import("./otelTracer.js"),
+    ]);
+    return otelRunTracer(api, instanceId);
+  },
 ): Promise<RunTracer> {
-  let api: Api;
   try {
-    api = await load();
+    return await load();
   } catch {
     return NO_RUN_TRACING;
   }
-  return otelRunTracer(api, instanceId);
-}
-
-/** The run tracer over an OpenTelemetry API (a tracer provider registered later is used at once: the API's tracer is a proxy). */
-export function otelRunTracer(api: Api, instanceId: string): RunTracer {
-  const tracer = api.trace.getTracer(TRACER_NAME);
-  const redactedInstance = redactSecrets(instanceId);
-  return {
-    startAttempt(attempt) {
-      const task = redactSecrets(attempt.task);
-      const span = tracer.startSpan(`cronwarden.run ${task}`, {
-        kind: api.SpanKind.CONSUMER,
-        root: true,
-        attributes: {
-          [RUN_SPAN_ATTRIBUTES.task]: task,
-          [RUN_SPAN_ATTRIBUTES.slot]: attempt.scheduledAt.toISOString(),
-          [RUN_SPAN_ATTRIBUTES.runKey]: redactSecrets(attempt.runKey),
-          [RUN_SPAN_ATTRIBUTES.attempt]: attempt.attempt,
-          [RUN_SPAN_ATTRIBUTES.trigger]: attempt.trigger,
-          [RUN_SPAN_ATTRIBUTES.instanceId]: redactedInstance,
-        },
-        links: linksOf(attempt),
-      });
-      return runSpan(api, span);
-    },
-  };
-}
-
-function runSpan(api: Api, span: OtelApi.Span): RunSpan {
-  const spanContext = span.spanContext();
-  const traceparent = api.isSpanContextValid(spanContext) ? traceparentOf(spanContext) : undefined;
-  if (!span.isRecording() && traceparent === undefined) return NO_SPAN;
-  const context = api.trace.setSpan(api.context.active(), span);
-  let ended = false;
-  return {
-    traceparent,
-    within: (fn) => api.context.with(context, fn),
-    end(outcome, error) {
-      if (ended) return;
-      ended = true;
-      span.setAttribute(RUN_SPAN_ATTRIBUTES.outcome, outcome);
-      if (error && outcome !== "succeeded") {
-        const redacted = redactError(error);
-        span.recordException(redacted);
-        span.setStatus({ code: api.SpanStatusCode.ERROR, message: redacted.message });
-      }
-      span.end();
-    },
-  };
-}
-
-/** The links of an attempt's span: to the run a re-run repeats, to a downstream's upstream runs. */
-function linksOf(attempt: TracedAttempt): OtelApi.Link[] {
-  const links: OtelApi.Link[] = [];
-  const rerunOf = spanContextOf(attempt.rerunOfTraceparent);
-  if (rerunOf) links.push({ context: rerunOf, attributes: { "cronwarden.link": "rerun_of" } });
-  for (const upstream of attempt.upstreams ?? []) {
-    const context = spanContextOf(upstream.traceparent);
-    if (context)
-      links.push({
-        context,
-        attributes: {
-          "cronwarden.link": "upstream",
-          [RUN_SPAN_ATTRIBUTES.runKey]: redactSecrets(upstream.runKey),
-        },
-      });
-  }
-  return links;
 }
 
 const TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
 
-/** A span context from a stored traceparent; undefined for anything else (an old row, a hand edit). */
-export function spanContextOf(traceparent: string | undefined): OtelApi.SpanContext | undefined {
+/** The parts of a stored traceparent; undefined for anything else (an old row, a hand edit, all zeros). */
+export function traceparentParts(
+  traceparent: string | undefined,
+): { traceId: string; spanId: string; traceFlags: number } | undefined {
   const match = traceparent === undefined ? null : TRACEPARENT.exec(traceparent);
   if (!match) return undefined;
   const [, traceId, spanId, flags] = match as unknown as [string, string, string, string];
   if (/^0+$/.test(traceId) || /^0+$/.test(spanId)) return undefined;
-  return { traceId, spanId, traceFlags: Number.parseInt(flags, 16), isRemote: true };
+  return { traceId, spanId, traceFlags: Number.parseInt(flags, 16) };
 }
 
 /** The W3C traceparent of a span context. */
-export function traceparentOf(context: OtelApi.SpanContext): string {
+export function traceparentOf(context: { traceId: string; spanId: string; traceFlags: number }): string {
   return `00-${context.traceId}-${context.spanId}-${(context.traceFlags & 0xff).toString(16).padStart(2, "0")}`;
 }
 
 /** Whether a text is a traceparent as stored (the run-log codec keeps only these). */
 export function isTraceparent(value: unknown): value is string {
-  return typeof value === "string" && spanContextOf(value) !== undefined;
+  return typeof value === "string" && traceparentParts(value) !== undefined;
 }

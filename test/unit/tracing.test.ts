@@ -1,11 +1,10 @@
 import * as api from "@opentelemetry/api";
 import { describe, expect, it } from "vitest";
+import { otelRunTracer, spanContextOf } from "../../src/observability/otelTracer.js";
 import {
   isTraceparent,
   loadRunTracer,
   NO_RUN_TRACING,
-  otelRunTracer,
-  spanContextOf,
   traceparentOf,
 } from "../../src/observability/tracing.js";
 
