@@ -7,7 +7,7 @@ import {
   SimpleSpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { TaskRegistration } from "../../src/index.js";
+import { createAdminServer, type TaskRegistration } from "../../src/index.js";
 import { registerSecret } from "../../src/observability/redact.js";
 import { RUN_SPAN_ATTRIBUTES, traceparentOf } from "../../src/observability/tracing.js";
 import { harnessSuite, pollUntil, type SchedulerHarness } from "../helpers/harness.js";
@@ -121,6 +121,16 @@ describe("OpenTelemetry traces of runs", () => {
     expect(rows.map((row) => row.traceparent)).toEqual(rows.map(() => traceparent));
     const outcome = rows.find((row) => row.event === "success") as RecordRow;
     expect(await h.scheduler.runDetail(outcome.id)).toMatchObject({ traceparent, task: "tr-b" });
+    // and the admin API's run detail (loopback: reads need no token)
+    const admin = createAdminServer({ scheduler: h.scheduler, port: 0, logger: h.logs.logger });
+    const { url } = await admin.listen();
+    try {
+      const response = await fetch(`${url}/runs/${outcome.id}`);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({ id: outcome.id, traceparent });
+    } finally {
+      await admin.close();
+    }
     const upstreamRecord = (await records("tr-a")).find(
       (row) => row.slot === slot && row.event === "success",
     );
