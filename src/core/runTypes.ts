@@ -13,6 +13,8 @@ export interface PreviousRun {
   scheduledAt: Date | null;
   startedAt: Date;
   instanceId: string | null;
+  /** The W3C traceparent of its span, when it was traced and its start row is read (docs/tracing.md). */
+  traceparent?: string | undefined;
 }
 
 /** A task's retry policy: exponential backoff with a cap, within the same slot. */

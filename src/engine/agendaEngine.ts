@@ -5,6 +5,7 @@ import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
 import { POLL_PHASES } from "../core/periodic.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
+import { loadRunTracer, type RunTracer } from "../observability/tracing.js";
 import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
@@ -145,6 +146,8 @@ export class AgendaEngine {
       this.#clock,
     );
     const dependencies = this.#dependencies();
+    // OpenTelemetry, an optional peer, is imported here once (docs/tracing.md)
+    const tracer = await loadRunTracer(instanceId);
     recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
     const channel = this.#notificationChannel();
     const repository = this.#repository();
@@ -152,7 +155,7 @@ export class AgendaEngine {
     const runs = new ClaimedRuns({
       agenda,
       repository,
-      ports: this.#runPorts(repository, recorder, dependencies),
+      ports: this.#runPorts(repository, recorder, dependencies, tracer),
       instanceId,
       processEveryMs: this.#options.processEveryMs,
       lockLifetimeMs: this.#options.lockLifetimeMs,
@@ -292,6 +295,7 @@ export class AgendaEngine {
     repository: CronwardenJobRepository,
     recorder: RunRecorder,
     dependencies: DependencyCoordinator,
+    tracer: RunTracer,
   ): SlotRunnerPorts {
     const { pool, lockLifetimeMs, instanceId } = this.#options;
     const hooks = this.#options.hooks ?? {};
@@ -316,6 +320,7 @@ export class AgendaEngine {
       lockLifetimeMs,
       clock,
       startAheadMs: startAheadOf(lockLifetimeMs),
+      tracer,
     });
     return { rows: repository, recorder, runner, logger, clock, instanceId };
   }

@@ -439,5 +439,10 @@ function standingOf(row: UpstreamSlotRow): UpstreamStanding {
 function upstreamRuns(rows: UpstreamSlotRow[], slot: Date): UpstreamRun[] {
   return rows
     .filter((row) => row.outcome !== null)
-    .map((row) => ({ name: row.name, runKey: runKey(row.name, slot), outcome: row.outcome as string }));
+    .map((row) => ({
+      name: row.name,
+      runKey: runKey(row.name, slot),
+      outcome: row.outcome as string,
+      ...(row.traceparent ? { traceparent: row.traceparent } : {}),
+    }));
 }

@@ -103,7 +103,23 @@ export class RunChecks {
       return { kind: "finishedByDeadRun" };
     }
     await this.#upstreams(run, job, slot ?? run.scheduledAt, withDownstream, beforeStart);
-    return { kind: "run", rerunOf, withDownstream };
+    return { kind: "run", rerunOf: await this.#traced(run.jobId, rerunOf), withDownstream };
+  }
+
+  /**
+   * The run that died with the traceparent its start row recorded, for the re-run's span link
+   * (docs/tracing.md). Best effort: the re-run goes on without it.
+   */
+  async #traced(jobId: string, rerunOf: PreviousRun): Promise<PreviousRun> {
+    if (rerunOf.traceparent || !rerunOf.scheduledAt) return rerunOf;
+    const query = { jobId, slot: rerunOf.scheduledAt, instanceId: rerunOf.instanceId };
+    try {
+      const traceparent = await sql.selectStartTraceparent(this.#deps.pool, query);
+      return traceparent ? { ...rerunOf, traceparent } : rerunOf;
+    } catch (error) {
+      this.#deps.logger.debug({ err: error, jobId }, "could not read the traceparent of the run that died");
+      return rerunOf;
+    }
   }
 
   /** A downstream's upstream runs, or a manual run's downstreams to queue (docs/dependencies.md). */
@@ -155,7 +171,12 @@ export class RunChecks {
     const row = await sql.selectLastStart(this.#deps.pool, jobId, before);
     const meta = decodeRunMeta(row?.meta);
     const instanceId = meta.instanceId ?? row?.agenda_name ?? null;
-    return { scheduledAt: meta.scheduledAt ?? null, startedAt: row?.timestamp ?? before, instanceId };
+    return {
+      scheduledAt: meta.scheduledAt ?? null,
+      startedAt: row?.timestamp ?? before,
+      instanceId,
+      ...(meta.traceparent ? { traceparent: meta.traceparent } : {}),
+    };
   }
 }
 

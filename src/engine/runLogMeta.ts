@@ -1,6 +1,7 @@
 import type { UpstreamRun } from "../core/dependencies/spec.js";
 import { isoTime } from "../core/isoTime.js";
 import type { RunOutcome } from "../core/runTypes.js";
+import { isTraceparent } from "../observability/tracing.js";
 import type { RunTrigger } from "./engineApi.js";
 import type { RunLogLine } from "./runJournal.js";
 
@@ -42,6 +43,8 @@ export interface RunLogMeta {
   errorStack?: string;
   /** A downstream slot skipped by its dependency claim: why, and the upstream runs it saw. */
   dependency?: { reason: string; kind: string; upstreams: unknown };
+  /** The W3C traceparent of the attempt's span, when traced (docs/tracing.md). */
+  traceparent?: string;
 }
 
 type MetaKey = keyof RunLogMeta;
@@ -64,6 +67,7 @@ export const RUN_META = {
   logsDropped: "logsDropped",
   errorStack: "errorStack",
   dependency: "dependency",
+  traceparent: "traceparent",
 } as const satisfies { [K in MetaKey]-?: K };
 
 const OUTCOMES: readonly RunOutcome[] = ["succeeded", "failed", "skipped", "interrupted"];
@@ -111,6 +115,7 @@ export function encodeRunMeta(meta: RunLogMeta): Record<string, unknown> {
   if (meta.logsDropped !== undefined) out.logsDropped = meta.logsDropped;
   if (meta.errorStack !== undefined) out.errorStack = meta.errorStack;
   if (meta.dependency !== undefined) out.dependency = meta.dependency;
+  if (meta.traceparent !== undefined) out.traceparent = meta.traceparent;
   return out;
 }
 
@@ -164,6 +169,8 @@ export function decodeRunMeta(value: unknown): RunLogMeta {
       upstreams: fields.upstreams ?? [],
     };
   }
+  const traceparent = raw[RUN_META.traceparent];
+  if (isTraceparent(traceparent)) meta.traceparent = traceparent;
   return meta;
 }
 
@@ -186,7 +193,12 @@ function countOf(value: unknown): number | undefined {
 function isUpstreamRun(value: unknown): value is UpstreamRun {
   if (typeof value !== "object" || value === null) return false;
   const run = value as Record<string, unknown>;
-  return typeof run.name === "string" && typeof run.runKey === "string" && typeof run.outcome === "string";
+  return (
+    typeof run.name === "string" &&
+    typeof run.runKey === "string" &&
+    typeof run.outcome === "string" &&
+    (run.traceparent === undefined || typeof run.traceparent === "string")
+  );
 }
 
 function isLogLine(value: unknown): value is RunLogLine {

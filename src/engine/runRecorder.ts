@@ -232,6 +232,7 @@ export class RunRecorder {
       ...(run.trigger === "manual" ? { trigger: "manual" } : {}),
       ...(run.trigger === "manual" && run.requestedBy ? { requestedBy: run.requestedBy } : {}),
       ...(run.upstreams ? { upstreams: run.upstreams } : {}),
+      ...(run.traceparent ? { traceparent: run.traceparent } : {}),
     };
   }
 }

@@ -75,6 +75,7 @@ export type RecordedRun = Pick<
   | "journal"
   | "error"
   | "upstreams"
+  | "traceparent"
   | "outcomeRecorded"
 >;
 
@@ -127,6 +128,8 @@ export class SlotRun {
   /** The current attempt's captured log lines and error (run detail). */
   readonly journal?: RunJournal | undefined;
   readonly error?: Error | undefined;
+  /** The current attempt's span, as a W3C traceparent, when traced (src/observability/tracing.ts). */
+  readonly traceparent?: string | undefined;
 
   /** Cut off at shutdown: if it fails now, it is recorded interrupted and its slot handed to another instance. */
   readonly cutOffAtShutdown?: boolean | undefined;
@@ -227,6 +230,7 @@ export class SlotRun {
       journal: undefined,
       error: undefined,
       upstreams: undefined,
+      traceparent: undefined,
     });
   }
 
@@ -249,6 +253,11 @@ export class SlotRun {
 
   attemptStarted(attempt: number, startedAt: Date): void {
     this.#set({ attempt, startedAt, endedAt: undefined });
+  }
+
+  /** The current attempt's span (its rows carry the traceparent). */
+  traced(traceparent: string | undefined): void {
+    this.#set({ traceparent });
   }
 
   attemptEnded(journal: RunJournal | undefined, error: Error | undefined, endedAt: Date): void {

@@ -1,9 +1,11 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import { type Clock, systemClock } from "../core/clock.js";
-import type { Logger } from "../core/logger.js";
+import { isoTime } from "../core/isoTime.js";
+import { type Logger, toError } from "../core/logger.js";
 import { policyOfData, type StoredPolicy } from "../core/policies/catchUpAtStart.js";
 import { cancelAt } from "../core/policies/overlap.js";
+import { NO_RUN_TRACING, type RunSpan, type RunTracer } from "../observability/tracing.js";
 import type { RunTurn } from "./claimLoop.js";
 import type { EngineHooks, EngineRun, RunHandler, RunResult, TaskDefinitionOptions } from "./engineApi.js";
 import type { BeforeHandler, RunChecks } from "./runChecks.js";
@@ -31,6 +33,8 @@ export interface TaskRunnerDeps {
   clock?: Clock;
   /** How long before its slot the claim loop hands a run over (its handler waits for the slot). */
   startAheadMs?: number;
+  /** A span per attempt (src/observability/tracing.ts); none without OpenTelemetry. */
+  tracer?: RunTracer;
 }
 
 /** What the run owner (src/engine/slotRunner.ts) hands the runner besides the run. */
@@ -180,8 +184,7 @@ export class TaskRunner {
           slot,
           withDownstream,
         );
-        const result = await this.#attempt(run, entry, given, lock.lost, slotStartedAt);
-        this.#endOfInterruption(entry, run, result, cancel.fired());
+        const result = await this.#tracedAttempt(run, entry, given, lock, slotStartedAt, cancel.fired);
         entry.attemptEnded(run.journal, result.error, new Date(run.startedAt.getTime() + result.durationMs));
         const delayMs =
           result.error && retryDelay && isRetryable(result.error, lock.reason(), slot.signal)
@@ -201,6 +204,46 @@ export class TaskRunner {
     } finally {
       cancel.clear();
     }
+  }
+
+  /**
+   * One attempt in its span (src/observability/tracing.ts), ended with the attempt's outcome; an
+   * interrupted attempt ends the run here (thrown, see #endOfInterruption).
+   */
+  async #tracedAttempt(
+    run: EngineRun,
+    entry: SlotRun,
+    given: HandlerTurn,
+    lock: LockWatch,
+    slotStartedAt: Date,
+    overlapCancelled: () => boolean,
+  ): Promise<Omit<RunResult, "final">> {
+    const span = this.#startSpan(entry, run);
+    let result: Omit<RunResult, "final"> | undefined;
+    try {
+      result = await this.#attempt(run, entry, given, { lockLost: lock.lost, slotStartedAt, span });
+      this.#endOfInterruption(entry, run, result, overlapCancelled());
+    } catch (error) {
+      span.end(result ? "interrupted" : "failed", toError(error));
+      throw error;
+    }
+    span.end(result.error ? "failed" : "succeeded", result.error);
+    return result;
+  }
+
+  /** The attempt's span: its rows carry its traceparent; a downstream's links to its upstreams'. */
+  #startSpan(entry: SlotRun, run: EngineRun): RunSpan {
+    const span = (this.#deps.tracer ?? NO_RUN_TRACING).startAttempt({
+      task: run.taskName,
+      scheduledAt: run.scheduledAt,
+      runKey: `${run.taskName}@${isoTime(run.scheduledAt)}`,
+      attempt: run.attempt,
+      trigger: run.trigger,
+      rerunOfTraceparent: run.rerunOf?.traceparent,
+      upstreams: run.upstreams,
+    });
+    entry.traced(span.traceparent);
+    return span;
   }
 
   /** One attempt's view of the run, for the handler and the hooks. */
@@ -358,8 +401,7 @@ export class TaskRunner {
     run: EngineRun,
     entry: SlotRun,
     given: HandlerTurn,
-    lockLost: Promise<string>,
-    slotStartedAt: Date,
+    { lockLost, slotStartedAt, span }: { lockLost: Promise<string>; slotStartedAt: Date; span: RunSpan },
   ): Promise<Omit<RunResult, "final">> {
     const { hooks, logger, recorder } = this.#deps;
     const { handler, options, slot } = given;
@@ -377,7 +419,8 @@ export class TaskRunner {
     try {
       const attemptRun = attempt === slot ? run : { ...run, signal: attempt.signal };
       return await superviseRun({
-        run: () => handler(attemptRun),
+        // the span's context is active in the handler: the spans it starts nest under it
+        run: () => span.within(() => handler(attemptRun)),
         // after the handler's call (in the same turn, or after the quiet spell): the slot's time is
         // the handler's, and the start row, the log line and the events still come before
         // anything the run ends with

@@ -79,6 +79,8 @@ export interface RunDetail {
   logsDropped: number;
   /** For a start: the record of how it ended, when it did. */
   recordId: string | null;
+  /** The W3C traceparent of the attempt's span, when it was traced (docs/tracing.md). */
+  traceparent: string | null;
 }
 
 /** A run record by id; a start row answers as running, cut off, or with the id of its record. */
@@ -127,6 +129,7 @@ async function startDetail(pool: Pool, row: tsql.RunDetailRow): Promise<RunDetai
     logs: [],
     logsDropped: 0,
     recordId: ended?.id ?? null,
+    traceparent: decodeRunMeta(row.meta).traceparent ?? null,
   };
 }
 
@@ -163,5 +166,6 @@ function recordDetail(row: tsql.RunDetailRow): RunDetail {
     logs: meta.logs ?? [],
     logsDropped: meta.logsDropped ?? 0,
     recordId: row.id,
+    traceparent: meta.traceparent ?? null,
   };
 }

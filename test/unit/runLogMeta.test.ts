@@ -66,6 +66,7 @@ describe("encodeRunMeta", () => {
       logsDropped: 0,
       errorStack: "s",
       dependency: { reason: "r", kind: "k", upstreams: [] },
+      traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     };
     expect(Object.keys(encodeRunMeta(every)).sort()).toEqual(Object.values(RUN_META).sort());
   });
@@ -76,12 +77,20 @@ describe("encodeRunMeta", () => {
       instanceId: "i-2",
       attempt: 1,
       rerun: true,
-      upstreams: [{ name: "a", runKey: "a@2026-12-01T10:00:00.000Z", outcome: "succeeded" }],
+      upstreams: [
+        {
+          name: "a",
+          runKey: "a@2026-12-01T10:00:00.000Z",
+          outcome: "succeeded",
+          traceparent: "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01",
+        },
+      ],
       startedAt: new Date("2026-12-01T10:00:02Z"),
       finishedAt: new Date("2026-12-01T10:00:03Z"),
       outcome: "succeeded" as const,
       rerunOf: { startedAt: new Date("2026-12-01T10:00:00.010Z"), instanceId: "i-1" },
       dependency: { reason: "upstream a failed", kind: "upstream_failed", upstreams: [] },
+      traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
     };
     expect(decodeRunMeta(JSON.parse(JSON.stringify(encodeRunMeta(meta))))).toEqual(meta);
   });

@@ -80,4 +80,6 @@ export interface UpstreamRun {
   /** `name@slot`, the upstream handler's own `ctx.runKey`. */
   runKey: string;
   outcome: string;
+  /** The W3C traceparent of the upstream run's span, when it was traced (docs/tracing.md). */
+  traceparent?: string;
 }

@@ -442,6 +442,7 @@ async function runView(id) {
       ${row("Instance", html(run.instanceId ?? ""))}
       ${row("Re-run of", run.rerunOf ? `the run started ${run.rerunOf.startedAt ? at(run.rerunOf.startedAt) : "?"} on ${html(run.rerunOf.instanceId ?? "an unknown instance")}, which never finished` : "")}
       ${row("Note", html(run.reason ?? ""))}
+      ${row("Trace", run.traceparent ? `<code id="run-traceparent">${html(run.traceparent)}</code>` : "")}
       ${run.recordId && run.recordId !== run.id ? row("Record", `<a href="#/runs/${html(run.recordId)}">how it ended</a>`) : ""}
     </dl>
     ${run.error ? `<h2>Error</h2><p id="run-error" class="error-text">${html(run.error)}</p>` : ""}

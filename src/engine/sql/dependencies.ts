@@ -52,6 +52,7 @@ export interface UpstreamRunRow {
   name: string;
   runKey: string;
   outcome: string;
+  traceparent?: string;
 }
 
 /** Opens a wait; true when this call created it (the others found it open already). */
@@ -107,6 +108,8 @@ export async function selectOpenWaits(db: Queryable, limit: number): Promise<Wai
 export interface UpstreamSlotRow {
   name: string;
   outcome: string | null;
+  /** The traceparent of the run whose record gave the outcome, when it was traced. */
+  traceparent: string | null;
   disabled: boolean | null;
 }
 
@@ -117,13 +120,14 @@ export async function selectUpstreamOutcomes(
   slot: Date,
 ): Promise<UpstreamSlotRow[]> {
   const result = await db.query<UpstreamSlotRow>(
-    `SELECT u.name,
-            (SELECT ${metaText("outcome", "l")} FROM "${LOGS_TABLE}" l
-              WHERE l.job_name = u.name AND ${metaText("scheduledAt", "l")} = $2 AND l.event IN ('success', 'fail')
-                AND ${metaText("outcome", "l")} IN ('succeeded', 'failed', 'skipped')
-              ORDER BY l.timestamp DESC LIMIT 1) AS outcome,
-            j.disabled
+    `SELECT u.name, o.outcome, o.traceparent, j.disabled
        FROM unnest($1::text[]) AS u(name)
+       LEFT JOIN LATERAL (
+         SELECT ${metaText("outcome", "l")} AS outcome, ${metaText("traceparent", "l")} AS traceparent
+           FROM "${LOGS_TABLE}" l
+          WHERE l.job_name = u.name AND ${metaText("scheduledAt", "l")} = $2 AND l.event IN ('success', 'fail')
+            AND ${metaText("outcome", "l")} IN ('succeeded', 'failed', 'skipped')
+          ORDER BY l.timestamp DESC LIMIT 1) o ON TRUE
        LEFT JOIN "${JOBS_TABLE}" j ON j.name = u.name AND j.type = 'single'`,
     [upstreams, slot.toISOString()],
   );

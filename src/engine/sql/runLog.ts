@@ -159,6 +159,24 @@ export async function selectLastStart(
   return result.rows[0];
 }
 
+/**
+ * The traceparent of a run's last start row for its slot on its instance (a re-run's span links to
+ * the run it repeats, docs/tracing.md); undefined when it was not traced or its row is gone.
+ */
+export async function selectStartTraceparent(
+  db: Queryable,
+  run: { jobId: string; slot: Date; instanceId: string | null },
+): Promise<string | undefined> {
+  const result = await db.query<{ traceparent: string | null }>(
+    `SELECT ${metaText("traceparent")} AS traceparent FROM "${LOGS_TABLE}"
+      WHERE job_id = $1 AND event = 'start' AND ${metaText("scheduledAt")} = $2
+        AND coalesce(${metaText("instanceId")}, agenda_name) IS NOT DISTINCT FROM $3
+      ORDER BY timestamp DESC LIMIT 1`,
+    [run.jobId, run.slot.toISOString(), run.instanceId],
+  );
+  return result.rows[0]?.traceparent ?? undefined;
+}
+
 /** Batch size of the run-log pruning: short transactions on a big table. */
 const PRUNE_BATCH = 5_000;
 
