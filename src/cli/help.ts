@@ -35,6 +35,19 @@ const adminOptions = {
   },
   token: { type: "string", value: "TOKEN", description: "a bearer token (else CRONWARDEN_ADMIN_TOKEN)" },
 } satisfies Record<string, OptionSpec>;
+/** The scheduler's rules a config file is checked with (validate and plan). */
+const configRules = {
+  "min-interval-ms": {
+    type: "string",
+    value: "N",
+    description: "the shortest interval allowed (else CRONWARDEN_MIN_INTERVAL_MS, else 60000)",
+  },
+  timezone: {
+    type: "string",
+    value: "TZ",
+    description: "for entries without one (else CRONWARDEN_TIMEZONE, else UTC)",
+  },
+} satisfies Record<string, OptionSpec>;
 const taskNames = {
   tasks: { type: "string", value: "a,b", description: "the registered task names, comma-separated" },
   "tasks-module": {
@@ -81,16 +94,7 @@ Exit 0 valid, 1 rejected entries, 2 unreadable file or bad arguments.`,
     positional: { name: "file", what: "a config file (YAML or JSON)" },
     options: {
       ...taskNames,
-      "min-interval-ms": {
-        type: "string",
-        value: "N",
-        description: "the shortest interval allowed (else CRONWARDEN_MIN_INTERVAL_MS, else 60000)",
-      },
-      timezone: {
-        type: "string",
-        value: "TZ",
-        description: "for entries without one (else CRONWARDEN_TIMEZONE, else UTC)",
-      },
+      ...configRules,
       json: json("print the result as one JSON object (every problem, the graph, the counts)"),
     },
     exclusive: [["tasks", "tasks-module"]],
@@ -106,16 +110,7 @@ Exit 0 (changes or not), 1 rejected entries, 2 error. With --exit-code, as terra
     positional: { name: "file", what: "a config file (YAML or JSON)" },
     options: {
       ...taskNames,
-      "min-interval-ms": {
-        type: "string",
-        value: "N",
-        description: "the shortest interval allowed (else CRONWARDEN_MIN_INTERVAL_MS, else 60000)",
-      },
-      timezone: {
-        type: "string",
-        value: "TZ",
-        description: "for entries without one (else CRONWARDEN_TIMEZONE, else UTC)",
-      },
+      ...configRules,
       "database-url": databaseUrl,
       "exit-code": {
         type: "boolean",

@@ -1,7 +1,7 @@
 import type { Pool } from "pg";
 import type { RunRecord } from "../engine/engineApi.js";
 import { decodeRunMeta, type RunLogMeta } from "../engine/runLogMeta.js";
-import { type MarkOutcome, runMark } from "./timelineMarks.js";
+import { type RunMark, runMark } from "./timelineMarks.js";
 import * as tsql from "./timelineSql.js";
 
 /** One attempt in the history: the run record plus its id (for GET /runs/:id) and what it repeats. */
@@ -56,23 +56,12 @@ function historyRun(row: tsql.SlotRow): HistoryRun {
   };
 }
 
-export interface RunDetail {
+/** One attempt's record, as a timeline mark holds it (src/status/timelineMarks.ts), with its detail. */
+export interface RunDetail extends Omit<RunMark, "kind" | "id" | "slot"> {
   id: string;
-  task: string;
   slot: Date | null;
-  outcome: MarkOutcome;
-  startedAt: Date | null;
-  finishedAt: Date | null;
-  durationMs: number | null;
-  latenessMs: number | null;
-  attempt: number | null;
-  final: boolean;
-  trigger: "schedule" | "manual";
-  instanceId: string | null;
-  rerunOf: { startedAt: Date | null; instanceId: string | null } | null;
   error: string | null;
   errorStack: string | null;
-  reason: string | null;
   /** What the handler logged through ctx.logger during this attempt (kept once it ended). */
   logs: NonNullable<RunLogMeta["logs"]>;
   /** Lines left out past the size limit. */
