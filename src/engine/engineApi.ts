@@ -5,7 +5,7 @@ import type { Logger } from "../core/logger.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { PauseMark } from "../core/policies/pauseOnFailure.js";
-import type { PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
+import type { AttemptOutcome, PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
 import type { RunJournal } from "./runJournal.js";
 
 export interface EngineOptions {
@@ -36,6 +36,8 @@ export interface EngineOptions {
    * change it; start-up fails (SCHEMA_NOT_CURRENT) unless `cronwarden migrate` brought it current.
    */
   migrate?: boolean;
+  /** An event-loop stall this long or longer is logged and counted (default 2 s; 0 turns it off). */
+  stallWarnMs?: number;
   /** How often the dependency sweeper runs (waitAtMost, queued downstream runs); default 1 s. */
   dependencySweepMs?: number;
   logger: Logger;
@@ -69,8 +71,11 @@ export interface EngineRun {
 }
 
 export interface RunResult {
-  /** `interrupted`: cut off at shutdown and handed to another instance (not a failure). */
-  outcome: "succeeded" | "failed" | "interrupted";
+  /**
+   * `interrupted`: cut off at shutdown and handed to another instance (not a failure). `lock-lost`:
+   * another instance took the lock while it ran, and re-runs the slot.
+   */
+  outcome: AttemptOutcome;
   durationMs: number;
   error?: Error;
   /** False when the retry policy schedules another attempt of the same slot. */
@@ -92,6 +97,8 @@ export interface EngineHooks {
   retryScheduled?(run: EngineRun, error: Error, delayMs: number): void;
   lockRenewed?(taskName: string): void;
   lockLost?(run: EngineRun, reason: string): void;
+  /** The event loop was blocked for at least EngineOptions.stallWarnMs (once per stall, when it ended). */
+  eventLoopStalled?(stall: { durationMs: number; runningTasks: string[] }): void;
   abandoned?(run: EngineRun, reason: string): void;
   missedSlot?(missed: MissedSlot): void;
   /** Slots were skipped by the task's catchUp or overlap policy (one call per decision). */

@@ -7,7 +7,7 @@ import { pauseOfValue, thresholdOf } from "../core/policies/pauseOnFailure.js";
 import { rowSchedule } from "../core/policies/schedule.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { RunRecord, RunSummary, TaskJob } from "./engineApi.js";
-import { decodeRunMeta } from "./runLogMeta.js";
+import { decodeRunMeta, isRunOutcome } from "./runLogMeta.js";
 import { type JobRow, type RunLogRow, selectRunSummaries, selectTaskJobs } from "./sql.js";
 
 /**
@@ -102,7 +102,5 @@ export function runRecordOfRow(row: RunLogRow): RunRecord {
 
 /** A run-log row's outcome, or null for one this code does not know. */
 function asOutcome(value: string | null | undefined): RunOutcome | null {
-  return value === "succeeded" || value === "failed" || value === "skipped" || value === "interrupted"
-    ? value
-    : null;
+  return isRunOutcome(value) ? value : null;
 }

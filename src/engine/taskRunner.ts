@@ -16,10 +16,11 @@ import type { SkippedSlots } from "./skippedSlots.js";
 import type { SlotRun } from "./slotRun.js";
 import { QUIET_AFTER_SLOT_MS, slotWaitStep } from "./slotWait.js";
 import { RunNotStartedError } from "./staleStart.js";
-import type { Watchdog } from "./watchdog.js";
+import type { LockWatcher } from "./watchdog.js";
 
 export interface TaskRunnerDeps {
-  watchdog: Watchdog;
+  /** Renews the run's lock while it runs (src/engine/lockKeeper.ts). */
+  watchdog: LockWatcher;
   recorder: RunRecorder;
   logger: Logger;
   hooks: EngineHooks;
@@ -133,11 +134,12 @@ export class TaskRunner {
         resolve(lostFor);
       };
     });
-    const stop = this.#deps.watchdog.watch(entry, {
+    const stopWatch = this.#deps.watchdog.watch(entry, {
       onRenewed: () => this.#deps.hooks.lockRenewed?.(entry.taskName),
       onLost: (lostFor) => loseLock(lostFor),
     });
-    return { lost, reason: () => reason, stop };
+    let stopped: Promise<void> | undefined;
+    return { lost, reason: () => reason, stop: () => (stopped ??= stopWatch()) };
   }
 
   /**
@@ -184,19 +186,20 @@ export class TaskRunner {
           slot,
           withDownstream,
         );
-        const result = await this.#tracedAttempt(run, entry, given, lock, slotStartedAt, cancel.fired);
-        entry.attemptEnded(run.journal, result.error, new Date(run.startedAt.getTime() + result.durationMs));
+        let result = await this.#tracedAttempt(run, entry, given, lock, slotStartedAt, cancel.fired);
         const delayMs =
           result.error && retryDelay && isRetryable(result.error, lock.reason(), slot.signal)
             ? retryDelay({ attempt, error: result.error, jobName: entry.taskName, jobData: job.attrs.data })
             : null;
+        if (delayMs === null) result = await this.#lockKeptThrough(run, result, lock);
+        entry.attemptEnded(run.journal, result.error, new Date(run.startedAt.getTime() + result.durationMs));
         this.#deps.hooks.runFinished?.(run, { ...result, final: delayMs === null });
         if (!result.error) {
           entry.settle("succeeded");
           return;
         }
         if (delayMs === null) {
-          entry.settle("failed", result.error.message);
+          entry.settle(result.outcome === "lock-lost" ? "lock-lost" : "failed", result.error.message);
           throw result.error;
         }
         await this.#beforeRetry(entry, run, result.error, delayMs, slot.signal, lock);
@@ -204,6 +207,37 @@ export class TaskRunner {
     } finally {
       cancel.clear();
     }
+  }
+
+  /**
+   * The run's last attempt ended: its lock watch stops here, before the outcome is reported, and
+   * an attempt that ended while another instance held the lock is `lock-lost`, whatever its
+   * handler returned. That happens when the lock was lost while the handler could not be told
+   * (this process was stopped, e.g. SIGSTOP, for longer than the lock lifetime): the taker re-runs
+   * the slot, so this run must not also count as its success (src/engine/lockKeeper.ts).
+   */
+  async #lockKeptThrough(
+    run: EngineRun,
+    result: Omit<RunResult, "final">,
+    lock: LockWatch,
+  ): Promise<Omit<RunResult, "final">> {
+    await lock.stop();
+    const reason = lock.reason();
+    if (reason === undefined || result.outcome === "lock-lost") return result;
+    this.#lockLost(run, reason);
+    return {
+      outcome: "lock-lost",
+      error: new LockLostError(`lock lost: ${reason}`),
+      durationMs: result.durationMs,
+    };
+  }
+
+  #lockLost(run: EngineRun, reason: string): void {
+    this.#deps.logger.error(
+      { task: run.taskName, slot: run.scheduledAt, reason },
+      `lock lost: ${reason}; the run is recorded lock-lost and the lock's new holder re-runs the slot`,
+    );
+    this.#deps.hooks.lockLost?.(run, reason);
   }
 
   /**
@@ -436,13 +470,7 @@ export class TaskRunner {
         graceMs: this.#deps.timeoutGraceMs,
         taskName: run.taskName,
         startedAt: run.startedAt,
-        onLockLost: (reason) => {
-          logger.error(
-            { task: run.taskName, slot: run.scheduledAt, reason },
-            `lock lost: ${reason}; the run's signal fired`,
-          );
-          hooks.lockLost?.(attemptRun, reason);
-        },
+        onLockLost: (reason) => this.#lockLost(attemptRun, reason),
         onAbandoned: (reason) => {
           logger.error({ task: run.taskName, slot: run.scheduledAt, reason }, `run abandoned: ${reason}`);
           hooks.abandoned?.(attemptRun, reason);

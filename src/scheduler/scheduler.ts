@@ -149,6 +149,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       missedSlotGraceMs: settings.missedSlotGraceMs,
       missedSlotCheckMs: settings.missedSlotCheckMs,
       livenessCheckMs: settings.livenessCheckMs,
+      stallWarnMs: settings.stallWarnMs,
       migrate: settings.migrate,
       logger: this.#logger,
       clock,
