@@ -1,4 +1,5 @@
 import { type CronExpression, CronExpressionParser } from "cron-parser";
+import { type Calendar, excludedBy } from "./calendar.js";
 import {
   type OffsetStretch,
   offsetAt,
@@ -322,13 +323,26 @@ export function nextSlot(repeatInterval: string, timezone: string, after: number
   return (Math.floor(after / schedule.everyMs) + 1) * schedule.everyMs;
 }
 
-export function nextSlots(repeatInterval: string, timezone: string, from: number, count: number): number[] {
+/** Slots looked at for next slots that calendars leave in, before giving up (a calendar that excludes them all). */
+const MAX_EXCLUDED_STEPS = 100_000;
+
+/**
+ * The next `count` slots after `from` that will run: a slot one of `exclude`'s calendars excludes
+ * is recorded skipped instead (src/core/policies/calendar.ts), so it is left out.
+ */
+export function nextSlots(
+  repeatInterval: string,
+  timezone: string,
+  from: number,
+  count: number,
+  exclude: readonly Calendar[] = [],
+): number[] {
   const slots: number[] = [];
   let after = from;
-  while (slots.length < count) {
+  for (let step = 0; slots.length < count && step < MAX_EXCLUDED_STEPS; step++) {
     const next = nextSlot(repeatInterval, timezone, after);
     if (next === undefined) break;
-    slots.push(next);
+    if (excludedBy(exclude, next, timezone) === undefined) slots.push(next);
     after = next;
   }
   return slots;
