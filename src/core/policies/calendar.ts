@@ -19,6 +19,8 @@ const DAY_MS = 86_400_000;
 const WEEK_MS = 7 * DAY_MS;
 /** 1970-01-01 was a Thursday: wall ms + this, modulo a week, counts from Monday 00:00. */
 const MONDAY_SHIFT_MS = 3 * DAY_MS;
+/** Offset changes are at most a few hours: a jump over a wall-clock window stops this much short of its end. */
+const OFFSET_CHANGE_MARGIN_MS = 4 * 3_600_000;
 /** Occurrences of one recurrence examined per decision: a daily rule over 270 years, at most. */
 const MAX_OCCURRENCES = 100_000;
 
@@ -54,9 +56,30 @@ export function excludedBy(
   slot: number,
   timezone: string,
 ): string | undefined {
+  return exclusionAt(calendars, slot, timezone)?.name;
+}
+
+/**
+ * The first calendar that excludes `slot`, and an instant up to which every time from `slot` on is
+ * excluded too (no later than the window's end, earlier by up to an offset change's length):
+ * listing the next slots jumps over a holiday instead of stepping through its slots.
+ */
+export function exclusionAt(
+  calendars: readonly Calendar[],
+  slot: number,
+  timezone: string,
+): { name: string; excludedUntil: number } | undefined {
   if (calendars.length === 0) return undefined;
   const wall = wallTime(slot, timezone);
-  for (const calendar of calendars) if (excludes(calendar, slot, wall)) return calendar.name;
+  for (const calendar of calendars) {
+    const left = excludedFor(calendar, slot, wall);
+    if (left === undefined) continue;
+    // wall ms left in the window; the offset may change before its end (by at most a few hours)
+    const excludedUntil = left.onWall
+      ? slot + Math.max(0, left.ms - OFFSET_CHANGE_MARGIN_MS)
+      : slot + left.ms - 1;
+    return { name: calendar.name, excludedUntil };
+  }
   return undefined;
 }
 
@@ -65,11 +88,23 @@ export function exclusionReason(calendar: string): string {
   return `excluded by calendar "${calendar}"`;
 }
 
-function excludes(calendar: Calendar, slot: number, wall: number): boolean {
-  if (calendar.dates?.includes(wallDate(wall))) return true;
-  if (calendar.weekly?.some((window) => inWeeklyWindow(window, wall))) return true;
-  if (calendar.ranges?.some((range) => wall >= range.from && wall < range.to)) return true;
-  return calendar.events?.some((event) => inEvent(event, slot, wall)) === true;
+type Left = { ms: number; onWall: boolean } | undefined;
+
+/** How long the calendar's exclusion of this time lasts from it (ms, on a wall clock or not), undefined: not excluded. */
+function excludedFor(calendar: Calendar, slot: number, wall: number): Left {
+  const dayStart = wall - (((wall % DAY_MS) + DAY_MS) % DAY_MS);
+  if (calendar.dates?.includes(wallDate(wall))) return { ms: dayStart + DAY_MS - wall, onWall: true };
+  for (const window of calendar.weekly ?? []) {
+    const left = weeklyLeft(window, wall);
+    if (left !== undefined) return { ms: left, onWall: true };
+  }
+  for (const range of calendar.ranges ?? [])
+    if (wall >= range.from && wall < range.to) return { ms: range.to - wall, onWall: true };
+  for (const event of calendar.events ?? []) {
+    const left = eventLeft(event, slot, wall);
+    if (left !== undefined) return { ms: left, onWall: event.kind !== "utc" };
+  }
+  return undefined;
 }
 
 /** "YYYY-MM-DD" of a wall time. */
@@ -77,34 +112,37 @@ export function wallDate(wall: number): string {
   return new Date(wall).toISOString().slice(0, 10);
 }
 
-function inWeeklyWindow(window: { from: number; to: number }, wall: number): boolean {
+function weeklyLeft(window: { from: number; to: number }, wall: number): number | undefined {
   const intoWeek = (((wall + MONDAY_SHIFT_MS) % WEEK_MS) + WEEK_MS) % WEEK_MS;
   const from = window.from * 60_000;
   const to = window.to * 60_000;
-  return from < to ? intoWeek >= from && intoWeek < to : intoWeek >= from || intoWeek < to;
+  const inside = from < to ? intoWeek >= from && intoWeek < to : intoWeek >= from || intoWeek < to;
+  if (!inside) return undefined;
+  return (((to - intoWeek) % WEEK_MS) + WEEK_MS) % WEEK_MS;
 }
 
-function inEvent(event: CalendarEvent, slot: number, wall: number): boolean {
+function eventLeft(event: CalendarEvent, slot: number, wall: number): number | undefined {
   // the slot on the event's own clock: an instant for UTC, the TZID's wall time, else the task's
   const time =
     event.kind === "utc" ? slot : event.kind === "zoned" ? wallTime(slot, event.zone ?? "UTC") : wall;
-  if (!event.rrule) return time >= event.start && time < event.start + event.durationMs;
-  if (time < event.start) return false;
-  return occurrenceCovers(event, time);
+  if (time < event.start) return undefined;
+  if (!event.rrule)
+    return time < event.start + event.durationMs ? event.start + event.durationMs - time : undefined;
+  return occurrenceLeft(event, time);
 }
 
-/** Whether an occurrence of a repeating event covers `time` (on the event's clock). */
-function occurrenceCovers(event: CalendarEvent, time: number): boolean {
+/** How long an occurrence of a repeating event that covers `time` (on the event's clock) lasts from it. */
+function occurrenceLeft(event: CalendarEvent, time: number): number | undefined {
   const iterator = recurrence(event);
-  if (!iterator) return false;
+  if (!iterator) return undefined;
   for (let step = 0; step < MAX_OCCURRENCES; step++) {
     const next = iterator.next();
-    if (!next) return false;
+    if (!next) return undefined;
     const start = Date.UTC(next.year, next.month - 1, next.day, next.hour, next.minute, next.second);
-    if (start > time) return false;
-    if (time < start + event.durationMs) return true;
+    if (start > time) return undefined;
+    if (time < start + event.durationMs) return start + event.durationMs - time;
   }
-  return false;
+  return undefined;
 }
 
 /** The event's occurrences (its start first), read as UTC fields: wall ms or, for `utc`, instants. */
