@@ -28,7 +28,12 @@ export function readIcs(text: string, knownTimezone: (zone: string) => boolean):
   if (vevents.length === 0) return { reason: "has no VEVENT" };
   const events: CalendarEvent[] = [];
   for (const [index, vevent] of vevents.entries()) {
-    const read = readEvent(vevent, knownTimezone);
+    let read: ReturnType<typeof readEvent>;
+    try {
+      read = readEvent(vevent, knownTimezone);
+    } catch (error) {
+      read = (error as Error).message; // ical.js throws on a value it cannot read (a date-time "2026x")
+    }
     const summary = vevent.getFirstPropertyValue("summary");
     const which = `VEVENT ${index + 1}${typeof summary === "string" ? ` ("${summary.slice(0, 60)}")` : ""}`;
     if (typeof read === "string") return { reason: `${which}: ${read}` };
@@ -47,6 +52,11 @@ function readEvent(
   if (refused) return `${refused.toUpperCase()} is not supported; list such days as events of their own`;
   const dtstart = vevent.getFirstProperty("dtstart");
   if (!dtstart) return "has no DTSTART";
+  for (const name of ["dtstart", "dtend"]) {
+    const property = vevent.getFirstProperty(name);
+    if (property && !realValue(property.toICALString()))
+      return `${name.toUpperCase()} ${JSON.stringify(property.toICALString())} is not a real date or date-time`;
+  }
   const event = new ICAL.Event(vevent);
   const start = event.startDate;
   if (!realTime(start))
@@ -88,6 +98,22 @@ function readEvent(
     result.rrule = text;
   }
   return result;
+}
+
+/** A DTSTART/DTEND line's value is a date or date-time that exists (ical.js moves Feb 30 to Mar 2). */
+function realValue(line: string): boolean {
+  const match = /:(\d{4})(\d{2})(\d{2})(?:T(\d{2})(\d{2})(\d{2})Z?)?$/.exec(line);
+  if (!match) return false;
+  const [year, month, day, hour, minute, second] = match.slice(1).map((part) => Number(part ?? 0));
+  const date = new Date(Date.UTC(year ?? 0, (month ?? 1) - 1, day ?? 1));
+  return (
+    date.getUTCFullYear() === year &&
+    date.getUTCMonth() + 1 === month &&
+    date.getUTCDate() === day &&
+    (hour ?? 0) < 24 &&
+    (minute ?? 0) < 60 &&
+    (second ?? 0) < 61
+  );
 }
 
 function realTime(time: ICAL.Time | undefined): time is ICAL.Time {

@@ -136,7 +136,12 @@ function occurrenceLeft(event: CalendarEvent, time: number): number | undefined 
   const iterator = recurrence(event);
   if (!iterator) return undefined;
   for (let step = 0; step < MAX_OCCURRENCES; step++) {
-    const next = iterator.next();
+    let next: ICAL.Time | null;
+    try {
+      next = iterator.next();
+    } catch {
+      return undefined; // a rule ical.js read when the config was read and cannot step now: no exclusion
+    }
     if (!next) return undefined;
     const start = Date.UTC(next.year, next.month - 1, next.day, next.hour, next.minute, next.second);
     if (start > time) return undefined;
