@@ -1,6 +1,6 @@
 import { expect, it } from "vitest";
 import YAML from "yaml";
-import type { RunRecord } from "../../src/index.js";
+import { createAdminServer, createMetrics, type RunRecord } from "../../src/index.js";
 import { harnessSuite, pollUntil } from "../helpers/harness.js";
 
 /**
@@ -94,4 +94,27 @@ it("an excluded slot is recorded skipped with the calendar's name while the next
     firstNoon + 2 * DAY_MS,
     firstNoon + 3 * DAY_MS,
   ]);
+
+  // the API's next runs leave it out too (and the dashboard's "Next runs", which shows them)
+  const metrics = createMetrics(harness.scheduler);
+  const admin = createAdminServer({
+    scheduler: harness.scheduler,
+    metrics,
+    port: 0,
+    logger: harness.logs.logger,
+  });
+  try {
+    const { url } = await admin.listen();
+    const response = await fetch(`${url}/tasks/noon`);
+    const body = (await response.json()) as { nextRuns: string[]; job: { exclude: string[] } };
+    expect(body.job.exclude).toEqual(["holidays"]);
+    expect(body.nextRuns.slice(0, 3).map((time) => Date.parse(time))).toEqual([
+      firstNoon + DAY_MS,
+      firstNoon + 2 * DAY_MS,
+      firstNoon + 3 * DAY_MS,
+    ]);
+  } finally {
+    await admin.close();
+    metrics.stop();
+  }
 });
