@@ -517,6 +517,10 @@ export class AgendaEngine {
     return this.#writes().setOverlap(...args);
   }
 
+  setExclude(...args: Parameters<JobWrites["setExclude"]>): Promise<void> {
+    return this.#writes().setExclude(...args);
+  }
+
   setEnabled(...args: Parameters<JobWrites["setEnabled"]>): Promise<void> {
     return this.#writes().setEnabled(...args);
   }

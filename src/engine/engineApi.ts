@@ -2,6 +2,7 @@ import type { Pool } from "pg";
 import type { Clock } from "../core/clock.js";
 import type { DependencySpec, SkipKind, UpstreamRun } from "../core/dependencies/index.js";
 import type { Logger } from "../core/logger.js";
+import type { Calendar } from "../core/policies/calendar.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { PauseMark } from "../core/policies/pauseOnFailure.js";
@@ -185,6 +186,8 @@ export interface TaskJob {
   jitterMs?: number;
   /** The stored pauseOnFailure (absent: never pauses). */
   pauseOnFailure?: number;
+  /** The calendars whose slots are skipped (`data.policy.exclude`, docs/calendars.md); absent: none. */
+  exclude?: Calendar[];
   /** Set while the task is paused by failure (its row is disabled). */
   pausedByFailure?: PauseMark;
   /** A downstream's dependency (docs/dependencies.md); null for a task with its own cron. */
