@@ -1,6 +1,6 @@
 import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
-import { type Clock, systemClock } from "../core/clock.js";
+import { type Clock, clockDate, systemClock } from "../core/clock.js";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
 import { POLL_PHASES } from "../core/periodic.js";
@@ -97,6 +97,7 @@ export class AgendaEngine {
       pool: options.pool,
       logger: this.#logger,
       probeEveryMs: options.healthProbeMs ?? DEFAULT_HEALTH_PROBE_MS,
+      clock: this.#clock,
       onChange: (up) => {
         if (up) this.#parts?.repository.holdTakeovers(options.lockLifetimeMs);
       },
@@ -105,6 +106,7 @@ export class AgendaEngine {
       logger: this.#logger,
       health: this.#health,
       maxConcurrency: options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      clock: this.#clock,
     });
     // An idle pooled connection that dies (database restart) is an 'error' event on the pool:
     // unhandled, it would end the process. The health probe reports the outage.
@@ -168,7 +170,7 @@ export class AgendaEngine {
     });
     channel.subscribe((notification) => {
       const due = notification.nextRunAt;
-      if (!due || new Date(due).getTime() <= this.#clock() + runs.lookAheadMs) runs.claimNow();
+      if (!due || new Date(due).getTime() <= this.#clock.now() + runs.lookAheadMs) runs.claimNow();
     });
     this.#parts = {
       agenda,
@@ -214,6 +216,7 @@ export class AgendaEngine {
       hooks: this.#options.hooks ?? {},
       sweepEveryMs: this.#options.dependencySweepMs,
       sweepPhaseMs: POLL_PHASES.dependencySweep * processEveryMs,
+      clock: this.#clock,
       wake: (rows) => {
         this.#parts?.runs.claimNow();
         for (const row of rows)
@@ -243,7 +246,7 @@ export class AgendaEngine {
       onRowGivenBack: () => this.#parts?.runs.claimNow(),
       onHandedOff: (jobId, taskName) => {
         // the other instances lock it now, not at their next poll
-        void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(this.#clock()), priority: 0 }).catch(
+        void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(this.#clock.now()), priority: 0 }).catch(
           () => {},
         );
       },
@@ -310,7 +313,7 @@ export class AgendaEngine {
     const clock = this.#clock;
     const skipped = new SkippedSlots({ recorder, logger, hooks: runHooks, clock });
     const runner = new TaskRunner({
-      watchdog: new Watchdog({ renewer: repository, lockLifetimeMs, logger, now: () => new Date(clock()) }),
+      watchdog: new Watchdog({ renewer: repository, lockLifetimeMs, logger, now: () => clockDate(clock) }),
       recorder,
       logger,
       hooks: runHooks,
@@ -341,7 +344,7 @@ export class AgendaEngine {
       },
       onReleased: (rows) => {
         this.#parts?.runs.claimNow();
-        const soon = this.#clock() + processEveryMs;
+        const soon = this.#clock.now() + processEveryMs;
         for (const row of rows)
           if (row.next_run_at && row.next_run_at.getTime() <= soon)
             void this.#wake({
@@ -363,6 +366,7 @@ export class AgendaEngine {
       lockLifetimeMs,
       checkEveryMs: this.#options.missedSlotCheckMs ?? DEFAULT_MISSED_SLOT_CHECK_MS,
       phaseMs: POLL_PHASES.missedSlotCheck * processEveryMs,
+      clock: this.#clock,
       logger: this.#logger,
       onMissed: (missed) => this.#options.hooks?.missedSlot?.(missed),
       nudge: (row) =>
@@ -486,7 +490,7 @@ export class AgendaEngine {
 
   /** Runs `work` while holding a database-wide lock, so instances reconcile one at a time. */
   withReconcileLock<T>(work: () => Promise<T>): Promise<T> {
-    return withReconcileLock(this.#options.pool, work);
+    return withReconcileLock(this.#options.pool, work, this.#clock);
   }
 
   /** Per slot, the state of each downstream's wait for its upstreams, newest first. */

@@ -6,6 +6,7 @@ import {
   specOf,
   type UpstreamRun,
 } from "../core/dependencies/spec.js";
+import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { PeriodicTimer } from "../core/periodic.js";
 import type { ChainSlot, EngineHooks, EngineRun } from "./engineApi.js";
@@ -39,6 +40,8 @@ export interface DependencyOptions {
   sweepEveryMs?: number;
   /** The sweeps' shift against the poll (src/core/periodic.ts); default 0. */
   sweepPhaseMs?: number;
+  /** The sweep's timer and the downstream rows' age (src/core/clock.ts). */
+  clock: Clock;
 }
 
 interface Downstream {
@@ -101,9 +104,14 @@ export class DependencyCoordinator {
   start(): void {
     if (this.#timer) return;
     const every = this.#options.sweepEveryMs ?? DEFAULT_SWEEP_MS;
-    this.#timer = new PeriodicTimer(every, (this.#options.sweepPhaseMs ?? 0) % every, () => {
-      void this.sweep(NO_DOWNSTREAMS_SWEEP_TTL_MS);
-    });
+    this.#timer = new PeriodicTimer(
+      every,
+      (this.#options.sweepPhaseMs ?? 0) % every,
+      () => {
+        void this.sweep(NO_DOWNSTREAMS_SWEEP_TTL_MS);
+      },
+      this.#options.clock,
+    );
     this.#timer.start();
   }
 
@@ -380,7 +388,7 @@ export class DependencyCoordinator {
           byUpstream.set(upstream, list);
         }
       }
-      const fresh = { at: Date.now(), byUpstream, any: rows.length > 0 };
+      const fresh = { at: this.#options.clock.monotonic(), byUpstream, any: rows.length > 0 };
       if (generation === this.#downstreamsGeneration) this.#downstreams = fresh;
       return fresh;
     })().finally(() => {
@@ -402,7 +410,7 @@ export class DependencyCoordinator {
   /** The downstream rows last read, if recent enough to use: DOWNSTREAMS_TTL_MS, or `noneTtlMs` when there were none. */
   #freshDownstreams(noneTtlMs: number): DownstreamRows | undefined {
     const cached = this.#downstreams;
-    return cached && Date.now() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs)
+    return cached && this.#options.clock.monotonic() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs)
       ? cached
       : undefined;
   }

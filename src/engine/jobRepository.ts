@@ -1,7 +1,7 @@
 import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters } from "agenda";
 import type { Pool } from "pg";
-import { type Clock, systemClock } from "../core/clock.js";
+import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { POLICY_DATA_KEY, planRunStart } from "../core/policies/catchUpAtStart.js";
 import {
@@ -71,7 +71,7 @@ export interface JobRepositoryLimits {
   /** A slot at most this late is on time; older ones are missed and follow the task's catchUp policy. */
   catchUpGraceMs?: number;
   /** The engine's clock (src/core/clock.ts): the start save's lock time, the takeover hold, a re-run's due time. */
-  clock?: Clock;
+  clock: Clock;
 }
 
 export interface ClaimedRow {
@@ -97,7 +97,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#db = pool;
     this.#logger = logger;
     this.#limits = limits;
-    this.#clock = limits.clock ?? systemClock;
+    this.#clock = limits.clock;
     this.#saves = new StatementBatch((saves) => saveJobRows(pool, saves), {
       key: (save) => String(save.job._id),
     });
@@ -195,7 +195,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
 
   /** After an outage no lock counts as expired for a while (see holdTakeovers). */
   #takeoverDeadline(lockDeadline: Date): Date {
-    return this.#clock() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
+    return this.#clock.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
   }
 
   /** Runs whose end (or hand-off) is being saved. */
@@ -212,7 +212,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
    * during the outage, so "expired" says nothing yet about whether the owner is alive.
    */
   holdTakeovers(forMs: number): void {
-    this.#takeoversHeldUntil = this.#clock() + forMs;
+    this.#takeoversHeldUntil = this.#clock.now() + forMs;
   }
 
   /**
@@ -226,7 +226,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   async startRun(run: SlotRun, job: JobParameters): Promise<void> {
     const heldLock = run.heldLockAt; // the claim's lock
     if (!heldLock) throw new StaleStartError(job.name);
-    const renewed = new Date(this.#clock());
+    const renewed = new Date(this.#clock.now());
     const deadline = run.startDeadline(this.#limits.lockLifetimeMs, renewed.getTime());
     this.#planStart(run, job, renewed);
     let row: RowAtStart | undefined;
@@ -241,7 +241,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
           const fence = tries === 1 ? [heldLock] : [heldLock, renewed];
           return this.#save(run, { ...job, lockedAt: renewed }, fence, run.scheduledAt);
         },
-        { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - this.#clock()) },
+        { ...BEFORE_START_RETRY, clock: this.#clock, maxElapsedMs: Math.max(0, deadline - this.#clock.now()) },
       );
     } catch (error) {
       if (!isConnectionError(error)) throw error;
@@ -267,6 +267,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#finalSavesPending.add(job.name);
     try {
       await retryWhileDisconnected(() => this.#save(run, { ...job, lockedAt: undefined }, fence), {
+        clock: this.#clock,
         maxElapsedMs: FINAL_SAVE_RETRY_MS,
         // short waits: once the database is back the end lands before the lock can expire and the
         // slot be taken for a dead run's
@@ -347,7 +348,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     fences: Date[] = run.heldLockAt ? [run.heldLockAt] : [],
   ): Promise<void> {
     // a takeover re-run is due at once (see #locked); any other slot is due at its own time
-    const slot = run.previousRunUnfinished ? new Date(this.#clock()) : run.scheduledAt;
+    const slot = run.previousRunUnfinished ? new Date(this.#clock.now()) : run.scheduledAt;
     const released = await this.#giveBack(
       run,
       () =>
@@ -419,7 +420,11 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     let answer: T | undefined;
     this.#finalSavesPending.add(run.taskName);
     try {
-      answer = await retryWhileDisconnected(statement, { maxElapsedMs: options.retryMs, maxDelayMs: 500 });
+      answer = await retryWhileDisconnected(statement, {
+        clock: this.#clock,
+        maxElapsedMs: options.retryMs,
+        maxDelayMs: 500,
+      });
     } catch (error) {
       this.#logger.warn({ err: error, task: run.taskName }, options.failed);
     } finally {
@@ -491,7 +496,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       if (decision.pause) {
         const message = run.error?.message ?? run.detail;
         pause = {
-          at: new Date(this.#clock()),
+          at: new Date(this.#clock.now()),
           failures: decision.streak,
           slot: run.scheduledAt,
           lastError: errorSummary(message === undefined ? undefined : redactSecrets(message)),
@@ -518,7 +523,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   #locked(job: JobParameters): ClaimedRow {
-    const now = new Date(this.#clock());
+    const now = new Date(this.#clock.now());
     const run = SlotRun.claimed({ id: String(job._id), name: job.name }, job, now);
     this.#slotAfterDue(job);
     if (run.previousRunUnfinished && job.nextRunAt && job.nextRunAt > now) {

@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import { type Logger, toError } from "../core/logger.js";
+import type { Clock } from "../core/clock.js";
 import { PeriodicTimer } from "../core/periodic.js";
 import type { MissedSlot } from "./engineApi.js";
 import {
@@ -19,6 +20,8 @@ export interface MissedSlotDetectorOptions {
   checkEveryMs: number;
   /** The checks' shift against the poll (src/core/periodic.ts); default 0. */
   phaseMs?: number;
+  /** The checks' timer (src/core/clock.ts). */
+  clock: Clock;
   logger: Logger;
   onMissed: (missed: MissedSlot) => void;
   /** Makes the workers look at a job now (an overdue, unlocked job). */
@@ -56,7 +59,7 @@ export class MissedSlotDetector {
         .finally(() => {
           this.#checking = undefined;
         });
-    });
+    }, this.#options.clock);
     this.#timer.start();
   }
 

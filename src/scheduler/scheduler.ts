@@ -4,7 +4,7 @@ import type { Pool } from "pg";
 import { ConfigWatcher } from "../config/configWatcher.js";
 import { parseDesiredState } from "../config/desiredState.js";
 import { checkFleetGuard } from "../config/fleetGuard.js";
-import { type Clock, systemClock } from "../core/clock.js";
+import { type Clock, type ClockTimer, clockDate, systemClock } from "../core/clock.js";
 import { AgendaEngine, type ChainSlot, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
 import type { RunHandler } from "../engine/engineApi.js";
 import {
@@ -51,8 +51,8 @@ export interface SchedulerOptions extends SchedulerSettingsInput {
   config: ConfigSource;
   logger?: Logger;
   /**
-   * The time the scheduler and its engine read (src/core/clock.ts); the system clock unless a test
-   * drives it. Timers still wait in real time.
+   * The time the scheduler and its engine read and the timers that wake them (src/core/clock.ts);
+   * the system clock unless a test drives it.
    */
   clock?: Clock;
 }
@@ -106,7 +106,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #store: DesiredStateStore;
   readonly #audit: AuditLog;
   #antiEntropyTimer: PeriodicTimer | undefined;
-  #retentionTimer: NodeJS.Timeout | undefined;
+  #retentionTimer: ClockTimer | undefined;
   #antiEntropyPass: Promise<void> | undefined;
   #state: State = "new";
   /** Registered tasks whose job is enabled, as of the last reconcile: the fleet guard's baseline. */
@@ -158,7 +158,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       },
       hooks: {
         ...reporter.hooks(),
-        missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: new Date(clock()) }),
+        missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: clockDate(clock) }),
         slotsSkipped: (skipped) => this.emit("slots:skipped", skipped),
         taskPaused: (paused) => this.emit("task:paused", paused),
       },
@@ -169,7 +169,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       target: this.#engine,
       registry: this.#registry,
       logger: this.#logger,
-      now: () => new Date(clock()),
+      now: () => clockDate(clock),
       recorder: {
         recordAudit: (entries) => this.#audit.record(entries),
         saveApplied: (state, appliedBy) =>
@@ -322,7 +322,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#state = "stopping";
     // no new anti-entropy or prune pass, even while a start settles
     this.#antiEntropyTimer?.stop();
-    clearInterval(this.#retentionTimer);
+    this.#clock.clearInterval(this.#retentionTimer);
     await this.#starting?.catch(() => {}); // a failed start is the caller's to report
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
@@ -432,7 +432,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     }
     const requestedBy = options.requestedBy ?? IN_PROCESS_CALLER;
     const via = options.via ?? "scheduler.runNow()";
-    const requestedAt = new Date(this.#clock());
+    const requestedAt = clockDate(this.#clock);
     const outcome = await this.#engine.requestRun(
       name,
       requestedBy,
@@ -606,7 +606,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const state = parseDesiredState(stored.document, {
       defaultTimezone: this.settings.defaultTimezone,
       rules: { minIntervalMs: this.settings.minIntervalMs },
-      now: new Date(this.#clock()),
+      now: clockDate(this.#clock),
       source: `last applied config (${stored.source})`,
       revision: stored.revision,
     });
@@ -627,7 +627,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
    * Deletes run history older than the retention; returns the rows deleted (null: another
    * instance is at it). stop() waits for every prune in flight, the hourly one and called ones.
    */
-  pruneRunHistory(now = new Date(this.#clock())): Promise<number | null> {
+  pruneRunHistory(now = clockDate(this.#clock)): Promise<number | null> {
     const prune = this.#prune(now);
     const settled = prune.then(
       () => undefined,
@@ -656,7 +656,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   #startRetention(): void {
     if (this.settings.runLogRetentionDays <= 0) return;
-    this.#retentionTimer = setInterval(() => {
+    this.#retentionTimer = this.#clock.setInterval(() => {
       if (this.#hourlyPrune || this.#state !== "running") return;
       this.#hourlyPrune = this.pruneRunHistory()
         .then(() => undefined)
@@ -685,7 +685,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         .finally(() => {
           this.#antiEntropyPass = undefined;
         });
-    });
+    }, this.#clock);
     this.#antiEntropyTimer.start();
   }
 }

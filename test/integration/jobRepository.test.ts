@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/core/clock.js";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
 import { type ClaimedRow, CronwardenJobRepository } from "../../src/engine/jobRepository.js";
 import { StaleStartError } from "../../src/engine/staleStart.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
 import { pollUntil } from "../helpers/poll.js";
+import { TestClock } from "../helpers/testClock.js";
 
 /** The repository's locking rules, driven the way Agenda drives them, against a real PostgreSQL. */
 
@@ -30,7 +32,7 @@ afterAll(async () => {
 });
 
 function repository() {
-  return { repo: new CronwardenJobRepository(db.pool, logs.logger, { lockLifetimeMs: LOCK_LIFETIME_MS }) };
+  return { repo: new CronwardenJobRepository(db.pool, logs.logger, { lockLifetimeMs: LOCK_LIFETIME_MS, clock: systemClock }) };
 }
 
 /** Creates due jobs (their next run moved to the past) and returns their names. */
@@ -227,8 +229,7 @@ describe("CronwardenJobRepository", () => {
       [name],
     );
     await serverUpForALockLifetime();
-    let now = Date.now();
-    const clock = () => now;
+    const clock = new TestClock(Date.now());
     const repo = new CronwardenJobRepository(db.pool, logs.logger, {
       lockLifetimeMs: LOCK_LIFETIME_MS,
       clock,
@@ -237,17 +238,17 @@ describe("CronwardenJobRepository", () => {
       repo.claimDue({
         names: [name as string],
         skip: [],
-        until: new Date(now + 1000),
+        until: new Date(clock.now() + 1000),
         limit: 1,
         owner: "test",
-        now: new Date(now),
+        now: new Date(clock.now()),
       });
     repo.holdTakeovers(LOCK_LIFETIME_MS);
     expect(await claimNow()).toEqual([]); // held: no lock counts as expired right after an outage
-    now += LOCK_LIFETIME_MS + 1; // the clock passes the hold; no real time is waited
+    await clock.advance(LOCK_LIFETIME_MS + 1); // the clock passes the hold; no real time is waited
     const [taken] = await claimNow();
     expect(taken?.job.name).toBe(name);
-    expect(taken?.job.nextRunAt?.getTime()).toBe(now); // the re-run is due at once, by the clock
+    expect(taken?.job.nextRunAt?.getTime()).toBe(clock.now()); // the re-run is due at once, by the clock
     expect(taken?.run.previousRunUnfinished).toBe(true);
   });
 
@@ -286,6 +287,7 @@ describe("CronwardenJobRepository", () => {
     });
     const repo = new CronwardenJobRepository(counting, logs.logger, {
       lockLifetimeMs: LOCK_LIFETIME_MS,
+      clock: systemClock,
     });
     const jobs = await claim(repo, names, 5);
     expect(jobs.map(({ job }) => job.name).sort()).toEqual([...names].sort());
