@@ -246,9 +246,12 @@ export class AgendaEngine {
       onRowGivenBack: () => this.#parts?.runs.claimNow(),
       onHandedOff: (jobId, taskName) => {
         // the other instances lock it now, not at their next poll
-        void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(this.#clock.now()), priority: 0 }).catch(
-          () => {},
-        );
+        void this.#wake({
+          id: jobId,
+          name: taskName,
+          nextRunAt: new Date(this.#clock.now()),
+          priority: 0,
+        }).catch(() => {});
       },
       catchUpGraceMs: Math.max(
         this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,

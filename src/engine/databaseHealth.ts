@@ -41,7 +41,8 @@ export class DatabaseHealth {
     this.#timer = this.#options.clock.setInterval(() => {
       // a recent confirmation says the same as the probe would (half a period of slack: the
       // liveness check runs on a timer of the same period, which drifts against this one)
-      if (this.#options.clock.monotonic() - this.#confirmedAt >= 1.5 * this.#options.probeEveryMs) void this.probe();
+      if (this.#options.clock.monotonic() - this.#confirmedAt >= 1.5 * this.#options.probeEveryMs)
+        void this.probe();
     }, this.#options.probeEveryMs);
     this.#timer.unref();
   }

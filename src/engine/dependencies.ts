@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import type { Clock } from "../core/clock.js";
 import { decideDependency, notDoneReason, type UpstreamStanding } from "../core/dependencies/decide.js";
 import {
   type DependencyCondition,
@@ -6,7 +7,6 @@ import {
   specOf,
   type UpstreamRun,
 } from "../core/dependencies/spec.js";
-import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { PeriodicTimer } from "../core/periodic.js";
 import type { ChainSlot, EngineHooks, EngineRun } from "./engineApi.js";
@@ -410,7 +410,8 @@ export class DependencyCoordinator {
   /** The downstream rows last read, if recent enough to use: DOWNSTREAMS_TTL_MS, or `noneTtlMs` when there were none. */
   #freshDownstreams(noneTtlMs: number): DownstreamRows | undefined {
     const cached = this.#downstreams;
-    return cached && this.#options.clock.monotonic() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs)
+    return cached &&
+      this.#options.clock.monotonic() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs)
       ? cached
       : undefined;
   }

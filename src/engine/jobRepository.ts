@@ -241,7 +241,11 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
           const fence = tries === 1 ? [heldLock] : [heldLock, renewed];
           return this.#save(run, { ...job, lockedAt: renewed }, fence, run.scheduledAt);
         },
-        { ...BEFORE_START_RETRY, clock: this.#clock, maxElapsedMs: Math.max(0, deadline - this.#clock.now()) },
+        {
+          ...BEFORE_START_RETRY,
+          clock: this.#clock,
+          maxElapsedMs: Math.max(0, deadline - this.#clock.now()),
+        },
       );
     } catch (error) {
       if (!isConnectionError(error)) throw error;

@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
-import { type Logger, toError } from "../core/logger.js";
 import type { Clock } from "../core/clock.js";
+import { type Logger, toError } from "../core/logger.js";
 import { PeriodicTimer } from "../core/periodic.js";
 import type { MissedSlot } from "./engineApi.js";
 import {
@@ -50,16 +50,21 @@ export class MissedSlotDetector {
 
   start(): void {
     if (this.#timer || this.#options.checkEveryMs <= 0) return;
-    this.#timer = new PeriodicTimer(this.#options.checkEveryMs, this.#options.phaseMs ?? 0, () => {
-      this.#checking ??= this.check()
-        .then(() => undefined)
-        .catch((error: unknown) =>
-          this.#options.logger.debug({ err: toError(error) }, "missed-slot check failed"),
-        )
-        .finally(() => {
-          this.#checking = undefined;
-        });
-    }, this.#options.clock);
+    this.#timer = new PeriodicTimer(
+      this.#options.checkEveryMs,
+      this.#options.phaseMs ?? 0,
+      () => {
+        this.#checking ??= this.check()
+          .then(() => undefined)
+          .catch((error: unknown) =>
+            this.#options.logger.debug({ err: toError(error) }, "missed-slot check failed"),
+          )
+          .finally(() => {
+            this.#checking = undefined;
+          });
+      },
+      this.#options.clock,
+    );
     this.#timer.start();
   }
 

@@ -1,5 +1,5 @@
-import type { Clock } from "../core/clock.js";
 import { backoffDelay, jittered } from "../core/backoff.js";
+import type { Clock } from "../core/clock.js";
 
 const CONNECTION_ERROR_CODES = new Set([
   "ECONNREFUSED",
@@ -51,7 +51,8 @@ export async function retryWhileDisconnected<T>(
       return await operation();
     } catch (error) {
       const delay = backoffDelay(attempt, backoff);
-      if (!isConnectionError(error) || clock.monotonic() - startedAt + delay > options.maxElapsedMs) throw error;
+      if (!isConnectionError(error) || clock.monotonic() - startedAt + delay > options.maxElapsedMs)
+        throw error;
       options.onRetry?.(error as Error, attempt);
       await clock.sleep(jittered(delay));
     }

@@ -39,7 +39,11 @@ export class RunJournal {
       this.dropped += 1;
       return;
     }
-    const line: RunLogLine = { at: new Date(this.#clock.now()).toISOString(), level, msg: clip(redactSecrets(msg)) };
+    const line: RunLogLine = {
+      at: new Date(this.#clock.now()).toISOString(),
+      level,
+      msg: clip(redactSecrets(msg)),
+    };
     const json = data && Object.keys(data).length > 0 ? safeJson(data) : undefined;
     if (json !== undefined) line.data = clip(redactSecrets(json));
     const size = line.msg.length + (line.data?.length ?? 0) + 40;

@@ -209,7 +209,10 @@ export class RunRecorder {
     const deadline = clock.monotonic() + timeoutMs;
     while (this.#pending.size > 0 && clock.monotonic() < deadline) {
       const waited = new AbortController();
-      await Promise.race([Promise.allSettled([...this.#pending]), clock.sleep(deadline - clock.monotonic(), waited.signal)]);
+      await Promise.race([
+        Promise.allSettled([...this.#pending]),
+        clock.sleep(deadline - clock.monotonic(), waited.signal),
+      ]);
       waited.abort(); // the sleep's timer goes
     }
     if (this.#pending.size > 0)

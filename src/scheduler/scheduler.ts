@@ -675,17 +675,22 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const every = this.settings.antiEntropyMs;
     if (every <= 0) return;
     const phaseMs = POLL_PHASES.antiEntropy * this.settings.processEveryMs;
-    this.#antiEntropyTimer = new PeriodicTimer(every, phaseMs, () => {
-      const current = this.#watcher.current;
-      if (!current || this.#antiEntropyPass || this.#state !== "running") return;
-      this.#antiEntropyPass = this.#reconcile(current, "anti-entropy")
-        .catch((error: unknown) =>
-          this.#logger.error({ err: error }, "anti-entropy pass failed; retrying at the next one"),
-        )
-        .finally(() => {
-          this.#antiEntropyPass = undefined;
-        });
-    }, this.#clock);
+    this.#antiEntropyTimer = new PeriodicTimer(
+      every,
+      phaseMs,
+      () => {
+        const current = this.#watcher.current;
+        if (!current || this.#antiEntropyPass || this.#state !== "running") return;
+        this.#antiEntropyPass = this.#reconcile(current, "anti-entropy")
+          .catch((error: unknown) =>
+            this.#logger.error({ err: error }, "anti-entropy pass failed; retrying at the next one"),
+          )
+          .finally(() => {
+            this.#antiEntropyPass = undefined;
+          });
+      },
+      this.#clock,
+    );
     this.#antiEntropyTimer.start();
   }
 }

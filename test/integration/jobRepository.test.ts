@@ -32,7 +32,12 @@ afterAll(async () => {
 });
 
 function repository() {
-  return { repo: new CronwardenJobRepository(db.pool, logs.logger, { lockLifetimeMs: LOCK_LIFETIME_MS, clock: systemClock }) };
+  return {
+    repo: new CronwardenJobRepository(db.pool, logs.logger, {
+      lockLifetimeMs: LOCK_LIFETIME_MS,
+      clock: systemClock,
+    }),
+  };
 }
 
 /** Creates due jobs (their next run moved to the past) and returns their names. */
