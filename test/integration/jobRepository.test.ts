@@ -51,8 +51,13 @@ async function dueJobs(prefix: string, count: number): Promise<string[]> {
 }
 
 /** One claim pass of the claim loop (src/engine/claimLoop.ts) for these names. */
-const claim = (repo: CronwardenJobRepository, names: string[], limit: number, holding: string[] = []) => {
-  const now = new Date();
+const claim = (
+  repo: CronwardenJobRepository,
+  names: string[],
+  limit: number,
+  holding: string[] = [],
+  now = new Date(),
+) => {
   return repo.claimDue({
     names,
     skip: holding,
@@ -91,11 +96,16 @@ async function lockedAt(name: string): Promise<Date | null> {
 describe("CronwardenJobRepository", () => {
   it("the save that starts a run renews its lock and reads the schedule back", async () => {
     const [name] = await dueJobs("start", 1);
-    const { repo } = repository();
-    const { job, run } = (await lockFor(repo, name as string)) as ClaimedRow;
+    const clock = new TestClock(Date.now());
+    const repo = new CronwardenJobRepository(db.pool, logs.logger, {
+      lockLifetimeMs: LOCK_LIFETIME_MS,
+      clock,
+    });
+    const [claimed] = await claim(repo, [name as string], 1, [], new Date(clock.now()));
+    const { job, run } = claimed as ClaimedRow;
     const taken = job.lockedAt as Date;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    await repo.startRun(run, { ...job, lastRunAt: new Date() });
+    await clock.advance(20); // the start save stamps its lock time from the engine's clock
+    await repo.startRun(run, { ...job, lastRunAt: new Date(clock.now()) });
     const renewed = await lockedAt(name as string);
     expect(renewed?.getTime()).toBeGreaterThan(taken.getTime());
     expect(run.heldLockAt?.getTime()).toBe(renewed?.getTime());
