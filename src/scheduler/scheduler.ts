@@ -29,6 +29,7 @@ import { createLogger, type Logger, redactingChild } from "../core/logger.js";
 import { PeriodicTimer, POLL_PHASES } from "../core/periodic.js";
 import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
+import { readRunSummaries, readRuns } from "../status/runReads.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
 import { RunReporter } from "./runReporter.js";
@@ -368,11 +369,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   /**
-   * Finished runs of a task, the latest written first (the engine's read of its run log). For the
-   * history as an operator reads it, newest slot first, see runHistory().
+   * Finished runs of a task, the latest written first (src/status/runReads.ts). For the history
+   * as an operator reads it, newest slot first, see runHistory().
    */
   runs(taskName: string, limit?: number): Promise<RunRecord[]> {
-    return this.#engine.listRuns(taskName, limit);
+    return readRuns(this.#pool, taskName, limit);
   }
 
   /**
@@ -407,7 +408,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /** Every task, registered or only present as a job row, with desired and runtime state side by side. */
   async status(): Promise<TaskStatus[]> {
-    const [jobs, summaries] = await Promise.all([this.#engine.listJobs(), this.#engine.runSummaries()]);
+    const [jobs, summaries] = await Promise.all([this.#engine.listJobs(), readRunSummaries(this.#pool)]);
     return buildTaskStatuses({
       registered: this.#registry.list(),
       desired: this.#watcher.current,
