@@ -16,11 +16,12 @@ export const MAX_FILE_LINES = 450;
 export const MAX_FUNCTION_LINES = 80;
 
 /**
- * Over the limit for a reason stated here, each with who removes it. Tables of data (a list of
- * records, not of steps) are not functions and need no entry; a step list that grows does.
+ * Over the limit for a reason stated here. A table of data (a list of records, not of steps)
+ * may be long; anything else here says who removes it and when.
  */
 const ALLOWED: Record<string, string> = {
-  // the lead splits these while changing them (issue 46, "One owner per run")
+  "src/metrics/definitions.ts#defineMetrics": "a table of data: one record per metric",
+  // the lead splits it while changing it (issue 46, "One owner per run")
   "src/engine/taskRunner.ts": "the lead's split of the run between its saves",
 };
 
@@ -107,9 +108,7 @@ function main(): void {
   const found = oversizes();
   const refused = found.filter((each) => !(each.where in ALLOWED));
   for (const each of found.filter((entry) => entry.where in ALLOWED))
-    console.log(
-      `allowed for now: ${each.where}: ${each.lines} lines (limit ${each.limit}): ${ALLOWED[each.where]}`,
-    );
+    console.log(`allowed: ${each.where}: ${each.lines} lines (limit ${each.limit}): ${ALLOWED[each.where]}`);
   for (const where of Object.keys(ALLOWED))
     if (!found.some((each) => each.where === where))
       console.log(`${where} is within the limits now: remove it from ALLOWED in scripts/checkSizes.ts`);
