@@ -2,7 +2,7 @@ import type { Pool, PoolClient } from "pg";
 import type { RunOutcome } from "../core/runTypes.js";
 import type { RunRecord, RunSummary } from "../engine/engineApi.js";
 import { decodeRunMeta } from "../engine/runLogMeta.js";
-import { type RunLogRow, selectRunSummaries, selectRuns } from "../engine/sql.js";
+import { type RunLogRow, selectRunSummaries, selectRuns } from "./runReadsSql.js";
 
 /**
  * Typed reads of the run log for the status (the scheduler's status listing, a task's runs): they
