@@ -53,6 +53,15 @@ export function taskRoutes(
     return page.runs;
   });
 
+  taskActionRoutes(app, scheduler, callerOf);
+}
+
+/** An operator's actions on one task: run now, resume; each recorded with the caller's name. */
+function taskActionRoutes(
+  app: FastifyInstance,
+  scheduler: AdminScheduler,
+  callerOf: (request: { raw: object }) => Caller,
+): void {
   app.post("/tasks/:name/run", async (request, reply) => {
     const { name } = parseOr400(taskParams, request.params, "path");
     parseOr400(runNowBody, request.body, "body");
