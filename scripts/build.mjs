@@ -1,5 +1,6 @@
 // Compiles src/ to dist/ (JavaScript + declarations) for consumers that run plain Node, and copies
-// the dashboard's static assets next to the compiled routes that serve them.
+// the dashboard's static assets next to the compiled routes that serve them, and the host script of
+// isolated handlers (plain JavaScript: a worker or child loads it without a TypeScript loader).
 import { execFileSync } from "node:child_process";
 import { cpSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
@@ -10,3 +11,4 @@ execFileSync(process.execPath, [require.resolve("typescript/bin/tsc"), "-p", "ts
   stdio: "inherit",
 });
 cpSync("src/dashboard/assets", "dist/dashboard/assets", { recursive: true });
+cpSync("src/isolation/host.mjs", "dist/isolation/host.mjs");

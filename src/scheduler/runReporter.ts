@@ -3,6 +3,8 @@ import { capturingLogger } from "../core/capturingLogger.js";
 import { isoTime } from "../core/isoTime.js";
 import type { Logger } from "../core/logger.js";
 import type { EngineHooks, EngineRun } from "../engine/engineApi.js";
+import type { ModuleHandlers } from "../isolation/moduleHandlers.js";
+import { readSecrets } from "../isolation/secretSource.js";
 import { redactSecrets } from "../observability/redact.js";
 import type { RunStartedEvent, SchedulerEvents } from "./events.js";
 import type { TaskContext } from "./taskDefinition.js";
@@ -19,14 +21,27 @@ export class RunReporter {
   /** One child logger per attempt (its start, its handler and its end log through it). */
   readonly #runLoggers = new WeakMap<EngineRun, Logger>();
 
-  constructor(events: EventEmitter<SchedulerEvents>, logger: Logger, instanceId: string) {
+  readonly #modules: ModuleHandlers;
+
+  constructor(
+    events: EventEmitter<SchedulerEvents>,
+    logger: Logger,
+    instanceId: string,
+    modules: ModuleHandlers,
+  ) {
     this.#events = events;
     this.#logger = logger;
     this.#instanceId = instanceId;
+    this.#modules = modules;
   }
 
-  /** Runs a task's handler for one attempt of one slot. */
+  /**
+   * Runs a task's handler for one attempt of one slot: its function, or its module's export in the
+   * task's isolation (docs/isolation.md), whose return value is logged to the run record.
+   */
   async run(task: RegisteredTask, run: EngineRun): Promise<void> {
+    // read at each run: a rotated secret needs no restart (src/isolation/secretSource.ts)
+    const secrets = await readSecrets(task.name, task.secrets);
     const context: TaskContext = {
       taskName: task.name,
       scheduledAt: run.scheduledAt,
@@ -38,8 +53,16 @@ export class RunReporter {
       rerunOf: run.rerunOf,
       upstreams: run.upstreams ?? [],
       logger: run.journal ? capturingLogger(this.#runLogger(run), run.journal) : this.#runLogger(run),
+      trigger: run.trigger,
+      secrets,
     };
-    await task.handler(context);
+    if (task.handler) {
+      await task.handler(context);
+      return;
+    }
+    if (!task.module) throw new Error(`task "${task.name}" has neither a handler nor a module`);
+    const value = await this.#modules.run({ ...task, module: task.module }, context, secrets);
+    if (value !== undefined) context.logger.info({ result: value }, "handler returned");
   }
 
   /** The engine hooks, except the missed-slot one (it is not about a run). */

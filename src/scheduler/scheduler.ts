@@ -28,6 +28,7 @@ import { CronwardenError } from "../core/errors.js";
 import { createLogger, type Logger, redactingChild } from "../core/logger.js";
 import { PeriodicTimer, POLL_PHASES } from "../core/periodic.js";
 import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
+import { ModuleHandlers } from "../isolation/moduleHandlers.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
@@ -100,6 +101,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #logger: Logger;
   readonly #engine: AgendaEngine;
   readonly #reporter: RunReporter;
+  /** The handlers tasks name by module, and the warm hosts of isolated ones (docs/isolation.md). */
+  readonly #modules: ModuleHandlers;
   readonly #reconciler: ConfigReconciler;
   readonly #clock: Clock;
   readonly #watcher: ConfigWatcher;
@@ -136,7 +139,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     // the database password never leaves in clear, even quoted in a task's own error message
     registerSecret(typeof pool.options.password === "string" ? pool.options.password : undefined);
     registerUrlPassword(pool.options.connectionString);
-    const reporter = new RunReporter(this, this.#logger, instanceId);
+    this.#modules = new ModuleHandlers({ logger: this.#logger, graceMs: settings.timeoutGraceMs });
+    const reporter = new RunReporter(this, this.#logger, instanceId, this.#modules);
     this.#reporter = reporter;
     this.#engine = new AgendaEngine({
       pool,
@@ -271,8 +275,14 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       if (!task) return Promise.reject(new Error(`task "${run.taskName}" is not registered`));
       return this.#reporter.run(task, run);
     };
-    // a registered task carries its timeoutMs and retry: it is the definition's options as it is
-    for (const task of this.#registry.list()) this.#engine.defineTask(task.name, runRegistered, task);
+    // a registered task carries its timeoutMs and retry: it is the definition's options as it is;
+    // an isolated task's timeout is its host's to enforce, hard (src/isolation/isolatedRun.ts)
+    for (const task of this.#registry.list())
+      this.#engine.defineTask(
+        task.name,
+        runRegistered,
+        isolated(task) ? { retry: task.retry, timeoutMs: undefined } : task,
+      );
     this.#enabledTasks = new Set(
       (await this.#engine.listJobs()).filter((job) => !job.disabled).map((job) => job.name),
     );
@@ -330,6 +340,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     await this.#watcher.stop();
     // the prunes in flight end while the workers drain: a prune never delays the end of new runs
     const [outcome] = await Promise.all([this.#engine.drain(drainTimeoutMs), this.#prunesSettled()]);
+    this.#modules.close();
     if (outcome.handedOff.length > 0) {
       this.#logger.warn(
         { handedOff: outcome.handedOff, drainTimeoutMs },
@@ -692,4 +703,9 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
 export function createScheduler(options: SchedulerOptions): Scheduler {
   return new Scheduler(options);
+}
+
+/** A task whose handler runs in a worker thread or a child process. */
+function isolated(task: RegisteredTask): boolean {
+  return task.module !== undefined && task.module.mode !== "none";
 }

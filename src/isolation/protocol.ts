@@ -1,0 +1,45 @@
+/**
+ * The messages between a scheduler and the host script (src/isolation/host.mjs) that runs isolated
+ * handlers in a worker thread or a child process. One run at a time per host; every message of a
+ * run carries its id. Values are structured-cloned (worker_threads; fork with `serialization:
+ * "advanced"`), so dates travel as dates.
+ */
+
+/** The part of TaskContext that crosses to the host; signal, logger and secrets are rebuilt there. */
+export interface WireContext {
+  taskName: string;
+  scheduledAt: Date;
+  startedAt: Date;
+  attempt: number;
+  runKey: string;
+  trigger: "schedule" | "manual";
+  instanceId: string;
+  rerunOf: unknown;
+  upstreams: unknown;
+}
+
+export type ToHost =
+  | {
+      type: "run";
+      id: number;
+      moduleUrl: string;
+      exportName: string | undefined;
+      context: WireContext;
+      /** The task's secrets: `ctx.secrets`, and the host's whole `process.env` during the run. */
+      secrets: Record<string, string>;
+    }
+  | { type: "abort"; id: number; reason: string };
+
+export interface WireError {
+  name: string;
+  message: string;
+  stack: string | undefined;
+}
+
+export type FromHost =
+  | { type: "log"; id: number | null; level: string; msg: string; data?: Record<string, unknown> }
+  | { type: "done"; id: number; ok: true; value: unknown }
+  | { type: "done"; id: number; ok: false; error: WireError };
+
+/** A return value whose JSON is longer than this is not kept (the run still succeeds). */
+export const MAX_RESULT_CHARS = 16 * 1024;
