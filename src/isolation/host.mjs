@@ -147,6 +147,9 @@ async function run(message) {
   }
 }
 
+// the scheduler hands this host its first run once it says so (src/isolation/hostPool.ts)
+channel.send({ type: "ready" });
+
 channel.on((message) => {
   if (message?.type === "run") void run(message);
   else if (message?.type === "abort" && current?.id === message.id)

@@ -31,6 +31,9 @@ export class HostWorker {
   readonly memoryLimitMb: number;
   #listener: HostListener | undefined;
   #endReason: string | undefined;
+  /** Resolves true when the host can take a run, false if it ended before. */
+  readonly ready: Promise<boolean>;
+  #readied: (ready: boolean) => void = () => {};
   readonly #logger: Logger;
   readonly #post: (message: ToHost) => void;
   readonly #kill: () => void;
@@ -40,6 +43,9 @@ export class HostWorker {
     this.mode = mode;
     this.memoryLimitMb = memoryLimitMb;
     this.#logger = logger;
+    this.ready = new Promise((resolve) => {
+      this.#readied = resolve;
+    });
     const parts = mode === "worker" ? this.#startThread() : this.#startChild();
     this.#post = parts.post;
     this.#kill = parts.kill;
@@ -73,12 +79,17 @@ export class HostWorker {
   #end(reason: string): void {
     if (this.#endReason !== undefined) return;
     this.#endReason = reason;
+    this.#readied(false);
     const listener = this.#listener;
     this.#listener = undefined;
     listener?.ended(reason);
   }
 
   #receive(message: FromHost): void {
+    if (message.type === "ready") {
+      this.#readied(true);
+      return;
+    }
     if (message.type === "log" && (message.id === null || this.#listener === undefined)) {
       this.#hostLine(message.level, message.msg);
       return;

@@ -69,7 +69,7 @@ export function runIsolated(options: IsolatedRunOptions): Promise<IsolatedOutcom
     };
     host.listen({
       message: (message) => {
-        if (message.id !== id) return;
+        if (message.type === "ready" || message.id !== id) return;
         if (message.type === "log") return logLine(context, message);
         if (timedOut !== undefined) return fail(new RunTimeoutError(timedOut), true);
         if (message.ok) finish({ ok: true, value: message.value, reusable: true });

@@ -1,6 +1,6 @@
 import type { Logger } from "../core/logger.js";
 import type { TaskContext } from "../scheduler/taskDefinition.js";
-import { HostPool } from "./hostPool.js";
+import { HostPool, type IsolatedSpec } from "./hostPool.js";
 import { runIsolated } from "./isolatedRun.js";
 import type { ModuleHandlerSpec } from "./isolationSpec.js";
 
@@ -38,7 +38,7 @@ export class ModuleHandlers {
     const spec = task.module;
     if (spec.mode === "none") return (await this.#loaded(spec))(context);
     const isolated = { ...spec, mode: spec.mode };
-    const host = this.#pool.acquire(isolated, task.secrets);
+    const host = await this.#pool.acquire(isolated, task.secrets);
     const outcome = await runIsolated({
       host,
       spec,
@@ -50,6 +50,16 @@ export class ModuleHandlers {
     this.#pool.release(host, isolated, task.secrets, outcome.reusable);
     if (!outcome.ok) throw outcome.error;
     return outcome.value;
+  }
+
+  /** Starts a host for each isolated task's pool ahead of its first run (the scheduler's start). */
+  warm(tasks: readonly ModuleTask[]): void {
+    const specs: { spec: IsolatedSpec; secretNames: readonly string[] }[] = [];
+    for (const task of tasks) {
+      const { mode } = task.module;
+      if (mode !== "none") specs.push({ spec: { ...task.module, mode }, secretNames: task.secrets });
+    }
+    this.#pool.warm(specs);
   }
 
   /** Ends every host (the scheduler's stop, after the drain: no run is left to need one). */

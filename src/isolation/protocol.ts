@@ -37,6 +37,8 @@ export interface WireError {
 }
 
 export type FromHost =
+  /** The host has loaded and listens: it may be given a run. */
+  | { type: "ready" }
   | { type: "log"; id: number | null; level: string; msg: string; data?: Record<string, unknown> }
   | { type: "done"; id: number; ok: true; value: unknown }
   | { type: "done"; id: number; ok: false; error: WireError };

@@ -283,6 +283,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
         runRegistered,
         isolated(task) ? { retry: task.retry, timeoutMs: undefined } : task,
       );
+    // one warm host per isolated handler's pool: its first run costs no cold start
+    this.#modules.warm(
+      this.#registry.list().flatMap((task) => (task.module ? [{ ...task, module: task.module }] : [])),
+    );
     this.#enabledTasks = new Set(
       (await this.#engine.listJobs()).filter((job) => !job.disabled).map((job) => job.name),
     );
