@@ -13,6 +13,7 @@ import {
   type EntryDependency,
   readDependency,
 } from "./dependencyEntries.js";
+import { checkLimitFields } from "./limitConfig.js";
 import { checkPolicyFields } from "./policyConfig.js";
 
 /** One task's entry in the desired state, after validation. */
@@ -40,6 +41,10 @@ export interface DesiredTask {
   catchUp?: CatchUpPolicy;
   /** Pause after this many failed slots in a row (docs/behaviour.md, "Pause on failure"); absent: never. */
   pauseOnFailure?: number;
+  /** A lower timeout than the registration's (docs/isolation.md, "Limits from the config"). */
+  timeoutMs?: number;
+  /** A lower heap limit than the registration's, for an isolated task. */
+  memoryLimitMb?: number;
   /**
    * Set for a task that runs after others (docs/dependencies.md): it has no cron of its own, and
    * `cron`/`timezone` are its upstreams' shared schedule (the slots it runs for).
@@ -107,6 +112,9 @@ const entrySchema = z.strictObject({
   overlap: z.unknown().optional(),
   jitter: z.unknown().optional(),
   pauseOnFailure: z.unknown().optional(),
+  // checked by checkLimitFields (src/config/limitConfig.ts)
+  timeout: z.unknown().optional(),
+  memoryLimit: z.unknown().optional(),
   ...DEPENDENCY_FIELDS,
 });
 
@@ -152,7 +160,10 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       }));
       if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
         const fields = raw as Record<string, unknown>;
-        for (const problem of checkPolicyFields(fields, options.rules).problems)
+        for (const problem of [
+          ...checkPolicyFields(fields, options.rules).problems,
+          ...checkLimitFields(fields).problems,
+        ])
           if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
         for (const problem of looseDependency(fields))
           if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
@@ -181,6 +192,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     }
     const dependency = readDependency(entry.data);
     const policy = checkPolicyFields(entry.data, options.rules);
+    const limits = checkLimitFields(entry.data);
     const timezone = entry.data.timezone ?? options.defaultTimezone;
     const check =
       entry.data.cron === undefined
@@ -191,6 +203,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     const problems = policy.problems.filter(
       (problem) => dependency.ok || !dependency.problems.some((known) => known.field === problem.field),
     );
+    problems.push(...limits.problems);
     if (check && !check.ok)
       problems.unshift({ field: check.field, value: check.value, reason: check.reason });
     if (!dependency.ok) problems.unshift(...dependency.problems);
@@ -237,6 +250,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       ...(policy.fields.overlap ? { overlap: policy.fields.overlap } : {}),
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
       ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
+      ...limits.fields,
     });
     if (dependency.ok && dependency.spec) dependencies.set(index, dependency.spec);
   });

@@ -5,6 +5,7 @@ import type { Logger } from "../core/logger.js";
 import type { EngineHooks, EngineRun } from "../engine/engineApi.js";
 import type { ModuleHandlers } from "../isolation/moduleHandlers.js";
 import { readSecrets } from "../isolation/secretSource.js";
+import type { Limits } from "../isolation/taskLimits.js";
 import { redactSecrets } from "../observability/redact.js";
 import type { RunStartedEvent, SchedulerEvents } from "./events.js";
 import type { TaskContext } from "./taskDefinition.js";
@@ -22,17 +23,21 @@ export class RunReporter {
   readonly #runLoggers = new WeakMap<EngineRun, Logger>();
 
   readonly #modules: ModuleHandlers;
+  readonly #limitsOf: (taskName: string) => Limits | undefined;
 
   constructor(
     events: EventEmitter<SchedulerEvents>,
     logger: Logger,
     instanceId: string,
     modules: ModuleHandlers,
+    /** The timeout and heap limit in force (the config may lower the code's: docs/isolation.md). */
+    limitsOf: (taskName: string) => Limits | undefined,
   ) {
     this.#events = events;
     this.#logger = logger;
     this.#instanceId = instanceId;
     this.#modules = modules;
+    this.#limitsOf = limitsOf;
   }
 
   /**
@@ -61,7 +66,10 @@ export class RunReporter {
       return;
     }
     if (!task.module) throw new Error(`task "${task.name}" has neither a handler nor a module`);
-    const value = await this.#modules.run({ ...task, module: task.module }, context, secrets);
+    const limits = this.#limitsOf(task.name);
+    const module = { ...task.module, memoryLimitMb: limits?.memoryLimitMb ?? task.module.memoryLimitMb };
+    const timeoutMs = limits ? limits.timeoutMs : task.timeoutMs;
+    const value = await this.#modules.run({ ...task, module, timeoutMs }, context, secrets);
     if (value !== undefined) context.logger.info({ result: value }, "handler returned");
   }
 

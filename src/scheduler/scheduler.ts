@@ -29,6 +29,7 @@ import { createLogger, type Logger, redactingChild } from "../core/logger.js";
 import { PeriodicTimer, POLL_PHASES } from "../core/periodic.js";
 import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
 import { ModuleHandlers } from "../isolation/moduleHandlers.js";
+import { boundsOf, describeLimitProblems, TaskLimits } from "../isolation/taskLimits.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
@@ -103,6 +104,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #reporter: RunReporter;
   /** The handlers tasks name by module, and the warm hosts of isolated ones (docs/isolation.md). */
   readonly #modules: ModuleHandlers;
+  /** Each task's timeout and heap limit in force: the code's, lowered by the config (docs/isolation.md). */
+  #limits: TaskLimits | undefined;
+  /** The options each task is defined with in the engine; an in-process task's timeoutMs follows #limits. */
+  readonly #definitions = new Map<
+    string,
+    { retry: TaskRegistration["retry"]; timeoutMs: number | undefined }
+  >();
   readonly #reconciler: ConfigReconciler;
   readonly #clock: Clock;
   readonly #watcher: ConfigWatcher;
@@ -140,7 +148,9 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     registerSecret(typeof pool.options.password === "string" ? pool.options.password : undefined);
     registerUrlPassword(pool.options.connectionString);
     this.#modules = new ModuleHandlers({ logger: this.#logger, graceMs: settings.timeoutGraceMs });
-    const reporter = new RunReporter(this, this.#logger, instanceId, this.#modules);
+    const reporter = new RunReporter(this, this.#logger, instanceId, this.#modules, (name) =>
+      this.#limits?.of(name),
+    );
     this.#reporter = reporter;
     this.#engine = new AgendaEngine({
       pool,
@@ -275,14 +285,14 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       if (!task) return Promise.reject(new Error(`task "${run.taskName}" is not registered`));
       return this.#reporter.run(task, run);
     };
-    // a registered task carries its timeoutMs and retry: it is the definition's options as it is;
+    // a task's options are its retry and timeout, which the config may lower (#applyLimits);
     // an isolated task's timeout is its host's to enforce, hard (src/isolation/isolatedRun.ts)
-    for (const task of this.#registry.list())
-      this.#engine.defineTask(
-        task.name,
-        runRegistered,
-        isolated(task) ? { retry: task.retry, timeoutMs: undefined } : task,
-      );
+    this.#limits = new TaskLimits(boundsOf(this.#registry.list()));
+    for (const task of this.#registry.list()) {
+      const options = { retry: task.retry, timeoutMs: isolated(task) ? undefined : task.timeoutMs };
+      this.#definitions.set(task.name, options);
+      this.#engine.defineTask(task.name, runRegistered, options);
+    }
     // one warm host per isolated handler's pool: its first run costs no cold start
     this.#modules.warm(
       this.#registry.list().flatMap((task) => (task.module ? [{ ...task, module: task.module }] : [])),
@@ -594,6 +604,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       throw error;
     }
     this.#enabledTasks = result.enabledTasks;
+    this.#applyLimits(state, trigger);
     if (trigger !== "anti-entropy") {
       for (const action of result.plan.actions) {
         if (action.kind === "reject") {
@@ -606,6 +617,29 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       }
     }
     this.emit("reconciled", result);
+  }
+
+  /**
+   * The snapshot's timeouts and heap limits, where they lower the code's (src/isolation/taskLimits.ts);
+   * one that would raise them is refused with the reason and the task keeps its limits.
+   */
+  #applyLimits(state: DesiredState, trigger: ReconcileTrigger): void {
+    const limits = this.#limits;
+    if (!limits) return;
+    const requests = new Map(state.tasks.map((task) => [task.name, task]));
+    const refused = new Set(
+      state.rejected.flatMap((entry) => (entry.name === undefined ? [] : [entry.name])),
+    );
+    for (const [taskName, problems] of limits.apply(requests, refused)) {
+      if (trigger === "anti-entropy") continue;
+      const reason = describeLimitProblems(taskName, problems, limits.of(taskName));
+      this.#logger.error({ task: taskName, revision: state.revision }, reason);
+      this.emit("config:rejected", { taskName, reason, revision: state.revision });
+    }
+    for (const [name, options] of this.#definitions) {
+      const task = this.#registry.get(name);
+      if (task && !isolated(task)) options.timeoutMs = limits.of(name).timeoutMs;
+    }
   }
 
   /** The durable last-known desired state, when the config source cannot be read at start-up. */

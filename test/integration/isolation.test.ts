@@ -50,6 +50,10 @@ beforeAll(async () => {
       { name: "other", handler: () => {}, secrets: ["OTHER_TOKEN"] },
       { name: "leak-worker", isolation: "worker", module: fixture("leak"), secrets: ["TASK_TOKEN"] },
       { name: "leak-none", module: fixture("leak"), secrets: ["TASK_TOKEN"] },
+      // the config lowers these limits, or tries to raise them
+      { name: "lowered-timeout", isolation: "worker", module: fixture("spin"), timeoutMs: 60_000 },
+      { name: "lowered-memory", isolation: "worker", module: fixture("hog"), memoryLimitMb: 256 },
+      { name: "raised", handler: () => {}, timeoutMs: 60_000 },
     ],
     [
       { name: "echo-worker" },
@@ -62,6 +66,9 @@ beforeAll(async () => {
       { name: "other" },
       { name: "leak-worker", cron: "*/2 * * * * *" },
       { name: "leak-none", cron: "*/2 * * * * *" },
+      { name: "lowered-timeout", timeout: "1s" },
+      { name: "lowered-memory", cron: "*/5 * * * * *", memoryLimit: "64MB" },
+      { name: "raised", timeout: "2m", memoryLimit: "64MB" },
     ],
     { timeoutGraceMs: 1000, maxConcurrency: 20 },
   );
@@ -197,5 +204,30 @@ describe.each([["leak-worker"], ["leak-none"]])("redaction, %s", (task) => {
     expect(harness.logs.lines.some((line) => String(line.msg).includes("the API refused token ***"))).toBe(
       true,
     );
+  });
+});
+
+describe("limits from the config", () => {
+  it("a config entry lowers an isolated task's timeout: terminated at the config's, not the code's", async () => {
+    const run = await recordOf("lowered-timeout", "a terminated run", (each) => each.outcome === "failed");
+    expect(run.error).toBe(
+      "timeout (terminated): timed out after 1 s and did not stop within 1 s of grace; its worker thread was terminated",
+    );
+  });
+
+  it("a config entry lowers an isolated task's heap limit", async () => {
+    const run = await recordOf("lowered-memory", "a failed run", (each) => each.outcome === "failed");
+    expect(run.error).toBe("worker thread memory limit 64 MB exceeded");
+  });
+
+  it("a config entry that would raise a limit is refused with the field, the value and the bound; the task keeps the code's", async () => {
+    const line = await harness.logs.waitFor("the refusal", (each) =>
+      String(each.msg).startsWith('config entry "raised"'),
+    );
+    expect(line.msg).toBe(
+      'config entry "raised": timeout 2m is above the task\'s timeoutMs set in code (1m); the config may only lower it: raise timeoutMs in the registration to allow more; memoryLimit 64MB applies to a task with isolation "worker" or "process" only (an in-process handler shares the scheduler\'s heap); remove it; the task keeps its limits (timeout 1m)',
+    );
+    // its schedule was applied all the same: it runs
+    await recordOf("raised", "a succeeded run", (each) => each.outcome === "succeeded");
   });
 });
