@@ -1,17 +1,16 @@
 import { RunTimeoutError } from "../engine/runSupervisor.js";
-import type { TaskContext } from "../scheduler/taskDefinition.js";
 import type { HostWorker } from "./hostWorker.js";
 import type { ModuleHandlerSpec } from "./isolationSpec.js";
-import type { FromHost, WireContext, WireError } from "./protocol.js";
+import type { FromHost, HandlerContext, WireContext, WireError } from "./protocol.js";
 
 const LEVELS = new Set(["fatal", "error", "warn", "info", "debug", "trace"]);
 
 export interface IsolatedRunOptions {
   host: HostWorker;
   spec: ModuleHandlerSpec;
-  context: TaskContext;
+  context: HandlerContext;
   secrets: Readonly<Record<string, string>>;
-  /** The task's timeout (src/scheduler/taskRegistry.ts); undefined: none. */
+  /** The task's timeout in force (src/isolation/taskLimits.ts); undefined: none. */
   timeoutMs: number | undefined;
   /** How long a handler asked to stop may take before its host is ended (the scheduler's timeoutGraceMs). */
   graceMs: number;
@@ -106,7 +105,7 @@ export function runIsolated(options: IsolatedRunOptions): Promise<IsolatedOutcom
   });
 }
 
-function wireContext(context: TaskContext): WireContext {
+function wireContext(context: HandlerContext): WireContext {
   return {
     taskName: context.taskName,
     scheduledAt: context.scheduledAt,
@@ -121,7 +120,7 @@ function wireContext(context: TaskContext): WireContext {
 }
 
 /** A line the handler logged, through the run's logger: in the log and the run record, redacted. */
-function logLine(context: TaskContext, line: Extract<FromHost, { type: "log" }>): void {
+function logLine(context: HandlerContext, line: Extract<FromHost, { type: "log" }>): void {
   const level = (LEVELS.has(line.level) ? line.level : "info") as "info";
   if (line.data) context.logger[level](line.data, line.msg);
   else context.logger[level](line.msg);

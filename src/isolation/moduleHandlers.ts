@@ -1,8 +1,8 @@
 import type { Logger } from "../core/logger.js";
-import type { TaskContext } from "../scheduler/taskDefinition.js";
 import { HostPool, type IsolatedSpec } from "./hostPool.js";
 import { runIsolated } from "./isolatedRun.js";
 import type { ModuleHandlerSpec } from "./isolationSpec.js";
+import type { HandlerContext } from "./protocol.js";
 
 /** What a module task brings to its run (src/scheduler/taskRegistry.ts RegisteredTask). */
 export interface ModuleTask {
@@ -12,7 +12,7 @@ export interface ModuleTask {
   readonly timeoutMs: number | undefined;
 }
 
-type Handler = (context: TaskContext) => unknown;
+type Handler = (context: HandlerContext) => unknown;
 
 /**
  * Runs the handlers that tasks name by module (docs/isolation.md): in-process for `none` (the module
@@ -32,7 +32,7 @@ export class ModuleHandlers {
   /** Runs the task's handler for one attempt; resolves with what it returned (JSON), rejects with its failure. */
   async run(
     task: ModuleTask,
-    context: TaskContext,
+    context: HandlerContext,
     secrets: Readonly<Record<string, string>>,
   ): Promise<unknown> {
     const spec = task.module;

@@ -5,7 +5,29 @@
  * "advanced"`), so dates travel as dates.
  */
 
-/** The part of TaskContext that crosses to the host; signal, logger and secrets are rebuilt there. */
+import type { Logger } from "../core/logger.js";
+
+/**
+ * What a module handler is given (the scheduler's TaskContext, src/scheduler/taskDefinition.ts,
+ * is one): declared here, since isolation sits below the scheduler (docs/design.md, "Dependency
+ * direction").
+ */
+export interface HandlerContext {
+  readonly taskName: string;
+  readonly scheduledAt: Date;
+  readonly startedAt: Date;
+  readonly attempt: number;
+  readonly signal: AbortSignal;
+  readonly runKey: string;
+  readonly rerunOf: unknown;
+  readonly logger: Logger;
+  readonly instanceId: string;
+  readonly upstreams: readonly unknown[];
+  readonly trigger: "schedule" | "manual";
+  readonly secrets: Readonly<Record<string, string>>;
+}
+
+/** The part of the context that crosses to the host; signal, logger and secrets are rebuilt there. */
 export interface WireContext {
   taskName: string;
   scheduledAt: Date;
