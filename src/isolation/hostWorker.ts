@@ -109,6 +109,9 @@ export class HostWorker {
   #startThread() {
     const worker = new Worker(HOST_SCRIPT_URL, {
       env: {},
+      // none of the scheduler's own Node options (`--input-type`, `--import tsx`): a worker
+      // inherits them by default, and some refuse to start it; the host needs none (host.mjs)
+      execArgv: [],
       resourceLimits: { maxOldGenerationSizeMb: this.memoryLimitMb },
       stdout: true,
       stderr: true,
