@@ -54,6 +54,14 @@ beforeAll(async () => {
       { name: "lowered-timeout", isolation: "worker", module: fixture("spin"), timeoutMs: 60_000 },
       { name: "lowered-memory", isolation: "worker", module: fixture("hog"), memoryLimitMb: 256 },
       { name: "raised", handler: () => {}, timeoutMs: 60_000 },
+      {
+        name: "lowered-none",
+        timeoutMs: 60_000,
+        handler: (context) =>
+          new Promise((_resolve, reject) =>
+            context.signal.addEventListener("abort", () => reject(context.signal.reason), { once: true }),
+          ),
+      },
     ],
     [
       { name: "echo-worker" },
@@ -69,6 +77,7 @@ beforeAll(async () => {
       { name: "lowered-timeout", timeout: "1s" },
       { name: "lowered-memory", cron: "*/5 * * * * *", memoryLimit: "64MB" },
       { name: "raised", timeout: "2m", memoryLimit: "64MB" },
+      { name: "lowered-none", cron: "*/3 * * * * *", timeout: "1s" },
     ],
     { timeoutGraceMs: 1000, maxConcurrency: 20 },
   );
@@ -213,6 +222,11 @@ describe("limits from the config", () => {
     expect(run.error).toBe(
       "timeout (terminated): timed out after 1 s and did not stop within 1 s of grace; its worker thread was terminated",
     );
+  });
+
+  it("a config entry lowers an in-process task's timeout", async () => {
+    const run = await recordOf("lowered-none", "a timed-out run", (each) => each.outcome === "failed");
+    expect(run.error).toBe("timed out after 1 s");
   });
 
   it("a config entry lowers an isolated task's heap limit", async () => {
