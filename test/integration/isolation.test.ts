@@ -86,7 +86,8 @@ beforeAll(async () => {
 afterAll(async () => {
   await harness?.stop();
   await rm(secretsDir, { recursive: true, force: true });
-  delete process.env.CRONWARDEN_SECRETS_DIR;
+  for (const name of ["CRONWARDEN_SECRETS_DIR", "DATABASE_URL", "CRONWARDEN_ADMIN_TOKEN", "OTHER_TOKEN"])
+    delete process.env[name];
 });
 
 describe.each([
