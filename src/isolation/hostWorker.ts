@@ -10,6 +10,8 @@ import type { FromHost, ToHost } from "./protocol.js";
 export const HOST_SCRIPT_URL = new URL("./host.mjs", import.meta.url);
 /** The end of a child's stderr kept to tell why it died (V8 prints its heap failure there). */
 const STDERR_TAIL_CHARS = 4096;
+/** Lines a child writes to stderr within this long of each other are logged as one. */
+const STDERR_BURST_MS = 50;
 /** What V8 prints when a heap reaches its limit (src/isolation/host.mjs's process, --max-old-space-size). */
 const HEAP_EXHAUSTED = /heap out of memory|Reached heap limit|Allocation failed/i;
 
@@ -158,7 +160,22 @@ export class HostWorker {
       ),
     );
     if (child.stdout) this.#lines(child.stdout, "info");
-    if (child.stderr) this.#lines(child.stderr, "warn");
+    // stderr as one line per burst, not per line: V8's heap failure is some forty lines of GC
+    // trace and native stack, written one by one
+    let burst = "";
+    let burstTimer: NodeJS.Timeout | undefined;
+    const flush = () => {
+      clearTimeout(burstTimer);
+      const text = burst.trim();
+      burst = "";
+      if (text) this.#hostLine("warn", text.length > 2048 ? `${text.slice(0, 2048)}… (cut)` : text);
+    };
+    child.stderr?.on("data", (chunk: Buffer) => {
+      burst += chunk.toString("utf8");
+      clearTimeout(burstTimer);
+      burstTimer = setTimeout(flush, STDERR_BURST_MS);
+    });
+    child.stderr?.on("end", flush);
     return {
       post: (message: ToHost) => {
         if (child.connected) child.send(message);
