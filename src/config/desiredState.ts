@@ -21,6 +21,7 @@ import {
   type EntryDependency,
   readDependency,
 } from "./dependencyEntries.js";
+import { checkLimitFields } from "./limitConfig.js";
 import { checkPolicyFields } from "./policyConfig.js";
 
 /** One task's entry in the desired state, after validation. */
@@ -48,6 +49,10 @@ export interface DesiredTask {
   catchUp?: CatchUpPolicy;
   /** Pause after this many failed slots in a row (docs/behaviour.md, "Pause on failure"); absent: never. */
   pauseOnFailure?: number;
+  /** A lower timeout than the registration's (docs/isolation.md, "Limits from the config"). */
+  timeoutMs?: number;
+  /** A lower heap limit than the registration's, for an isolated task. */
+  memoryLimitMb?: number;
   /**
    * Set for a task that runs after others (docs/dependencies.md): it has no cron of its own, and
    * `cron`/`timezone` are its upstreams' shared schedule (the slots it runs for).
@@ -122,6 +127,9 @@ const entrySchema = z.strictObject({
   jitter: z.unknown().optional(),
   pauseOnFailure: z.unknown().optional(),
   exclude: z.unknown().optional(),
+  // checked by checkLimitFields (src/config/limitConfig.ts)
+  timeout: z.unknown().optional(),
+  memoryLimit: z.unknown().optional(),
   ...DEPENDENCY_FIELDS,
 });
 
@@ -216,7 +224,10 @@ function invalidEntry(
   }));
   if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
     const fields = raw as Record<string, unknown>;
-    for (const problem of checkPolicyFields(fields, options.rules).problems)
+    for (const problem of [
+      ...checkPolicyFields(fields, options.rules).problems,
+      ...checkLimitFields(fields).problems,
+    ])
       if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
     for (const problem of looseDependency(fields))
       if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
@@ -255,6 +266,7 @@ function readEntry(
 ): { task: DesiredTask; after?: DependencySpec } | { rejected: RejectedEntry } {
   const dependency = readDependency(data);
   const policy = checkPolicyFields(data, options.rules);
+  const limits = checkLimitFields(data);
   const timezone = data.timezone ?? options.defaultTimezone;
   const check =
     data.cron === undefined ? undefined : checkSchedule(data.cron, timezone, options.rules, options.now);
@@ -264,6 +276,7 @@ function readEntry(
     (problem) => dependency.ok || !dependency.problems.some((known) => known.field === problem.field),
   );
   if (check && !check.ok) problems.unshift({ field: check.field, value: check.value, reason: check.reason });
+  problems.push(...limits.problems);
   if (!dependency.ok) problems.unshift(...dependency.problems);
   const exclude = excludeOf(data, calendars);
   problems.push(...exclude.problems);
@@ -308,6 +321,7 @@ function readEntry(
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
       ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
       ...(exclude.calendars ? { exclude: exclude.calendars } : {}),
+      ...limits.fields,
     },
     ...(dependency.ok && dependency.spec ? { after: dependency.spec } : {}),
   };

@@ -31,6 +31,8 @@ export interface ConfigApplierDeps {
   emitter: Pick<EventEmitter<SchedulerEvents>, "emit">;
   /** Anti-entropy passes run only while the scheduler runs. */
   running: () => boolean;
+  /** After each reconcile: the task limits the snapshot lowers (src/scheduler/taskDefinitions.ts). */
+  onReconciled?: (state: DesiredState, trigger: ReconcileTrigger) => void;
 }
 
 /**
@@ -157,6 +159,7 @@ export class ConfigApplier {
       throw error;
     }
     this.#enabledTasks = result.enabledTasks;
+    this.#deps.onReconciled?.(state, trigger);
     if (trigger !== "anti-entropy") {
       for (const action of result.plan.actions) {
         if (action.kind === "reject") {

@@ -34,6 +34,7 @@ import {
   type SchedulerSettingsInput,
 } from "./settings.js";
 import type { TaskRegistration } from "./taskDefinition.js";
+import { TaskDefinitions } from "./taskDefinitions.js";
 import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
 
 export interface SchedulerOptions extends SchedulerSettingsInput {
@@ -79,6 +80,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #logger: Logger;
   readonly #engine: AgendaEngine;
   readonly #reporter: RunReporter;
+  /** Each task's engine options, limits in force and isolated hosts (src/scheduler/taskDefinitions.ts). */
+  readonly #definitions: TaskDefinitions;
   readonly #clock: Clock;
   readonly #config: ConfigApplier;
   readonly #audit: AuditLog;
@@ -106,7 +109,14 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     // the database password never leaves in clear, even quoted in a task's own error message
     registerSecret(typeof pool.options.password === "string" ? pool.options.password : undefined);
     registerUrlPassword(pool.options.connectionString);
-    const reporter = new RunReporter(this, this.#logger, instanceId);
+    this.#definitions = new TaskDefinitions({
+      registry: this.#registry,
+      logger: this.#logger,
+      graceMs: settings.timeoutGraceMs,
+    });
+    const reporter = new RunReporter(this, this.#logger, instanceId, this.#definitions.modules, (name) =>
+      this.#definitions.limitsOf(name),
+    );
     this.#reporter = reporter;
     this.#engine = this.#engineFor(pool, this.settings, clock, reporter);
     this.#audit = new AuditLog(pool, settings.namespace);
@@ -137,6 +147,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       clock,
       emitter: this,
       running: () => this.#state === "running",
+      onReconciled: (state, trigger) => this.#definitions.applyLimits(state, trigger, this),
     });
   }
 
@@ -242,8 +253,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       if (!task) return Promise.reject(new Error(`task "${run.taskName}" is not registered`));
       return this.#reporter.run(task, run);
     };
-    // a registered task carries its timeoutMs and retry: it is the definition's options as it is
-    for (const task of this.#registry.list()) this.#engine.defineTask(task.name, runRegistered, task);
+    this.#definitions.define(this.#engine, runRegistered);
     await this.#config.applyFirst((step) => this.#stillStarting(step));
     this.#stillStarting("after the first reconcile");
     await this.#engine.start();
@@ -287,6 +297,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     await this.#config.stop();
     // the prunes in flight end while the workers drain: a prune never delays the end of new runs
     const [outcome] = await Promise.all([this.#engine.drain(drainTimeoutMs), this.#retention.settled()]);
+    this.#definitions.close();
     if (outcome.handedOff.length > 0) {
       this.#logger.warn(
         { handedOff: outcome.handedOff, drainTimeoutMs },
