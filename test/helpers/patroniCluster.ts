@@ -111,6 +111,7 @@ export class PatroniCluster {
   readonly haproxyPort: number;
   readonly #password: string;
   readonly #owner: { uid: number; gid: number } | undefined;
+  readonly #synchronous: boolean;
   #haproxy: ChildProcess | undefined;
 
   private constructor(
@@ -120,7 +121,9 @@ export class PatroniCluster {
     haproxyPort: number,
     password: string,
     owner: { uid: number; gid: number } | undefined,
+    synchronous: boolean,
   ) {
+    this.#synchronous = synchronous;
     this.dir = dir;
     this.etcd = etcd;
     this.nodes = nodes;
@@ -140,7 +143,15 @@ export class PatroniCluster {
     const password = `pw${Math.random().toString(36).slice(2)}`;
     const scope = `cw${Math.random().toString(36).slice(2, 10)}`;
     const nodes: PatroniNode[] = [];
-    const cluster = new PatroniCluster(dir, etcd, nodes, await freePort(), password, owner);
+    const cluster = new PatroniCluster(
+      dir,
+      etcd,
+      nodes,
+      await freePort(),
+      password,
+      owner,
+      options.synchronousMode === true,
+    );
     try {
       for (const name of ["node1", "node2"]) {
         const node = await cluster.#writeNode(name, scope, options);
@@ -316,17 +327,24 @@ ${servers}
     });
   }
 
-  /** Waits until `name` is a replica streaming from the leader. */
+  /**
+   * Waits until `name` is a replica streaming from the leader, and in synchronous mode its
+   * synchronous standby: only that one may be promoted (by a failover or a switchover).
+   */
   async waitForReplica(name: string, timeoutMs = 60_000): Promise<void> {
     await pollUntil(
-      `${name} to stream as a replica`,
+      `${name} to stream as a${this.#synchronous ? " synchronous" : ""} replica`,
       async () => {
         if (!(await this.#restOk(name, "/replica"))) return false;
-        const response = await fetch(`http://127.0.0.1:${this.node(name).restPort}/patroni`, {
+        const response = await fetch(`http://127.0.0.1:${this.node(name).restPort}/cluster`, {
           signal: AbortSignal.timeout(1_000),
         });
-        const body = (await response.json()) as { replication_state?: string; state?: string };
-        return body.state === "running" && (body.replication_state ?? "streaming") === "streaming";
+        const body = (await response.json()) as {
+          members: Array<{ name: string; role: string; state: string }>;
+        };
+        const member = body.members.find((candidate) => candidate.name === name);
+        if (!member || !["running", "streaming"].includes(member.state)) return false;
+        return this.#synchronous ? member.role === "sync_standby" : member.role === "replica";
       },
       { timeoutMs, intervalMs: 200 },
     );
