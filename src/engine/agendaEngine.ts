@@ -32,6 +32,7 @@ import { JobNotificationChannel } from "./notificationChannel.js";
 import { RunChecks } from "./runChecks.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
+import { requireSessionPooling } from "./sessionPooling.js";
 import { SkippedSlots } from "./skippedSlots.js";
 import type { SlotRunnerPorts } from "./slotRunner.js";
 import * as sql from "./sql.js";
@@ -192,6 +193,8 @@ export class AgendaEngine {
 
   async #schema(): Promise<void> {
     const { pool } = this.#options;
+    // before the schema lock, the first session-level lock this instance takes
+    await requireSessionPooling(pool);
     if (this.#options.migrate === false) {
       const state = await checkSchema(pool);
       this.#logger.info({ schemaVersion: state.version }, "schema is current (schema changes are off)");
