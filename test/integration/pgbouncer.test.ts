@@ -2,6 +2,8 @@ import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { CliIo } from "../../src/cli/common.js";
+import { migrateCommand } from "../../src/cli/migrateCommand.js";
 import { JobNotificationChannel } from "../../src/engine/notificationChannel.js";
 import { detectPoolingMode } from "../../src/engine/sessionPooling.js";
 import { adminUrl } from "../helpers/database.js";
@@ -116,6 +118,21 @@ describe.skipIf(!available)(`through PgBouncer${available ? "" : " (skipped: pgb
       expect(rows).toEqual([{ jobs: null }]);
     });
   }
+
+  it("`cronwarden migrate` through transaction mode refuses too (its schema lock is a session lock)", async () => {
+    const output: string[] = [];
+    const io = {
+      out: (text: string) => output.push(text),
+      err: (text: string) => output.push(text),
+      env: {},
+      cwd: suite.dir,
+    } satisfies CliIo;
+    await expect(migrateCommand({ "database-url": urlThrough("transaction") }, io)).rejects.toThrow(
+      /transaction pooling mode .*pool_mode = session/,
+    );
+    const { rows } = await suite.db.pool.query("SELECT to_regclass('agenda_jobs') AS jobs");
+    expect(rows).toEqual([{ jobs: null }]);
+  });
 
   it("session mode: two instances started at once (the reconcile lock) run every 2 s slot exactly once", async () => {
     await cluster(
