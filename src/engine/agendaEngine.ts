@@ -19,6 +19,7 @@ import { DEFAULT_MAX_CONCURRENCY, type EngineParts, EngineWiring } from "./engin
 import { readTaskJobs } from "./jobReads.js";
 import { type JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
 import { checkSchema, migrateSchema } from "./schema.js";
+import { requireSessionPooling } from "./sessionPooling.js";
 import * as sql from "./sql.js";
 
 export type * from "./engineApi.js";
@@ -113,6 +114,8 @@ export class AgendaEngine {
 
   async #schema(): Promise<void> {
     const { pool } = this.#options;
+    // before the schema lock, the first session-level lock this instance takes
+    await requireSessionPooling(pool);
     if (this.#options.migrate === false) {
       const state = await checkSchema(pool);
       this.#logger.info({ schemaVersion: state.version }, "schema is current (schema changes are off)");

@@ -298,6 +298,9 @@ export class EngineWiring {
         if (answered) this.#health.confirmUp();
         else void this.#health.probe();
       },
+      // a session cut by the server (a restart, a failover, a switchover): expired locks say
+      // nothing about their owners until they could renew on the new server
+      onSessionInterrupted: () => this.#ctx.parts()?.repository.holdTakeovers(this.#options.lockLifetimeMs),
       onReleased: (rows) => {
         this.#ctx.parts()?.runs.claimNow();
         const soon = this.#clock.now() + processEveryMs;
