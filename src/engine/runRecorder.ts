@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { PostgresJobLogger } from "@agendajs/postgres-backend";
 import type { JobLogEntry } from "agenda";
 import type { Clock } from "../core/clock.js";
@@ -152,8 +153,10 @@ export class RunRecorder {
       ...(entry.meta === undefined ? {} : { meta: redactValue(entry.meta) }),
     };
     const batch = this.#batch;
+    // its id is chosen once: a retry after a lost answer does not write the row twice
+    const row: RunLogInsert = { ...redacted, id: randomUUID() };
     const write = retryWhileDisconnected(
-      () => (batch ? batch.submit(redacted).then(() => {}) : this.#inner.log(redacted)),
+      () => (batch ? batch.submit(row).then(() => {}) : this.#inner.log(redacted)),
       { clock: this.#clock, maxElapsedMs: LOG_RETRY_MS },
     ).catch((error: unknown) => {
       this.#logger.warn(

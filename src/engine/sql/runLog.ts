@@ -124,6 +124,11 @@ export async function pruneRunLog(pool: Pool, before: Date): Promise<number | nu
 
 /** A run-log row as Agenda's job logger writes it (the columns of its table). */
 export interface RunLogInsert {
+  /**
+   * The row's id, chosen before its first try: a batch retried after a lost answer (the insert
+   * landed, the connection dropped before its reply: a failover, a restart) inserts it once.
+   */
+  id?: string | undefined;
   timestamp: Date;
   level: string;
   event: string;
@@ -147,14 +152,17 @@ export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInser
   if (rows.length === 0) return;
   await db.query(
     `INSERT INTO "${LOGS_TABLE}"
-       (timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta)
-     SELECT timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta
-       FROM jsonb_to_recordset($1::jsonb) AS v(timestamp timestamptz, level varchar, event varchar, job_id varchar,
+       (id, timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta)
+     SELECT coalesce(id, gen_random_uuid()), timestamp, level, event, job_id, job_name, message, duration, error, fail_count,
+            retry_delay, retry_attempt, agenda_name, meta
+       FROM jsonb_to_recordset($1::jsonb) AS v(id uuid, timestamp timestamptz, level varchar, event varchar, job_id varchar,
             job_name varchar, message text, duration int, error text, fail_count int, retry_delay int,
-            retry_attempt int, agenda_name varchar, meta jsonb)`,
+            retry_attempt int, agenda_name varchar, meta jsonb)
+     ON CONFLICT (id) DO NOTHING`,
     [
       jsonRecords(
         rows.map((row) => ({
+          id: row.id ?? null,
           timestamp: jsonTime(row.timestamp),
           level: row.level,
           event: row.event,
