@@ -74,6 +74,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
       { DASHBOARD_PREFIX, dashboardRoutes },
       { configRoutes },
       { dependencyRoutes },
+      { opsRoutes },
       { PROBE_PATHS, probeRoutes },
       { taskRoutes },
       { timelineRoutes },
@@ -82,6 +83,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
       import("../dashboard/dashboardRoutes.js"),
       import("./configRoutes.js"),
       import("./dependencyRoutes.js"),
+      import("./opsRoutes.js"),
       import("./probeRoutes.js"),
       import("./taskRoutes.js"),
       import("./timelineRoutes.js"),
@@ -105,6 +107,7 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     timelineRoutes(server, options.scheduler);
     dependencyRoutes(server, options.scheduler);
     configRoutes(server, options.scheduler);
+    opsRoutes(server, options.scheduler, callerOf);
     monitor = stallMs > 0 ? new EventLoopMonitor() : undefined;
     probeRoutes(server, options.scheduler, options.metrics, monitor && { monitor, stallMs });
     dashboardRoutes(server, options.scheduler);

@@ -18,4 +18,9 @@ export type AdminScheduler = SchedulerEventSource &
     | "lastReconcile"
     | "auditTrail"
     | "chains"
+    | "pauseAll"
+    | "resumeAll"
+    | "pauseState"
+    | "instances"
+    | "searchRuns"
   >;

@@ -29,6 +29,7 @@ import { JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
 import { InstanceLiveness } from "./liveness.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel } from "./notificationChannel.js";
+import { PauseGate, type PauseState } from "./pauseGate.js";
 import { RunChecks } from "./runChecks.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
@@ -73,6 +74,7 @@ interface EngineParts {
   liveness: InstanceLiveness | undefined;
   missedSlots: MissedSlotDetector;
   writes: JobWrites;
+  gate: PauseGate;
 }
 
 export class AgendaEngine {
@@ -150,12 +152,19 @@ export class AgendaEngine {
     const tracer = await loadRunTracer(instanceId);
     recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
     const channel = this.#notificationChannel();
+    const gate = new PauseGate({
+      pool,
+      namespace: this.#options.namespace ?? "default",
+      logger: this.#logger,
+      onLifted: () => this.#parts?.runs.claimNow(),
+    });
+    channel.alsoListen(gate.channel());
     const repository = this.#repository();
     const agenda = await this.#agenda({ repository, channel, jobLogger });
     const runs = new ClaimedRuns({
       agenda,
       repository,
-      ports: this.#runPorts(repository, recorder, dependencies, tracer),
+      ports: this.#runPorts(repository, recorder, dependencies, tracer, () => gate.paused),
       instanceId,
       processEveryMs: this.#options.processEveryMs,
       lockLifetimeMs: this.#options.lockLifetimeMs,
@@ -165,6 +174,7 @@ export class AgendaEngine {
       hooks: this.#options.hooks ?? {},
       wake: (job) => this.#wake(job),
       onRunError: (error) => this.#errors.runError(error),
+      paused: () => gate.paused,
     });
     channel.subscribe((notification) => {
       const due = notification.nextRunAt;
@@ -177,6 +187,7 @@ export class AgendaEngine {
       channel,
       repository,
       runs,
+      gate,
       liveness: this.#liveness(),
       missedSlots: this.#missedSlotDetector(() => [...runs.definedTasks]),
       writes: new JobWrites({
@@ -296,6 +307,7 @@ export class AgendaEngine {
     recorder: RunRecorder,
     dependencies: DependencyCoordinator,
     tracer: RunTracer,
+    paused: () => boolean,
   ): SlotRunnerPorts {
     const { pool, lockLifetimeMs, instanceId } = this.#options;
     const hooks = this.#options.hooks ?? {};
@@ -314,7 +326,7 @@ export class AgendaEngine {
       recorder,
       logger,
       hooks: runHooks,
-      checks: new RunChecks({ pool, logger, lockLifetimeMs, clock, skipped, dependencies }),
+      checks: new RunChecks({ pool, logger, lockLifetimeMs, clock, skipped, dependencies, paused }),
       skipped,
       timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
       lockLifetimeMs,
@@ -334,6 +346,12 @@ export class AgendaEngine {
       instanceId,
       checkEveryMs: livenessCheckMs,
       logger: this.#logger,
+      details: {
+        host: this.#options.describe?.host ?? "",
+        version: this.#options.describe?.version ?? "",
+        startedAt: new Date(this.#clock()),
+        concurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      },
       // the check's answer is the health probe's; a failed check asks the pool at once
       onChecked: (answered) => {
         if (answered) this.#health.confirmUp();
@@ -393,6 +411,8 @@ export class AgendaEngine {
     // live before the first lock: a lock under this id must never look like a dead instance's
     await parts.liveness?.start();
     await parts.channel.connect();
+    // the switch as it is now, before the first claim (the channel's own read may still be in flight)
+    await parts.gate.refresh();
     parts.runs.start();
     this.#health.start();
     parts.missedSlots.start();
@@ -513,6 +533,33 @@ export class AgendaEngine {
   /** Deletes run-log rows older than `before` (one instance at a time); null when another instance is at it. */
   pruneRunLog(before: Date): Promise<number | null> {
     return sql.pruneRunLog(this.#options.pool, before);
+  }
+
+  /** The namespace's pause-all switch as this instance knows it; undefined while off. */
+  get pauseState(): PauseState | undefined {
+    return this.#parts?.gate.state;
+  }
+
+  /** Turns the pause-all switch on or off, with its audit entry in the same transaction (src/engine/pauseGate.ts). */
+  setPauseAll(...args: Parameters<PauseGate["set"]>): ReturnType<PauseGate["set"]> {
+    return this.#require().gate.set(...args);
+  }
+
+  /** The registered instances and the deaths recorded since `deathsSince` (GET /instances). */
+  async instances(
+    deathsSince: Date,
+  ): Promise<{ instances: sql.InstanceRow[]; deaths: sql.InstanceDeathRow[] }> {
+    const pool = this.#options.pool;
+    const [instances, deaths] = await Promise.all([
+      sql.selectInstances(pool),
+      sql.selectInstanceDeaths(pool, { from: deathsSince, limit: 100 }),
+    ]);
+    return { instances, deaths };
+  }
+
+  /** Run records matching a search, newest first (src/engine/sql/runSearch.ts). */
+  searchRuns(query: sql.RunSearchQuery): Promise<sql.RunSearchRow[]> {
+    return sql.searchRunLog(this.#options.pool, query);
   }
 
   /** Whether the database answered the last probe. */

@@ -36,6 +36,10 @@ export interface EngineOptions {
    * change it; start-up fails (SCHEMA_NOT_CURRENT) unless `cronwarden migrate` brought it current.
    */
   migrate?: boolean;
+  /** The deployment's namespace: the pause-all switch it obeys (src/engine/pauseGate.ts); default "default". */
+  namespace?: string;
+  /** The host and version this instance shows in GET /instances (src/engine/sql/instances.ts). */
+  describe?: { host: string; version: string };
   /** How often the dependency sweeper runs (waitAtMost, queued downstream runs); default 1 s. */
   dependencySweepMs?: number;
   logger: Logger;

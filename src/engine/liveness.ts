@@ -3,6 +3,7 @@ import pg from "pg";
 import { type Logger, toError } from "../core/logger.js";
 import {
   deregisterInstance,
+  type InstanceDetails,
   type ReleasedJobRow,
   registerInstance,
   releaseDeadInstances,
@@ -24,6 +25,8 @@ export interface InstanceLivenessOptions {
   confirmAfterMs?: number;
   /** After each check: whether its statement was answered (the database health, without a probe of its own). */
   onChecked?: (answered: boolean) => void;
+  /** What the registry shows of this instance (GET /instances). */
+  details?: InstanceDetails;
 }
 
 /**
@@ -135,7 +138,7 @@ export class InstanceLiveness {
           `the liveness lock of instance id "${instanceId}" is held by another session: another live process with the same id (give each instance its own, CRONWARDEN_INSTANCE_ID), or this id's previous process whose session has not ended yet`,
         );
       }
-      await registerInstance(client, instanceId);
+      await registerInstance(client, instanceId, this.#options.details);
       if (first) {
         const released = await releasePreviousLife(client, instanceId);
         if (released.length > 0) {

@@ -4,6 +4,16 @@ import type { PoolClient } from "pg";
 /** The parent's LISTEN connection, a pooled client it keeps checked out while connected. */
 interface ListenConnection {
   listenClient?: PoolClient;
+  handleConnectionLoss(): void;
+}
+
+/** Another channel heard on the same LISTEN connection (the pause-all switch, src/engine/pauseGate.ts). */
+export interface ExtraChannel {
+  name: string;
+  /** A notification on it (its payload). */
+  onMessage(payload: string): void;
+  /** Listening (again) after each connect: what was sent while not listening was missed. */
+  onListening(): void;
 }
 
 /**
@@ -35,6 +45,7 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
   #closed = false;
   /** Connects that failed (or connections lost) since the last connect that succeeded. */
   #failures = 0;
+  readonly #extra: ExtraChannel[] = [];
 
   constructor(...options: ConstructorParameters<typeof PostgresNotificationChannel>) {
     super(...options);
@@ -58,6 +69,32 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
     }
     this.#failures = 0;
     if (this.#closed) await super.disconnect();
+    else await this.#listenExtra();
+  }
+
+  /** Hears `channel` too, on the same connection (one LISTEN more per connect, no statement per message). */
+  alsoListen(channel: ExtraChannel): void {
+    this.#extra.push(channel);
+  }
+
+  async #listenExtra(): Promise<void> {
+    const connection = this as unknown as ListenConnection;
+    const client = connection.listenClient;
+    if (!client || this.#extra.length === 0) return;
+    try {
+      for (const channel of this.#extra) {
+        client.on("notification", (message) => {
+          if (message.channel === channel.name) channel.onMessage(message.payload ?? "");
+        });
+        await client.query(`LISTEN "${channel.name}"`);
+      }
+    } catch (error) {
+      // as a connection lost: the parent reconnects, and the next connect listens again
+      this.emit("error", error);
+      connection.handleConnectionLoss();
+      return;
+    }
+    for (const channel of this.#extra) channel.onListening();
   }
 
   /**

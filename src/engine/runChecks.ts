@@ -10,7 +10,7 @@ import { decodeRunMeta } from "./runLogMeta.js";
 import type { SkippedSlots } from "./skippedSlots.js";
 import type { SlotRun } from "./slotRun.js";
 import * as sql from "./sql.js";
-import { DatabaseUnreachableBeforeStartError } from "./staleStart.js";
+import { DatabaseUnreachableBeforeStartError, PausedBeforeStartError } from "./staleStart.js";
 
 export interface RunChecksDeps {
   pool: Pool;
@@ -18,6 +18,8 @@ export interface RunChecksDeps {
   lockLifetimeMs: number;
   clock: Clock;
   skipped: SkippedSlots;
+  /** Whether the namespace's pause-all switch is on (src/engine/pauseGate.ts). */
+  paused?: () => boolean;
   /** Task dependencies: a downstream run's upstream runs, and manual runs with their downstreams. */
   dependencies?: {
     beforeRun(
@@ -55,6 +57,9 @@ export class RunChecks {
     const deadline = run.startDeadline(this.#deps.lockLifetimeMs, preparedAt.getTime());
     const beforeStart: BeforeStart = (query) =>
       retryWhileDisconnected(query, { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - clock()) });
+    // pause-all: the slot goes back untouched (no skip record, no catch-up decided), to be decided
+    // by the task's catchUp once the switch is off (docs/operations.md, "Pause all")
+    if (this.#deps.paused?.()) throw new PausedBeforeStartError(run.taskName);
     try {
       if (!this.#deps.skipped.catchUp(run)) return { kind: "skipped" };
       const skipReason = await this.#whySkip(run, job, beforeStart);

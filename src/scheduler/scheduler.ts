@@ -31,6 +31,8 @@ import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
+import { packageVersion } from "../version.js";
+import * as ops from "./operations.js";
 import { RunReporter } from "./runReporter.js";
 import {
   checkPoolSize,
@@ -150,6 +152,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       missedSlotCheckMs: settings.missedSlotCheckMs,
       livenessCheckMs: settings.livenessCheckMs,
       migrate: settings.migrate,
+      namespace: settings.namespace,
+      describe: { host: hostname(), version: packageVersion() },
       logger: this.#logger,
       clock,
       repairLostNextRun: async () => {
@@ -542,7 +546,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     }
   }
 
-  /** Ready when the database answers, a desired state is in force and the workers run. */
+  /**
+   * Ready when the database answers, a desired state is in force and the workers run. A pause-all
+   * in force is shown (`pausedAll`) but leaves the instance ready: it is an operator's choice.
+   */
   async readiness(): Promise<Readiness> {
     const database = this.#state === "running" && this.#engine.databaseUp;
     const desiredStateLoaded = this.#watcher.current !== undefined;
@@ -552,6 +559,44 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       database,
       desiredStateLoaded,
       workersStarted,
+      pausedAll: this.#engine.pauseState ?? null,
+    };
+  }
+
+  /**
+   * Pauses every task of the namespace, on every instance (docs/operations.md, "Pause all"): no run
+   * starts until resumeAll(); the job rows are not changed. Audited (`pause-all`, who and why).
+   */
+  pauseAll(request: ops.PauseAllRequest): Promise<ops.PauseAllResult> {
+    return ops.setPauseAll(this.#operations(), true, request);
+  }
+
+  /** Lifts pause-all: the slots missed meanwhile follow each task's catchUp. Audited (`resume-all`). */
+  resumeAll(request: ops.PauseAllRequest): Promise<ops.PauseAllResult> {
+    return ops.setPauseAll(this.#operations(), false, request);
+  }
+
+  /** The namespace's pause-all switch as this instance knows it; undefined while off. */
+  pauseState(): ops.PauseState | undefined {
+    return this.#engine.pauseState;
+  }
+
+  /** The instances: registered ones (live or dead) and those found dead in the last day (docs/operations.md, "Instances"). */
+  instances(): Promise<ops.InstanceView[]> {
+    return ops.listInstances(this.#engine, new Date(this.#clock()));
+  }
+
+  /** Run records by task, outcome, time range and words in their error or log lines, newest first. */
+  searchRuns(query: Parameters<typeof ops.searchRuns>[1]): Promise<ops.RunSearchPage> {
+    return ops.searchRuns(this.#engine, query);
+  }
+
+  #operations(): ops.OperationsContext {
+    return {
+      engine: this.#engine,
+      audit: this.#audit,
+      instanceId: this.instanceId,
+      revision: () => this.#watcher.current?.revision ?? "-",
     };
   }
 

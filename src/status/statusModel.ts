@@ -101,4 +101,6 @@ export interface Readiness {
   database: boolean;
   desiredStateLoaded: boolean;
   workersStarted: boolean;
+  /** The namespace's pause-all switch while on (docs/operations.md, "Pause all"); null while off. */
+  pausedAll?: { pausedAt: Date; pausedBy: string; reason: string } | null;
 }
