@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile] [-- --keep]
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,search] [-- --keep]
  *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the contender workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
@@ -22,6 +22,7 @@ import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
 import { runRolling } from "./scenarios/rolling.js";
+import { runSearch } from "./scenarios/search.js";
 import { runTimerFloor } from "./scenarios/timerFloor.js";
 
 const SCENARIOS = [
@@ -34,6 +35,7 @@ const SCENARIOS = [
   "partition",
   "rolling",
   "reconcile",
+  "search",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -180,6 +182,10 @@ async function main(): Promise<void> {
     results.reconcile = await runReconcile(context, sizes.reconcileTasks);
     progress("reconcile with 10 tasks (config write -> stored, for contrast)");
     results.reconcileSmall = await runReconcile(context, 10);
+  }
+  if (wanted("search")) {
+    progress(`run search over ${sizes.searchRows.toLocaleString("en")} run records`);
+    results.search = await runSearch(context);
   }
 
   const report = markdown({

@@ -15,6 +15,7 @@ import {
   CREATE_DUE_INDEX,
   CREATE_INSTANCE_DEATHS,
   CREATE_PAUSE_TABLE,
+  CREATE_SEARCH_FUNCTION,
   CREATE_SEARCH_INDEX,
   createSlotIndex,
   DEPENDENCY_WAITS_TABLE,
@@ -72,6 +73,7 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
     );
     await client.query(ADD_INSTANCE_COLUMNS);
     await client.query(CREATE_INSTANCE_DEATHS);
+    await client.query(CREATE_SEARCH_FUNCTION);
     await client.query(CREATE_SEARCH_INDEX);
   },
 ];

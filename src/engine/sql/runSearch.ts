@@ -14,21 +14,55 @@ import { LOGS_TABLE, type Queryable } from "./tables.js";
  * the same plan on the embedded server and on a managed one.
  */
 
-/** The text a run record is searched by: its error, its reason, its log lines' messages. */
-const SEARCH_TEXT = `coalesce(error, '') || ' ' || coalesce(${metaText("detail")}, '') || ' ' ||
-  coalesce(jsonb_path_query_array(${metaJson("logs")}, '$[*].msg')::text, '')`;
+/**
+ * The words a run record is searched by: its error, its reason, its log lines' messages, as a
+ * tsvector. A function (plpgsql, so never inlined) for two reasons:
+ * - its declared COST: computing it reads the row's JSON and parses the text, tens of microseconds
+ *   a row, where PostgreSQL's own to_tsvector is costed as a cheap call. Costed so, the planner
+ *   walked Agenda's timestamp index newest first, computing it for every row, to find 50 matches:
+ *   seconds for a rare word. Costed as it is, it takes the matches from the search index.
+ * - the index and the query name one expression, so that they cannot drift apart.
+ */
+export const SEARCH_FUNCTION = "cronwarden_run_text";
 
-/** The indexed document: the query repeats this very expression so that the index serves it. */
-export const SEARCH_DOCUMENT = `to_tsvector('simple'::regconfig, ${SEARCH_TEXT})`;
+export const CREATE_SEARCH_FUNCTION = `
+  CREATE OR REPLACE FUNCTION ${SEARCH_FUNCTION}(error text, meta jsonb) RETURNS tsvector
+  LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 10000 AS $body$
+  BEGIN
+    RETURN to_tsvector('simple'::regconfig, coalesce(error, '') || ' ' || coalesce(${metaText("detail")}, '') || ' ' ||
+      coalesce(jsonb_path_query_array(${metaJson("logs")}, '$[*].msg')::text, ''));
+  END $body$`;
+
+const SEARCH_DOCUMENT = `${SEARCH_FUNCTION}(error, meta)`;
 
 /** The run records (final attempts and retried ones), as the slot index takes them (src/engine/sql/runLog.ts). */
 const RUN_RECORD = `event IN ('success', 'fail', 'retry')`;
 
 export const SEARCH_INDEX = "agenda_logs_cw_search_idx";
 
-/** Schema step 8 (src/engine/schema.ts): the GIN index of SEARCH_DOCUMENT over the run records. */
+/**
+ * Schema step 8 (src/engine/schema.ts): the GIN index of the search document, over every row (a
+ * start row's document is empty). Not a partial index: the planner reads the statistics of an
+ * index's expression (how many rows hold a word) only from an index without a predicate, and
+ * without them it takes every word for a rare one.
+ */
 export const CREATE_SEARCH_INDEX = `
-  CREATE INDEX IF NOT EXISTS "${SEARCH_INDEX}" ON "${LOGS_TABLE}" USING gin ((${SEARCH_DOCUMENT})) WHERE ${RUN_RECORD}`;
+  CREATE INDEX IF NOT EXISTS "${SEARCH_INDEX}" ON "${LOGS_TABLE}" USING gin ((${SEARCH_DOCUMENT}))`;
+
+/**
+ * A search by words looks back from the newest end of its range in windows of these sizes, until a
+ * page is full: the matches of a common word over the whole run log are too many to sort (a word
+ * in one record of eight is over a million in ten million), those of one hour or one day are not.
+ * Each window takes its matches from the search index and the timestamp index together.
+ */
+const WINDOWS_MS = [
+  3_600_000,
+  86_400_000,
+  7 * 86_400_000,
+  30 * 86_400_000,
+  90 * 86_400_000,
+  365 * 86_400_000,
+];
 
 export interface RunSearchQuery {
   task?: string;
@@ -62,12 +96,58 @@ export interface RunSearchRow {
   detail: string | null;
 }
 
+const COLUMNS = `id, job_name, event, timestamp, duration, error, agenda_name,
+  ${metaText("scheduledAt")} AS slot, ${metaText("outcome")} AS outcome,
+  ${metaText("startedAt")} AS started_at, ${metaText("attempt")} AS attempt,
+  ${metaText("trigger")} AS trigger, ${metaText("requestedBy")} AS requested_by,
+  ${metaText("instanceId")} AS instance_id, ${metaText("detail")} AS detail`;
+
 /**
  * The matching run records, newest recorded first. Only the filters given are in the statement,
  * so each search is planned for what it asks: a task's recent runs read Agenda's (job_name,
- * timestamp) index, words the search index, a time range Agenda's timestamp index.
+ * timestamp) index, a time range Agenda's timestamp index, words the search index, window by
+ * window (WINDOWS_MS).
  */
-export async function searchRunLog(db: Queryable, query: RunSearchQuery): Promise<RunSearchRow[]> {
+export async function searchRunLog(
+  db: Queryable,
+  query: RunSearchQuery,
+  now = new Date(),
+): Promise<RunSearchRow[]> {
+  if (query.text === undefined) return (await db.query<RunSearchRow>(...statement(query, undefined))).rows;
+  const found: RunSearchRow[] = [];
+  // the newest end: the range's, the page's, or now (a record stamped by a clock ahead is in the first window)
+  const top = Math.min(
+    query.to?.getTime() ?? Infinity,
+    query.before?.timestamp.getTime() ?? Infinity,
+    now.getTime(),
+  );
+  const bottom = query.from?.getTime() ?? -Infinity;
+  let upper: number | undefined;
+  for (const size of [...WINDOWS_MS, Infinity]) {
+    const lower = Math.max(bottom, top - size);
+    const window = {
+      from: lower === -Infinity ? undefined : new Date(lower),
+      to: upper === undefined ? undefined : new Date(upper),
+    };
+    const rows = (
+      await db.query<RunSearchRow>(...statement({ ...query, limit: query.limit - found.length }, window))
+    ).rows;
+    found.push(...rows);
+    if (found.length >= query.limit || lower <= bottom) break;
+    upper = lower;
+  }
+  return found;
+}
+
+/**
+ * One statement: the query's filters, within `window` when searching by words (its matches are
+ * collected first, MATERIALIZED, then the page is read by id: the planner cannot trade the search
+ * index for a walk of the timestamp index that computes the document row by row).
+ */
+function statement(
+  query: RunSearchQuery,
+  window: { from: Date | undefined; to: Date | undefined } | undefined,
+): [string, unknown[]] {
   const params: unknown[] = [];
   const param = (value: unknown) => {
     params.push(value);
@@ -79,21 +159,24 @@ export async function searchRunLog(db: Queryable, query: RunSearchQuery): Promis
     where.push(`${metaText("outcome")} = ANY(${param(query.outcomes)}::text[])`);
   if (query.from) where.push(`timestamp >= ${param(query.from)}`);
   if (query.to) where.push(`timestamp < ${param(query.to)}`);
+  if (window?.from) where.push(`timestamp >= ${param(window.from)}`);
+  if (window?.to) where.push(`timestamp < ${param(window.to)}`);
   if (query.text !== undefined)
     where.push(`${SEARCH_DOCUMENT} @@ websearch_to_tsquery('simple', ${param(query.text)})`);
   if (query.before)
     where.push(`(timestamp, id) < (${param(query.before.timestamp)}, ${param(query.before.id)}::uuid)`);
-  const result = await db.query<RunSearchRow>(
-    `SELECT id, job_name, event, timestamp, duration, error, agenda_name,
-            ${metaText("scheduledAt")} AS slot, ${metaText("outcome")} AS outcome,
-            ${metaText("startedAt")} AS started_at, ${metaText("attempt")} AS attempt,
-            ${metaText("trigger")} AS trigger, ${metaText("requestedBy")} AS requested_by,
-            ${metaText("instanceId")} AS instance_id, ${metaText("detail")} AS detail
-       FROM "${LOGS_TABLE}"
-      WHERE ${where.join(" AND ")}
-      ORDER BY timestamp DESC, id DESC
-      LIMIT ${param(query.limit)}`,
+  const order = "ORDER BY timestamp DESC, id DESC";
+  const limit = param(query.limit);
+  if (!window)
+    return [
+      `SELECT ${COLUMNS} FROM "${LOGS_TABLE}" WHERE ${where.join(" AND ")} ${order} LIMIT ${limit}`,
+      params,
+    ];
+  return [
+    `WITH hits AS MATERIALIZED (SELECT id, timestamp FROM "${LOGS_TABLE}" WHERE ${where.join(" AND ")})
+     SELECT ${COLUMNS} FROM "${LOGS_TABLE}"
+      WHERE id IN (SELECT id FROM hits ${order} LIMIT ${limit})
+      ${order}`,
     params,
-  );
-  return result.rows;
+  ];
 }
