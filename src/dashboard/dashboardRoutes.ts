@@ -33,6 +33,10 @@ export function dashboardRoutes(app: FastifyInstance, scheduler: DashboardSchedu
       body: readFileSync(path.join(assetsDir, "app.js"), "utf8"),
       type: "text/javascript; charset=utf-8",
     },
+    "ops.js": {
+      body: readFileSync(path.join(assetsDir, "ops.js"), "utf8"),
+      type: "text/javascript; charset=utf-8",
+    },
     "style.css": {
       body: readFileSync(path.join(assetsDir, "style.css"), "utf8"),
       type: "text/css; charset=utf-8",
