@@ -35,6 +35,7 @@ const searchQuery = z
     limit: runsQuery.shape.limit,
   })
   .strict();
+const deathsQuery = z.object({ from: isoDate("from"), to: isoDate("to") }).strict();
 const searchCursor = z.object({ timestamp: z.string(), id: z.string().uuid() });
 
 /**
@@ -73,6 +74,14 @@ export function opsRoutes(
   });
 
   app.get("/instances", async () => scheduler.instances());
+
+  // the timeline's marks of instances that died in the range (src/status/timelineMarks.ts)
+  app.get("/instances/deaths", async (request) => {
+    const query = parseOr400(deathsQuery, request.query, "query");
+    if (query.from.getTime() >= query.to.getTime())
+      throw new HttpError(400, "invalid query: from must be before to");
+    return { marks: await scheduler.instanceDeaths(query) };
+  });
 
   app.get("/runs/search", async (request, reply) => {
     const query = parseOr400(searchQuery, request.query, "query");

@@ -22,5 +22,6 @@ export type AdminScheduler = SchedulerEventSource &
     | "resumeAll"
     | "pauseState"
     | "instances"
+    | "instanceDeaths"
     | "searchRuns"
   >;

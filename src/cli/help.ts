@@ -295,8 +295,9 @@ export function generalUsage(): string {
       `      ${spec.summary}`,
     ]),
     "",
-    `${CONNECTION} status, runs, run and resume talk to a running service's admin API
-(--url, --token; a viewer token is enough for status and runs, run and resume need an operator token).
+    `${CONNECTION} status, runs, run, resume, pause-all, resume-all, instances and search talk to a
+running service's admin API (--url, --token; a viewer token is enough for status, runs, instances and
+search; run, resume, pause-all and resume-all need an operator token).
 --json prints JSON on every command but serve (whose log is JSON lines already).
 cronwarden --version prints the version; --help (on any command) its help; both exit 0.`,
   ].join("\n");

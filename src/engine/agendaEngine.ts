@@ -557,6 +557,11 @@ export class AgendaEngine {
     return { instances, deaths };
   }
 
+  /** Instance deaths recorded in [from, to), newest first, at most `limit` (the timeline's marks). */
+  instanceDeaths(range: { from: Date; to: Date; limit: number }): Promise<sql.InstanceDeathRow[]> {
+    return sql.selectInstanceDeaths(this.#options.pool, range);
+  }
+
   /** Run records matching a search, newest first (src/engine/sql/runSearch.ts). */
   searchRuns(query: sql.RunSearchQuery): Promise<sql.RunSearchRow[]> {
     return sql.searchRunLog(this.#options.pool, query);

@@ -1,6 +1,7 @@
 import type { AgendaEngine } from "../engine/agendaEngine.js";
 import type { PauseState } from "../engine/pauseGate.js";
 import type { RunSearchQuery, RunSearchRow } from "../engine/sql.js";
+import { type InstanceDeathMark, instanceDeathMark } from "../status/timelineMarks.js";
 import type { AuditLog } from "../store/auditLog.js";
 
 /**
@@ -124,6 +125,18 @@ export async function listInstances(engine: AgendaEngine, now: Date): Promise<In
       }),
     ),
   ];
+}
+
+/** Deaths in a timeline's range are read up to this many (a fleet restarted in a crash loop). */
+const DEATH_MARKS = 500;
+
+/** The timeline's marks of instances that died in [from, to), oldest first. */
+export async function instanceDeathMarks(
+  engine: AgendaEngine,
+  range: { from: Date; to: Date },
+): Promise<InstanceDeathMark[]> {
+  const rows = await engine.instanceDeaths({ ...range, limit: DEATH_MARKS });
+  return rows.map(instanceDeathMark).reverse();
 }
 
 export interface FoundRun {

@@ -586,6 +586,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return ops.listInstances(this.#engine, new Date(this.#clock()));
   }
 
+  /** The timeline's marks of instances that died in [from, to) and whose runs were handed over. */
+  instanceDeaths(range: { from: Date; to: Date }): ReturnType<typeof ops.instanceDeathMarks> {
+    return ops.instanceDeathMarks(this.#engine, range);
+  }
+
   /** Run records by task, outcome, time range and words in their error or log lines, newest first. */
   searchRuns(query: Parameters<typeof ops.searchRuns>[1]): Promise<ops.RunSearchPage> {
     return ops.searchRuns(this.#engine, query);

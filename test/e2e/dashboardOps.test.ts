@@ -117,6 +117,29 @@ describe.skipIf(!available)("dashboard: operations", () => {
     await context.close();
   });
 
+  it("the timeline marks an instance that died, with the tasks whose runs were handed over", async () => {
+    // as the liveness check records a death (test/integration/opsInstances.test.ts makes a real one)
+    await db.pool.query(
+      `INSERT INTO cronwarden_instance_deaths (instance_id, host, version, died_at, seen_by, handed_over)
+       VALUES ('gone-7', 'host-a', '0.1.0', now() - interval '5 minutes', $1, '{ops-ok}')`,
+      [harness.scheduler.instanceId],
+    );
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const tab = await context.newPage();
+    tab.setDefaultTimeout(15_000);
+    await tab.goto(`${url}/dashboard/#/timeline?range=1h`);
+    const death = tab.locator('#tl-deaths li[data-instance="gone-7"]');
+    await death.waitFor();
+    expect(await death.innerText()).toMatch(/instance gone-7 died .* runs handed over: ops-ok/);
+    await tab.screenshot({ path: path.join(ARTIFACTS, "dashboard-instance-death.png"), fullPage: true });
+    // and the instances page lists it dead
+    await tab.goto(`${url}/dashboard/#/instances`);
+    const row = tab.locator('#instances tr[data-instance="gone-7"]');
+    await row.waitFor();
+    expect(await row.innerText()).toMatch(/dead[\s\S]*host-a[\s\S]*handed over: ops-ok/);
+    await context.close();
+  });
+
   it("the search box finds runs by a word of their error and of their log lines", async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     const tab = await context.newPage();

@@ -214,6 +214,10 @@ describe("CLI conventions", () => {
       "runs",
       "run",
       "resume",
+      "pause-all",
+      "resume-all",
+      "instances",
+      "search",
     ]);
     for (const command of commands) {
       const help = await cli("help", command);

@@ -1,5 +1,5 @@
 // cronwarden dashboard: a read-only view of the admin API (plus run-now). No build step, no CDN.
-import { opsSection, opsView, refreshBanner } from "./ops.js";
+import { drawDeathMarks, loadDeathMarks, opsSection, opsView, refreshBanner } from "./ops.js";
 
 const REFRESH_MS = 5000;
 const TOKEN_KEY = "cronwarden-admin-token";
@@ -609,10 +609,14 @@ async function timelineView(params) {
   const plot = document.getElementById("tl-plot");
   const width = Math.max(120, plot.clientWidth);
   const started = performance.now();
-  const data = await loadSlots(shown, from, to, width);
+  const [data, deaths] = await Promise.all([
+    loadSlots(shown, from, to, width),
+    loadDeathMarks(api, html, from, to),
+  ]);
   const loaded = performance.now();
   Object.assign(timeline, {
     marks: data.marks,
+    deaths,
     upcoming: data.upcoming,
     rows: shown,
     from,
@@ -762,6 +766,7 @@ function drawTimeline() {
     ctx.fillStyle = colors.now;
     ctx.fillText("now", Math.min(x(now) + 3, width - 24), AXIS - 4);
   }
+  drawDeathMarks(ctx, timeline.deaths, x, height, colors, width);
 
   // marks, batched per outcome: one path each (fast for a million marks)
   const paths = {};

@@ -175,3 +175,48 @@ async function searchView(params, { api, html, relative, view, badge }) {
   });
   return { refresh: false };
 }
+
+/** The timeline's instance deaths in [from, to) (GET /instances/deaths), listed under the plot too. */
+export async function loadDeathMarks(api, html, from, to) {
+  let marks = [];
+  try {
+    const query = new URLSearchParams({ from: new Date(from).toISOString(), to: new Date(to).toISOString() });
+    marks = (await api(`/instances/deaths?${query}`)).marks;
+  } catch {
+    marks = []; // the timeline itself stands without them
+  }
+  const plot = document.getElementById("timeline");
+  let list = document.getElementById("tl-deaths");
+  if (!list && plot) {
+    list = document.createElement("ul");
+    list.id = "tl-deaths";
+    list.className = "small tl-deaths";
+    plot.after(list);
+  }
+  if (list)
+    list.innerHTML = marks
+      .map(
+        (mark) =>
+          `<li data-instance="${html(mark.instanceId)}">\u2020 instance ${html(mark.instanceId)} died ${html(new Date(mark.at).toLocaleString())} (seen by ${html(mark.seenBy)})${mark.handedOver.length ? `; runs handed over: ${html(mark.handedOver.join(", "))}` : "; no run in progress"}</li>`,
+      )
+      .join("");
+  return marks.map((mark) => ({ ...mark, t: Date.parse(mark.at) }));
+}
+
+/** A death: a dashed vertical line across the plot, with the instance's name at the top. */
+export function drawDeathMarks(ctx, deaths, x, height, colors, width) {
+  for (const death of deaths ?? []) {
+    const px = Math.round(x(death.t)) + 0.5;
+    if (px < 0 || px > width) continue;
+    ctx.strokeStyle = colors.failed;
+    ctx.setLineDash([6, 3]);
+    ctx.lineWidth = 1.5;
+    ctx.beginPath();
+    ctx.moveTo(px, 14);
+    ctx.lineTo(px, height);
+    ctx.stroke();
+    ctx.setLineDash([]);
+    ctx.fillStyle = colors.failed;
+    ctx.fillText(`\u2020 ${death.instanceId}`, Math.min(px + 3, width - 80), 24);
+  }
+}
