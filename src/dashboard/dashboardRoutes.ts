@@ -21,7 +21,7 @@ const auditQuery = z.object({
 });
 
 /**
- * The web dashboard, served by the admin server: three static files and cronstrue's browser
+ * The web dashboard, served by the admin server: four static files and cronstrue's browser
  * build (cron in words), read once at start-up. No build step, no CDN. Plus `GET /audit`, the
  * audit trail the config page shows drift repairs from.
  */

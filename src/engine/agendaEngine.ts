@@ -189,7 +189,8 @@ export class AgendaEngine {
       runs,
       gate,
       liveness: this.#liveness(),
-      missedSlots: this.#missedSlotDetector(() => [...runs.definedTasks]),
+      // while pause-all is on every slot falls due unrun on purpose: not a silent stop to report
+      missedSlots: this.#missedSlotDetector(() => (gate.paused ? [] : [...runs.definedTasks])),
       writes: new JobWrites({
         pool,
         agenda,
