@@ -46,6 +46,10 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
   /** Connects that failed (or connections lost) since the last connect that succeeded. */
   #failures = 0;
   readonly #extra: ExtraChannel[] = [];
+  /** The client the extra channels listen on, and the listener this channel added to it. */
+  #extraListening:
+    | { client: PoolClient; listener: (message: { channel: string; payload?: string }) => void }
+    | undefined;
 
   constructor(...options: ConstructorParameters<typeof PostgresNotificationChannel>) {
     super(...options);
@@ -81,13 +85,15 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
     const connection = this as unknown as ListenConnection;
     const client = connection.listenClient;
     if (!client || this.#extra.length === 0) return;
+    const listener = (message: { channel: string; payload?: string }) => {
+      for (const channel of this.#extra)
+        if (message.channel === channel.name) channel.onMessage(message.payload ?? "");
+    };
+    this.#stopExtra();
+    client.on("notification", listener);
+    this.#extraListening = { client, listener };
     try {
-      for (const channel of this.#extra) {
-        client.on("notification", (message) => {
-          if (message.channel === channel.name) channel.onMessage(message.payload ?? "");
-        });
-        await client.query(`LISTEN "${channel.name}"`);
-      }
+      for (const channel of this.#extra) await client.query(`LISTEN "${channel.name}"`);
     } catch (error) {
       // as a connection lost: the parent reconnects, and the next connect listens again
       this.emit("error", error);
@@ -116,9 +122,24 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
     this.emit("reconnectScheduled", delayMs);
   }
 
+  /**
+   * A pooled client goes back to the pool at a disconnect: it must not keep hearing the extra
+   * channels (nor keep this channel's listener) for its next user.
+   */
+  #stopExtra(): Promise<unknown> | undefined {
+    const listening = this.#extraListening;
+    this.#extraListening = undefined;
+    if (!listening) return undefined;
+    listening.client.removeListener("notification", listening.listener);
+    return Promise.all(
+      this.#extra.map((channel) => listening.client.query(`UNLISTEN "${channel.name}"`).catch(() => {})),
+    );
+  }
+
   override async disconnect(): Promise<void> {
     this.#closed = true;
     this.#failures = 0;
+    await this.#stopExtra();
     await super.disconnect();
     // the parent clears its reconnect timer before its UNLISTEN: a connection lost during that
     // statement schedules another one
