@@ -27,7 +27,7 @@ export const SEARCH_FUNCTION = "cronwarden_run_text";
 
 export const CREATE_SEARCH_FUNCTION = `
   CREATE OR REPLACE FUNCTION ${SEARCH_FUNCTION}(error text, meta jsonb) RETURNS tsvector
-  LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 10000 AS $body$
+  LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE COST 2000 AS $body$
   BEGIN
     RETURN to_tsvector('simple'::regconfig, coalesce(error, '') || ' ' || coalesce(${metaText("detail")}, '') || ' ' ||
       coalesce(jsonb_path_query_array(${metaJson("logs")}, '$[*].msg')::text, ''));
@@ -50,10 +50,17 @@ export const CREATE_SEARCH_INDEX = `
   CREATE INDEX IF NOT EXISTS "${SEARCH_INDEX}" ON "${LOGS_TABLE}" USING gin ((${SEARCH_DOCUMENT}))`;
 
 /**
- * A search by words looks back from the newest end of its range in windows of these sizes, until a
- * page is full: the matches of a common word over the whole run log are too many to sort (a word
- * in one record of eight is over a million in ten million), those of one hour or one day are not.
- * Each window takes its matches from the search index and the timestamp index together.
+ * A search by words first takes up to this many matches, in any order, from the search index
+ * under every filter: when that is all of them (a rare word, an id, a word of one task), the page
+ * is the newest of those, in one statement.
+ */
+const ALL_MATCHES_CAP = 2_000;
+
+/**
+ * A word with more matches than that looks back from the newest end of its range in windows of
+ * these sizes, until a page is full: the matches of a common word over the whole run log are too
+ * many to sort (a word in one record of eight is over a million in ten million), those of one hour
+ * or one day are not.
  */
 const WINDOWS_MS = [
   3_600_000,
@@ -113,7 +120,11 @@ export async function searchRunLog(
   query: RunSearchQuery,
   now = new Date(),
 ): Promise<RunSearchRow[]> {
-  if (query.text === undefined) return (await db.query<RunSearchRow>(...statement(query, undefined))).rows;
+  if (query.text === undefined) return (await db.query<RunSearchRow>(...statement(query, {}))).rows;
+  const all = await db.query<RunSearchRow & { matched: number }>(
+    ...statement(query, { cap: ALL_MATCHES_CAP }),
+  );
+  if ((all.rows[0]?.matched ?? 0) <= ALL_MATCHES_CAP) return all.rows.map(({ matched: _, ...row }) => row);
   const found: RunSearchRow[] = [];
   // the newest end: the range's, the page's, or now (a record stamped by a clock ahead is in the first window)
   const top = Math.min(
@@ -130,7 +141,7 @@ export async function searchRunLog(
       to: upper === undefined ? undefined : new Date(upper),
     };
     const rows = (
-      await db.query<RunSearchRow>(...statement({ ...query, limit: query.limit - found.length }, window))
+      await db.query<RunSearchRow>(...statement({ ...query, limit: query.limit - found.length }, { window }))
     ).rows;
     found.push(...rows);
     if (found.length >= query.limit || lower <= bottom) break;
@@ -140,13 +151,14 @@ export async function searchRunLog(
 }
 
 /**
- * One statement: the query's filters, within `window` when searching by words (its matches are
- * collected first, MATERIALIZED, then the page is read by id: the planner cannot trade the search
- * index for a walk of the timestamp index that computes the document row by row).
+ * One statement: the query's filters; searching by words, within a `window` or up to `cap + 1`
+ * matches (counted in `matched`). Words collect their matches first, MATERIALIZED, then read the
+ * page by id: the planner cannot trade the search index for a walk of the timestamp index that
+ * computes the document row by row.
  */
 function statement(
   query: RunSearchQuery,
-  window: { from: Date | undefined; to: Date | undefined } | undefined,
+  how: { window?: { from: Date | undefined; to: Date | undefined }; cap?: number },
 ): [string, unknown[]] {
   const params: unknown[] = [];
   const param = (value: unknown) => {
@@ -159,22 +171,23 @@ function statement(
     where.push(`${metaText("outcome")} = ANY(${param(query.outcomes)}::text[])`);
   if (query.from) where.push(`timestamp >= ${param(query.from)}`);
   if (query.to) where.push(`timestamp < ${param(query.to)}`);
-  if (window?.from) where.push(`timestamp >= ${param(window.from)}`);
-  if (window?.to) where.push(`timestamp < ${param(window.to)}`);
+  if (how.window?.from) where.push(`timestamp >= ${param(how.window.from)}`);
+  if (how.window?.to) where.push(`timestamp < ${param(how.window.to)}`);
   if (query.text !== undefined)
     where.push(`${SEARCH_DOCUMENT} @@ websearch_to_tsquery('simple', ${param(query.text)})`);
   if (query.before)
     where.push(`(timestamp, id) < (${param(query.before.timestamp)}, ${param(query.before.id)}::uuid)`);
   const order = "ORDER BY timestamp DESC, id DESC";
   const limit = param(query.limit);
-  if (!window)
+  if (!how.window && how.cap === undefined)
     return [
       `SELECT ${COLUMNS} FROM "${LOGS_TABLE}" WHERE ${where.join(" AND ")} ${order} LIMIT ${limit}`,
       params,
     ];
+  const cap = how.cap === undefined ? "" : `LIMIT ${param(how.cap + 1)}`;
   return [
-    `WITH hits AS MATERIALIZED (SELECT id, timestamp FROM "${LOGS_TABLE}" WHERE ${where.join(" AND ")})
-     SELECT ${COLUMNS} FROM "${LOGS_TABLE}"
+    `WITH hits AS MATERIALIZED (SELECT id, timestamp FROM "${LOGS_TABLE}" WHERE ${where.join(" AND ")} ${cap})
+     SELECT ${COLUMNS}${how.cap === undefined ? "" : ", (SELECT count(*) FROM hits)::int AS matched"} FROM "${LOGS_TABLE}"
       WHERE id IN (SELECT id FROM hits ${order} LIMIT ${limit})
       ${order}`,
     params,
