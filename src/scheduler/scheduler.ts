@@ -548,7 +548,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /**
    * Ready when the database answers, a desired state is in force and the workers run. A pause-all
-   * in force is shown (`pausedAll`) but leaves the instance ready: it is an operator's choice.
+   * in force is shown (`pausedAll`, since when) but leaves the instance ready: it is an operator's
+   * choice. Its author and reason are not here: /readyz answers without a token (GET /pause-all).
    */
   async readiness(): Promise<Readiness> {
     const database = this.#state === "running" && this.#engine.databaseUp;
@@ -559,7 +560,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       database,
       desiredStateLoaded,
       workersStarted,
-      pausedAll: this.#engine.pauseState ?? null,
+      pausedAll: this.#engine.pauseState ? { pausedAt: this.#engine.pauseState.pausedAt } : null,
     };
   }
 

@@ -94,7 +94,7 @@ describe.skipIf(!available)("dashboard: operations", () => {
     await tab.fill("#token", TOKEN);
     await tab.click("#token-form button");
     // the token re-renders the page: its new form (without the refusal) is the one to fill
-    await tab.waitForFunction(() => document.getElementById("pause-result")?.textContent === "");
+    await tab.waitForFunction('document.getElementById("pause-result")?.textContent === ""');
     await tab.fill("#pause-reason", "release freeze");
     await tab.click("#pause-all button");
     const banner = tab.locator("#pause-banner");
