@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { AdminClient, type AdminConnectionOptions } from "./adminClient.js";
 import { CliError, type CliIo, table } from "./common.js";
+import { COMMANDS } from "./help.js";
 
 /** The CLI side of docs/operations.md's "Pause all", "Instances" and "Search runs". */
 
@@ -53,7 +54,9 @@ export async function pauseAllCommand(
   io: CliIo,
 ): Promise<number> {
   if (!options.reason?.trim())
-    throw new CliError("pause-all needs --reason TEXT: say why (kept in the audit trail)");
+    throw new CliError(
+      `pause-all needs --reason TEXT: say why (kept in the audit trail)\n${COMMANDS["pause-all"]?.usage}\n(cronwarden help pause-all for every option)`,
+    );
   const client = new AdminClient(options, io);
   const { body } = await client.request("POST", "/pause-all", switchSchema, { reason: options.reason });
   if (options.json) io.out(JSON.stringify(body, null, 2));
