@@ -52,6 +52,11 @@ export class RunChecks {
     this.#deps = deps;
   }
 
+  /** Whether the namespace's pause-all switch is on now (asked again just before the handler, src/engine/taskRunner.ts). */
+  pausedNow(): boolean {
+    return this.#deps.paused?.() === true;
+  }
+
   async beforeHandler(run: SlotRun, job: Job, preparedAt: Date): Promise<BeforeHandler> {
     const { logger, pool, clock } = this.#deps;
     const deadline = run.startDeadline(this.#deps.lockLifetimeMs, preparedAt.getTime());
