@@ -10,13 +10,20 @@ import { CronwardenError } from "../core/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
 import {
+  ADD_INSTANCE_COLUMNS,
   CREATE_DEPENDENCY_WAITS,
   CREATE_DUE_INDEX,
+  CREATE_INSTANCE_DEATHS,
+  CREATE_PAUSE_TABLE,
+  CREATE_SEARCH_FUNCTION,
+  CREATE_SEARCH_INDEX,
   createSlotIndex,
   DEPENDENCY_WAITS_TABLE,
+  INSTANCE_DEATHS_TABLE,
   INSTANCES_TABLE,
   JOBS_TABLE,
   LOGS_TABLE,
+  PAUSE_TABLE,
   SCHEMA_LOCK_KEY,
 } from "./sql.js";
 
@@ -28,7 +35,11 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * 4: the registry of instances whose liveness lock tells whether they are alive (src/engine/liveness.ts);
  * 5: `resume` entries in the audit trail (a task paused by failure resumed through the API);
  * 6: the table of dependency waits (docs/dependencies.md);
- * 7: the claim's index of due jobs (src/engine/sql/claim.ts CREATE_DUE_INDEX).
+ * 7: the claim's index of due jobs (src/engine/sql/claim.ts CREATE_DUE_INDEX);
+ * 8: operations (docs/operations.md): the pause-all switch (src/engine/sql/pauseAll.ts) and its
+ *    `pause-all`/`resume-all` audit entries, the instances' self-description and last check, their
+ *    recorded deaths (src/engine/sql/instances.ts), and the run log's search index
+ *    (src/engine/sql/runSearch.ts; on a large run log this step takes a while: it reads every row).
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -54,6 +65,17 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   async (client) => {
     await client.query(CREATE_DUE_INDEX);
   },
+  async (client) => {
+    await client.query(CREATE_PAUSE_TABLE);
+    await client.query(`ALTER TABLE "${AUDIT_TABLE}" DROP CONSTRAINT IF EXISTS "${AUDIT_TABLE}_kind_check"`);
+    await client.query(
+      `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume', 'pause-all', 'resume-all'))`,
+    );
+    await client.query(ADD_INSTANCE_COLUMNS);
+    await client.query(CREATE_INSTANCE_DEATHS);
+    await client.query(CREATE_SEARCH_FUNCTION);
+    await client.query(CREATE_SEARCH_INDEX);
+  },
 ];
 /** The version this code needs (the number of MIGRATIONS). */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -66,6 +88,8 @@ export const SERVICE_TABLES = [
   SCHEMA_TABLE,
   INSTANCES_TABLE,
   DEPENDENCY_WAITS_TABLE,
+  PAUSE_TABLE,
+  INSTANCE_DEATHS_TABLE,
 ] as const;
 
 /** The command that creates or upgrades the schema, named by every refusal. */

@@ -41,7 +41,9 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "cronwarden_audit",
     "cronwarden_dependency_waits",
     "cronwarden_desired_state",
+    "cronwarden_instance_deaths",
     "cronwarden_instances",
+    "cronwarden_pause",
     "cronwarden_schema",
   ]);
 });
@@ -74,11 +76,17 @@ it("upgrades a database from before schema versions in place, keeping its rows",
     expect(refused).toBe("23514"); // version 1's check: no run-now rows yet
     expect(await inspectSchema(old.pool)).toEqual({
       version: null,
-      missingTables: ["cronwarden_schema", "cronwarden_instances", "cronwarden_dependency_waits"],
+      missingTables: [
+        "cronwarden_schema",
+        "cronwarden_instances",
+        "cronwarden_dependency_waits",
+        "cronwarden_pause",
+        "cronwarden_instance_deaths",
+      ],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });
