@@ -118,7 +118,7 @@ const COLUMNS = `id, job_name, event, timestamp, duration, error, agenda_name,
 export async function searchRunLog(
   db: Queryable,
   query: RunSearchQuery,
-  now = new Date(),
+  now: Date,
 ): Promise<RunSearchRow[]> {
   if (query.text === undefined) return (await db.query<RunSearchRow>(...statement(query, {}))).rows;
   const all = await db.query<RunSearchRow & { matched: number }>(
