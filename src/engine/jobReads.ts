@@ -6,7 +6,7 @@ import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { pauseOfValue, thresholdOf } from "../core/policies/pauseOnFailure.js";
 import { rowSchedule } from "../core/policies/schedule.js";
 import type { RunOutcome } from "../core/runTypes.js";
-import type { RunRecord, RunSummary, TaskJob } from "./engineApi.js";
+import { type RunRecord, type RunSummary, runTriggerOf, type TaskJob } from "./engineApi.js";
 import { decodeRunMeta } from "./runLogMeta.js";
 import { type JobRow, type RunLogRow, selectRunSummaries, selectTaskJobs } from "./sql.js";
 
@@ -94,8 +94,8 @@ export function runRecordOfRow(row: RunLogRow): RunRecord {
     detail: meta.detail ?? null,
     instanceId: meta.instanceId ?? row.agenda_name,
     attempt: meta.attempt ?? null,
-    trigger: meta.trigger === "manual" ? "manual" : "schedule",
-    requestedBy: meta.trigger === "manual" ? (meta.requestedBy ?? null) : null,
+    trigger: runTriggerOf(meta.trigger),
+    requestedBy: runTriggerOf(meta.trigger) !== "schedule" ? (meta.requestedBy ?? null) : null,
     rerun: meta.rerun === true,
   };
 }

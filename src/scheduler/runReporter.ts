@@ -36,6 +36,7 @@ export class RunReporter {
       instanceId: this.#instanceId,
       runKey: `${task.name}@${isoTime(run.scheduledAt)}`,
       rerunOf: run.rerunOf,
+      trigger: run.trigger,
       upstreams: run.upstreams ?? [],
       logger: run.journal ? capturingLogger(this.#runLogger(run), run.journal) : this.#runLogger(run),
     };

@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import type { RunRecord } from "../engine/engineApi.js";
+import { type RunRecord, runTriggerOf } from "../engine/engineApi.js";
 import { decodeRunMeta, type RunLogMeta } from "../engine/runLogMeta.js";
 import { type RunMark, runMark } from "./timelineMarks.js";
 import * as tsql from "./timelineSql.js";
@@ -48,7 +48,7 @@ function historyRun(row: tsql.SlotRow): HistoryRun {
     instanceId: mark.instanceId,
     attempt: mark.attempt,
     trigger: mark.trigger,
-    requestedBy: mark.trigger === "manual" ? row.requested_by : null,
+    requestedBy: mark.trigger !== "schedule" ? row.requested_by : null,
     rerun: row.rerun === true,
     latenessMs: mark.latenessMs,
     final: mark.final,
@@ -105,7 +105,7 @@ async function startDetail(pool: Pool, row: tsql.RunDetailRow): Promise<RunDetai
     latenessMs: slot ? row.timestamp.getTime() - slot.getTime() : null,
     attempt: row.attempt === null ? null : Number(row.attempt),
     final: true,
-    trigger: row.trigger === "manual" ? "manual" : "schedule",
+    trigger: runTriggerOf(row.trigger),
     instanceId: row.instance_id ?? row.agenda_name,
     rerunOf: null,
     error: null,

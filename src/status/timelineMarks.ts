@@ -1,3 +1,4 @@
+import { type RunTrigger, runTriggerOf } from "../engine/engineApi.js";
 import type * as tsql from "./timelineSql.js";
 
 /**
@@ -30,7 +31,7 @@ export interface RunMark {
   attempt: number | null;
   /** False for an attempt its retry policy followed with another. */
   final: boolean;
-  trigger: "schedule" | "manual";
+  trigger: RunTrigger;
   rerunOf: { startedAt: Date | null; instanceId: string | null } | null;
   instanceId: string | null;
   /** Why it was skipped, failed, cut off or missed. */
@@ -101,7 +102,7 @@ export function runMark(row: tsql.SlotRow): RunMark {
     latenessMs: startedAt ? startedAt.getTime() - slot.getTime() : null,
     attempt: row.attempt === null ? null : Number(row.attempt),
     final: row.event !== "retry",
-    trigger: row.trigger === "manual" ? "manual" : "schedule",
+    trigger: runTriggerOf(row.trigger),
     rerunOf: row.rerun
       ? {
           startedAt: row.rerun_of?.startedAt ? new Date(row.rerun_of.startedAt) : null,
@@ -129,7 +130,7 @@ export function openRunMark(open: tsql.LastStartRow, job: tsql.TimelineJobRow, n
     latenessMs: open.timestamp.getTime() - slot.getTime(),
     attempt: null,
     final: true,
-    trigger: open.trigger === "manual" ? "manual" : "schedule",
+    trigger: runTriggerOf(open.trigger),
     rerunOf: null,
     instanceId: open.instance_id,
     reason: running
