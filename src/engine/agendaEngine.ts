@@ -6,6 +6,8 @@ import type { Logger } from "../core/logger.js";
 import { POLL_PHASES } from "../core/periodic.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
 import { loadRunTracer, type RunTracer } from "../observability/tracing.js";
+import { BackfillRunner } from "./backfillRunner.js";
+import { Backfills } from "./backfills.js";
 import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
@@ -33,10 +35,11 @@ import { RunChecks } from "./runChecks.js";
 import { RunRecorder } from "./runRecorder.js";
 import { checkSchema, migrateSchema } from "./schema.js";
 import { SkippedSlots } from "./skippedSlots.js";
+import { SlotReruns } from "./slotReruns.js";
 import type { SlotRunnerPorts } from "./slotRunner.js";
 import * as sql from "./sql.js";
 import { StatementBatch } from "./statementBatch.js";
-import { TaskRunner } from "./taskRunner.js";
+import { TaskRunner, type TaskRunnerDeps } from "./taskRunner.js";
 import { Watchdog } from "./watchdog.js";
 
 export type * from "./engineApi.js";
@@ -73,6 +76,10 @@ interface EngineParts {
   liveness: InstanceLiveness | undefined;
   missedSlots: MissedSlotDetector;
   writes: JobWrites;
+  /** Operator actions on past slots: re-run one, backfill a range (docs/operations.md). */
+  reruns: SlotReruns;
+  backfills: Backfills;
+  backfillRunner: BackfillRunner;
 }
 
 export class AgendaEngine {
@@ -83,6 +90,8 @@ export class AgendaEngine {
   readonly #health: DatabaseHealth;
   #parts: EngineParts | undefined;
   #started = false;
+  /** The live runs' runner parts, which a backfill slot's runner shares (src/engine/backfillRunner.ts). */
+  #runnerDeps: TaskRunnerDeps | undefined;
 
   constructor(options: EngineOptions) {
     cacheDebugColors();
@@ -187,7 +196,34 @@ export class AgendaEngine {
         clock: this.#clock,
         wake: (job) => this.#wake(job),
       }),
+      reruns: new SlotReruns({ pool, instanceId, wake: (job) => this.#wake(job) }),
+      backfills: new Backfills(pool, () => this.#parts?.backfillRunner.claimNow()),
+      backfillRunner: this.#backfillRunner(agenda, runs, recorder, dependencies),
     };
+  }
+
+  #backfillRunner(
+    agenda: Agenda,
+    runs: ClaimedRuns,
+    recorder: RunRecorder,
+    dependencies: DependencyCoordinator,
+  ): BackfillRunner {
+    const { pool, instanceId, lockLifetimeMs, processEveryMs } = this.#options;
+    if (!this.#runnerDeps) throw new Error("the run ports must be built before the backfill runner");
+    return new BackfillRunner({
+      pool,
+      agenda,
+      instanceId,
+      logger: this.#logger,
+      clock: this.#clock,
+      lockLifetimeMs,
+      pollEveryMs: Math.min(processEveryMs, 1_000),
+      runnerDeps: this.#runnerDeps,
+      recorder,
+      definition: (name) => runs.definitionOf(name),
+      definedTasks: () => runs.definedTasks,
+      dependencies,
+    });
   }
 
   async #schema(): Promise<void> {
@@ -309,7 +345,7 @@ export class AgendaEngine {
     const logger = this.#logger;
     const clock = this.#clock;
     const skipped = new SkippedSlots({ recorder, logger, hooks: runHooks, clock });
-    const runner = new TaskRunner({
+    this.#runnerDeps = {
       watchdog: new Watchdog({ renewer: repository, lockLifetimeMs, logger, now: () => new Date(clock()) }),
       recorder,
       logger,
@@ -321,7 +357,8 @@ export class AgendaEngine {
       clock,
       startAheadMs: startAheadOf(lockLifetimeMs),
       tracer,
-    });
+    };
+    const runner = new TaskRunner(this.#runnerDeps);
     return { rows: repository, recorder, runner, logger, clock, instanceId };
   }
 
@@ -397,6 +434,7 @@ export class AgendaEngine {
     this.#health.start();
     parts.missedSlots.start();
     parts.dependencies.start();
+    parts.backfillRunner.start();
     this.#started = true;
     this.#logger.info(
       { processEveryMs: this.#options.processEveryMs, lockLifetimeMs: this.#options.lockLifetimeMs },
@@ -421,7 +459,7 @@ export class AgendaEngine {
     this.#errors.drained = true;
     await this.#health.stop();
     await parts.missedSlots.stop();
-    const drained = await parts.runs.drain(timeoutMs);
+    const [drained] = await Promise.all([parts.runs.drain(timeoutMs), parts.backfillRunner.drain(timeoutMs)]);
     await parts.dependencies.stop();
     await parts.channel.disconnect().catch(() => {});
     await parts.recorder.flush();
@@ -482,6 +520,16 @@ export class AgendaEngine {
 
   requestRun(...args: Parameters<JobWrites["requestRun"]>): ReturnType<JobWrites["requestRun"]> {
     return this.#writes().requestRun(...args);
+  }
+
+  /** Re-runs of one slot under its own identity (src/engine/slotReruns.ts). */
+  get reruns(): SlotReruns {
+    return this.#require().reruns;
+  }
+
+  /** Backfills of a range of slots (src/engine/backfills.ts). */
+  get backfills(): Backfills {
+    return this.#require().backfills;
   }
 
   /** Runs `work` while holding a database-wide lock, so instances reconcile one at a time. */

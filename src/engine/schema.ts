@@ -10,6 +10,9 @@ import { CronwardenError } from "../core/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
 import {
+  BACKFILL_SLOTS_TABLE,
+  BACKFILLS_TABLE,
+  CREATE_BACKFILLS,
   CREATE_DEPENDENCY_WAITS,
   CREATE_DUE_INDEX,
   createSlotIndex,
@@ -28,7 +31,9 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * 4: the registry of instances whose liveness lock tells whether they are alive (src/engine/liveness.ts);
  * 5: `resume` entries in the audit trail (a task paused by failure resumed through the API);
  * 6: the table of dependency waits (docs/dependencies.md);
- * 7: the claim's index of due jobs (src/engine/sql/claim.ts CREATE_DUE_INDEX).
+ * 7: the claim's index of due jobs (src/engine/sql/claim.ts CREATE_DUE_INDEX);
+ * 8: backfills and their slots (src/engine/sql/backfills.ts), and `rerun`, `backfill` and
+ *    `backfill-cancel` entries in the audit trail (docs/operations.md, "Re-run a slot", "Backfill").
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -54,6 +59,13 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   async (client) => {
     await client.query(CREATE_DUE_INDEX);
   },
+  async (client) => {
+    await client.query(CREATE_BACKFILLS);
+    await client.query(`ALTER TABLE "${AUDIT_TABLE}" DROP CONSTRAINT IF EXISTS "${AUDIT_TABLE}_kind_check"`);
+    await client.query(
+      `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume', 'rerun', 'backfill', 'backfill-cancel'))`,
+    );
+  },
 ];
 /** The version this code needs (the number of MIGRATIONS). */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -66,6 +78,8 @@ export const SERVICE_TABLES = [
   SCHEMA_TABLE,
   INSTANCES_TABLE,
   DEPENDENCY_WAITS_TABLE,
+  BACKFILLS_TABLE,
+  BACKFILL_SLOTS_TABLE,
 ] as const;
 
 /** The command that creates or upgrades the schema, named by every refusal. */

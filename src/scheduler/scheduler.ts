@@ -29,6 +29,7 @@ import { createLogger, type Logger, redactingChild } from "../core/logger.js";
 import { PeriodicTimer, POLL_PHASES } from "../core/periodic.js";
 import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
+import { SlotActions } from "./slotActions.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
 import { RunReporter } from "./runReporter.js";
@@ -105,6 +106,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #watcher: ConfigWatcher;
   readonly #store: DesiredStateStore;
   readonly #audit: AuditLog;
+  /** Re-run a slot, backfill a range (docs/operations.md), audited: src/scheduler/slotActions.ts. */
+  readonly slotActions: SlotActions;
   #antiEntropyTimer: PeriodicTimer | undefined;
   #retentionTimer: NodeJS.Timeout | undefined;
   #antiEntropyPass: Promise<void> | undefined;
@@ -165,6 +168,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     });
     this.#store = new DesiredStateStore(pool, settings.namespace);
     this.#audit = new AuditLog(pool, settings.namespace);
+    this.slotActions = new SlotActions({
+      engine: this.#engine,
+      audit: this.#audit,
+      instanceId: this.settings.instanceId,
+      registered: (name) => this.#registry.has(name),
+      revision: () => this.#watcher.current?.revision ?? "-",
+    });
     this.#reconciler = new ConfigReconciler({
       target: this.#engine,
       registry: this.#registry,

@@ -1,7 +1,7 @@
 import type { Pool, PoolClient } from "pg";
 import { insertAuditRows, LIST_AUDIT } from "./statements.js";
 
-export type AuditKind = "change" | "drift" | "run-now" | "resume";
+export type AuditKind = "change" | "drift" | "run-now" | "resume" | "rerun" | "backfill" | "backfill-cancel";
 
 export interface AuditEntry {
   task: string;
