@@ -55,10 +55,13 @@ export interface BucketMark {
 
 export type TimelineMark = RunMark | BucketMark;
 
-/** A run record as marks: itself, and for a re-run's first attempt the run it repeats (cut off). */
+/**
+ * A run record as marks: itself, and for a re-run's first attempt the run it repeats (cut off). An
+ * operator's re-run (trigger `rerun`) repeats a run that has its own record, and its own mark.
+ */
 export function marksOfRow(row: tsql.SlotRow): RunMark[] {
   const mark = runMark(row);
-  if (!row.rerun || (mark.attempt ?? 1) !== 1) return [mark];
+  if (!row.rerun || mark.trigger === "rerun" || (mark.attempt ?? 1) !== 1) return [mark];
   const startedAt = row.rerun_of?.startedAt ? new Date(row.rerun_of.startedAt) : null;
   const instanceId = row.rerun_of?.instanceId ?? null;
   return [
