@@ -32,7 +32,10 @@ const backfillBody = z
       .number()
       .int()
       .min(1, `concurrency must be a whole number from 1 to ${MAX_BACKFILL_CONCURRENCY}`)
-      .max(MAX_BACKFILL_CONCURRENCY, `concurrency must be a whole number from 1 to ${MAX_BACKFILL_CONCURRENCY}`)
+      .max(
+        MAX_BACKFILL_CONCURRENCY,
+        `concurrency must be a whole number from 1 to ${MAX_BACKFILL_CONCURRENCY}`,
+      )
       .optional(),
     withDownstream: z.boolean().optional(),
     dryRun: z.boolean().optional(),
@@ -79,8 +82,12 @@ export function slotRoutes(
   callerOf: (request: { raw: object }) => Caller,
 ): void {
   const actions = scheduler.slotActions;
+  const ready = () => {
+    if (!actions.ready) throw new HttpError(503, "the scheduler is still starting; try again in a moment");
+  };
 
   app.post("/tasks/:name/slots/:slot/rerun", async (request, reply) => {
+    ready();
     const { name, slot } = parseOr400(slotParams, request.params, "path");
     const body = parseOr400(rerunBody, request.body, "body");
     const result = await actions.rerun(name, slot, {
@@ -98,11 +105,14 @@ export function slotRoutes(
       case "refused":
         throw new HttpError(400, result.reason);
       case "conflict":
-        return reply.code(409).send({ error: `cannot re-run "${name}": ${result.reason}`, status: "conflict" });
+        return reply
+          .code(409)
+          .send({ error: `cannot re-run "${name}": ${result.reason}`, status: "conflict" });
     }
   });
 
   app.post("/tasks/:name/backfills", async (request, reply) => {
+    ready();
     const { name } = parseOr400(taskParams, request.params, "path");
     const body = parseOr400(backfillBody, request.body, "body");
     const backfill = {
@@ -117,7 +127,11 @@ export function slotRoutes(
     };
     const answer = body.dryRun
       ? await actions.planBackfill(backfill)
-      : await actions.createBackfill(backfill, { requestedBy: backfill.requestedBy, via: VIA, reason: body.reason });
+      : await actions.createBackfill(backfill, {
+          requestedBy: backfill.requestedBy,
+          via: VIA,
+          reason: body.reason,
+        });
     switch (answer.status) {
       case "planned":
         return reply.code(200).send({
@@ -134,16 +148,20 @@ export function slotRoutes(
       case "invalid":
         throw new HttpError(400, `cannot backfill "${name}": ${answer.reason}`);
       case "overlapping":
-        return reply.code(409).send({ error: `cannot backfill "${name}": ${answer.reason}`, status: "overlapping" });
+        return reply
+          .code(409)
+          .send({ error: `cannot backfill "${name}": ${answer.reason}`, status: "overlapping" });
     }
   });
 
   app.get("/backfills", async (request) => {
+    ready();
     const query = parseOr400(listQuery, request.query, "query");
     return actions.backfills(query);
   });
 
   app.get("/backfills/:id", async (request) => {
+    ready();
     const { id } = parseOr400(backfillParams, request.params, "path");
     const { slots } = parseOr400(slotsQuery, request.query, "query");
     const backfill = await actions.backfill(id);
@@ -152,6 +170,7 @@ export function slotRoutes(
   });
 
   app.post("/backfills/:id/cancel", async (request, reply) => {
+    ready();
     const { id } = parseOr400(backfillParams, request.params, "path");
     const body = parseOr400(cancelBody, request.body, "body");
     const result = await actions.cancelBackfill(id, {
@@ -165,7 +184,9 @@ export function slotRoutes(
       case "missing":
         throw new HttpError(404, `no backfill ${id}`);
       case "not-running":
-        return reply.code(409).send({ error: `backfill ${id} is not running (done or cancelled)`, status: "not-running" });
+        return reply
+          .code(409)
+          .send({ error: `backfill ${id} is not running (done or cancelled)`, status: "not-running" });
     }
   });
 }

@@ -522,6 +522,11 @@ export class AgendaEngine {
     return this.#writes().requestRun(...args);
   }
 
+  /** prepare() has built the engine's parts (the admin API listens before that). */
+  get prepared(): boolean {
+    return this.#parts !== undefined;
+  }
+
   /** Re-runs of one slot under its own identity (src/engine/slotReruns.ts). */
   get reruns(): SlotReruns {
     return this.#require().reruns;

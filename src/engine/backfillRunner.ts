@@ -167,7 +167,9 @@ export class BackfillRunner {
       new Date(deps.clock()),
     );
     const watchdog = new Watchdog({
-      renewer: { renewLock: (_jobId, expected, next) => sql.renewBackfillSlot(deps.pool, key, expected, next) },
+      renewer: {
+        renewLock: (_jobId, expected, next) => sql.renewBackfillSlot(deps.pool, key, expected, next),
+      },
       lockLifetimeMs: deps.lockLifetimeMs,
       logger: deps.logger,
       now: () => new Date(deps.clock()),

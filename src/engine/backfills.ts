@@ -73,7 +73,11 @@ export class Backfills {
   async plan(request: BackfillRequest, db: sql.Queryable = this.#pool): Promise<BackfillPlanAnswer> {
     const invalid = invalidRequest(request);
     if (invalid) return { status: "invalid", reason: invalid };
-    const job = await db.query<{ repeat_interval: string | null; repeat_timezone: string | null; policy: unknown }>(
+    const job = await db.query<{
+      repeat_interval: string | null;
+      repeat_timezone: string | null;
+      policy: unknown;
+    }>(
       `SELECT repeat_interval, repeat_timezone, data->'policy' AS policy FROM "${sql.JOBS_TABLE}"
         WHERE name = $1 AND type = 'single'`,
       [request.task],
@@ -123,7 +127,9 @@ export class Backfills {
   ): Promise<BackfillCreateAnswer> {
     const answer = await sql.inTransaction(this.#pool, async (client): Promise<BackfillCreateAnswer> => {
       // one creation per task at a time: two overlapping requests cannot both pass the check below
-      await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`cronwarden backfill ${request.task}`]);
+      await client.query("SELECT pg_advisory_xact_lock(hashtext($1))", [
+        `cronwarden backfill ${request.task}`,
+      ]);
       const overlapping = await sql.selectOverlappingBackfill(client, request.task, request.from, request.to);
       if (overlapping)
         return {

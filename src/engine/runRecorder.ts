@@ -230,7 +230,9 @@ export class RunRecorder {
       ...(run.attempt !== undefined ? { attempt: run.attempt } : {}),
       ...(run.rerun ? { rerun: true } : {}),
       ...(run.trigger && run.trigger !== "schedule" ? { trigger: run.trigger } : {}),
-      ...(run.trigger && run.trigger !== "schedule" && run.requestedBy ? { requestedBy: run.requestedBy } : {}),
+      ...(run.trigger && run.trigger !== "schedule" && run.requestedBy
+        ? { requestedBy: run.requestedBy }
+        : {}),
       ...(run.upstreams ? { upstreams: run.upstreams } : {}),
       ...(run.traceparent ? { traceparent: run.traceparent } : {}),
     };

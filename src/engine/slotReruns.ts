@@ -64,7 +64,8 @@ export class SlotReruns {
       const last = await sql.selectSlotLastRun(client, taskName, request.slot);
       if (!last) return { status: "no-record" };
       const previous = previousOf(last);
-      if (previous.outcome === "succeeded" && request.force !== true) return { status: "succeeded", previous };
+      if (previous.outcome === "succeeded" && request.force !== true)
+        return { status: "succeeded", previous };
       const queued = await sql.requestRerun(client, guard.id, {
         by: request.requestedBy,
         instance: this.#instanceId,

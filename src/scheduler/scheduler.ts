@@ -29,7 +29,6 @@ import { createLogger, type Logger, redactingChild } from "../core/logger.js";
 import { PeriodicTimer, POLL_PHASES } from "../core/periodic.js";
 import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
-import { SlotActions } from "./slotActions.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
 import { RunReporter } from "./runReporter.js";
@@ -39,6 +38,7 @@ import {
   type SchedulerSettings,
   type SchedulerSettingsInput,
 } from "./settings.js";
+import { SlotActions } from "./slotActions.js";
 import type { TaskRegistration } from "./taskDefinition.js";
 import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
 

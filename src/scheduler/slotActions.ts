@@ -26,11 +26,18 @@ export interface RerunOptions extends ActionCaller {
 }
 
 export type RerunResult =
-  | { status: "queued"; taskName: string; slot: Date; runKey: string; requestedBy: string; rerunOf: RerunOfSlot }
+  | {
+      status: "queued";
+      taskName: string;
+      slot: Date;
+      runKey: string;
+      requestedBy: string;
+      rerunOf: RerunOfSlot;
+    }
   | { status: "unknown" | "conflict" | "refused"; taskName: string; reason: string };
 
 export interface SlotActionsDeps {
-  engine: Pick<AgendaEngine, "reruns" | "backfills">;
+  engine: Pick<AgendaEngine, "reruns" | "backfills" | "prepared">;
   audit: Pick<AuditLog, "record">;
   instanceId: string;
   /** Whether the task is registered in this service. */
@@ -50,6 +57,11 @@ export class SlotActions {
     this.#deps = deps;
   }
 
+  /** The engine is prepared: before, every action and read is refused (the admin API says 503). */
+  get ready(): boolean {
+    return this.#deps.engine.prepared;
+  }
+
   /** Re-runs one slot under its own `scheduledAt` and run key (src/engine/slotReruns.ts). */
   async rerun(name: string, slot: Date, options: RerunOptions): Promise<RerunResult> {
     if (!this.#deps.registered(name))
@@ -58,7 +70,12 @@ export class SlotActions {
       return { status: "refused", taskName: name, reason: "the slot must be an ISO 8601 time" };
     const answer = await this.#deps.engine.reruns.request(
       name,
-      { slot, requestedBy: options.requestedBy, force: options.force, withDownstream: options.withDownstream },
+      {
+        slot,
+        requestedBy: options.requestedBy,
+        force: options.force,
+        withDownstream: options.withDownstream,
+      },
       (db, previous) =>
         this.#deps.audit.record(
           [
@@ -83,7 +100,11 @@ export class SlotActions {
           rerunOf: answer.previous,
         };
       case "missing":
-        return { status: "unknown", taskName: name, reason: `"${name}" has no job yet: it is not in the config` };
+        return {
+          status: "unknown",
+          taskName: name,
+          reason: `"${name}" has no job yet: it is not in the config`,
+        };
       case "no-record":
         return {
           status: "unknown",
@@ -91,7 +112,11 @@ export class SlotActions {
           reason: `no run of "${name}" is recorded for the slot ${slotText}; to run slots that never ran, use a backfill`,
         };
       case "disabled":
-        return { status: "conflict", taskName: name, reason: `"${name}" is disabled; enable it to re-run a slot` };
+        return {
+          status: "conflict",
+          taskName: name,
+          reason: `"${name}" is disabled; enable it to re-run a slot`,
+        };
       case "running":
         return {
           status: "conflict",
@@ -155,7 +180,13 @@ export class SlotActions {
   cancelBackfill(id: string, caller: ActionCaller) {
     return this.#deps.engine.backfills.cancel(id, caller.requestedBy, (db, row) =>
       this.#deps.audit.record(
-        [this.#entry(row.task, "backfill-cancel", caller, { field: row.id, oldValue: "running", newValue: "cancelled" })],
+        [
+          this.#entry(row.task, "backfill-cancel", caller, {
+            field: row.id,
+            oldValue: "running",
+            newValue: "cancelled",
+          }),
+        ],
         db,
       ),
     );

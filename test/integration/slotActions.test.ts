@@ -56,6 +56,7 @@ async function instance(name: string, file: string, extra: NodeJS.ProcessEnv = {
   const listening = await child.waitFor(`${name}'s admin API`, (line) =>
     /^admin API listening/.test(String(line.msg)),
   );
+  await child.waitFor(`${name} to start`, (line) => /^scheduler started/.test(String(line.msg)));
   return { child, url: String(listening.url) };
 }
 
@@ -94,9 +95,13 @@ describe("re-run a slot", () => {
   it("re-runs a failed slot under its own scheduledAt and runKey; of two concurrent requests one runs and one gets 409", async () => {
     const file = await configFile("rerun", [{ name: "repair", cron: "*/2 * * * * *" }]);
     const [a, b] = await Promise.all([instance("rerun-a", file), instance("rerun-b", file)]);
-    const failed = await pollUntil("a failed scheduled run of repair", async () => (await outcomes("repair", "schedule"))[0], {
-      timeoutMs: 20_000,
-    });
+    const failed = await pollUntil(
+      "a failed scheduled run of repair",
+      async () => (await outcomes("repair", "schedule"))[0],
+      {
+        timeoutMs: 20_000,
+      },
+    );
     expect(failed.outcome).toBe("failed");
     // no more live runs: the re-run is the only run left to see
     await writeFile(file, yamlOf([{ name: "repair", cron: "0 0 0 1 1 *" }]));
@@ -186,4 +191,214 @@ describe("re-run a slot", () => {
     expect(never.status).toBe(404);
     expect(String(never.json.error)).toContain("backfill");
   }, 60_000);
+});
+
+interface Progress {
+  id: string;
+  state: string;
+  slots: Record<"total" | "pending" | "running" | "succeeded" | "failed" | "skipped" | "cancelled", number>;
+}
+
+/** Slots of a cron of every 2 seconds, oldest first, from `from` (on a slot) for `count` slots. */
+function everyTwoSeconds(from: number, count: number): string[] {
+  return Array.from({ length: count }, (_, index) => new Date(from + index * 2_000).toISOString());
+}
+
+describe("backfill", () => {
+  it("200 slots at concurrency 10 on 3 instances, one SIGKILLed midway: each slot one success, progress right, live slots keep running", async () => {
+    const file = await configFile("backfill", [{ name: "hourly", cron: "*/2 * * * * *" }]);
+    const peers = await Promise.all(
+      ["bf-a", "bf-b", "bf-c"].map((name) => instance(name, file, { HOURLY_TASK_MS: "300" })),
+    );
+    const [a, b, c] = peers as [(typeof peers)[0], (typeof peers)[0], (typeof peers)[0]];
+    // a range of the past with no run: every slot is missing
+    const from = Math.floor((Date.now() - 3_600_000) / 2_000) * 2_000;
+    const expected = everyTwoSeconds(from, 200);
+    const to = expected.at(-1) as string;
+
+    const dry = await api(a.url, "POST", "/tasks/hourly/backfills", {
+      from: new Date(from).toISOString(),
+      to,
+      dryRun: true,
+    });
+    expect(dry.status).toBe(200);
+    expect(dry.json).toMatchObject({ dryRun: true, run: 200, skip: 0 });
+    expect((dry.json.slots as { slot: string }[]).map((slot) => slot.slot)).toEqual(expected);
+    expect((await suite.db.pool.query("SELECT count(*)::int AS n FROM cronwarden_backfills")).rows).toEqual([
+      { n: 0 },
+    ]);
+
+    const created = await api(a.url, "POST", "/tasks/hourly/backfills", {
+      from: new Date(from).toISOString(),
+      to,
+      concurrency: 10,
+      reason: "replay after the parser fix",
+    });
+    expect(created.status).toBe(201);
+    const id = String(created.json.id);
+    const startedAt = Date.now();
+    // an overlapping second backfill would run slots twice: refused
+    const overlapping = await api(b.url, "POST", "/tasks/hourly/backfills", { from: to, to, mode: "all" });
+    expect(overlapping.status).toBe(409);
+
+    // progress read through another instance, at every step: the counts always add up to 200
+    const seen: Progress[] = [];
+    const progress = async () => {
+      const answer = (await api(c.url, "GET", `/backfills/${id}`)).json as unknown as Progress;
+      seen.push(answer);
+      return answer;
+    };
+    await pollUntil(
+      "bf-b running backfill slots, 40 done",
+      async () => {
+        const running = await suite.db.pool.query(
+          "SELECT count(*)::int AS n FROM cronwarden_backfill_slots WHERE locked_by = 'bf-b' AND state = 'running' AND started_at IS NOT NULL",
+        );
+        return (await progress()).slots.succeeded >= 40 && (running.rows[0]?.n ?? 0) > 0;
+      },
+      { timeoutMs: 60_000, intervalMs: 20 },
+    );
+    await b.child.kill("SIGKILL");
+    const killedAt = Date.now();
+    const done = await pollUntil(
+      "the backfill done",
+      async () => ((await progress()).state === "done" ? seen.at(-1) : undefined),
+      {
+        timeoutMs: 90_000,
+        intervalMs: 100,
+      },
+    );
+    const endedAt = Date.now();
+    expect(done?.slots).toMatchObject({ total: 200, succeeded: 200, pending: 0, running: 0, failed: 0 });
+    for (const step of seen) expect(step.slots.total).toBe(200);
+    const succeededSeen = seen.map((step) => step.slots.succeeded);
+    expect(succeededSeen).toEqual([...succeededSeen].sort((x, y) => (x ?? 0) - (y ?? 0)));
+
+    // the slots bf-b held when it died were taken over by the others
+    const takenOver = await suite.db.pool.query<{ n: number }>(
+      "SELECT count(*)::int AS n FROM cronwarden_backfill_slots WHERE backfill_id = $1 AND runs > 1",
+      [id],
+    );
+    expect(takenOver.rows[0]?.n).toBeGreaterThan(0);
+    // each slot: exactly one success record, with trigger backfill and who asked
+    const records = await outcomes("hourly", "backfill");
+    expect(
+      records
+        .filter((record) => record.outcome === "succeeded")
+        .map((record) => record.slot)
+        .sort(),
+    ).toEqual(expected);
+    expect(new Set(records.map((record) => record.by))).toEqual(new Set(["admin"]));
+    // the handler saw each slot's own identity
+    const handled = (await calls("hourly")).filter((call) => call.trigger === "backfill");
+    for (const call of handled) expect(call.run_key).toBe(`hourly@${call.slot.toISOString()}`);
+    expect(new Set(handled.map((call) => call.slot.toISOString()))).toEqual(new Set(expected));
+    // at most 10 at a time across the instances (a killed handler ended with its process)
+    const events = handled.flatMap((call) => [
+      { at: call.started_at.getTime(), step: 1 },
+      { at: call.ended_at?.getTime() ?? killedAt, step: -1 },
+    ]);
+    events.sort((x, y) => x.at - y.at || x.step - y.step);
+    let running = 0;
+    let most = 0;
+    for (const event of events) {
+      running += event.step;
+      most = Math.max(most, running);
+    }
+    expect(most).toBeLessThanOrEqual(10);
+    // in slot order: a slot starts only once those ten or more before it were claimed
+    const firstStarts = [...new Map(handled.map((call) => [call.slot.toISOString(), call])).values()];
+    firstStarts.forEach((call, rank) => {
+      expect(Math.abs(expected.indexOf(call.slot.toISOString()) - rank)).toBeLessThanOrEqual(10);
+    });
+
+    // the live slots kept running meanwhile on the instances alive
+    const live = (await outcomes("hourly", "schedule")).filter((record) => {
+      const slot = Date.parse(record.slot);
+      return slot >= startedAt && slot <= endedAt;
+    });
+    expect(live.length).toBeGreaterThan(0);
+    const liveSlots = everyTwoSeconds(
+      Math.ceil(startedAt / 2_000) * 2_000,
+      Math.floor((endedAt - startedAt) / 2_000),
+    );
+    const recordedLive = new Set(live.map((record) => record.slot));
+    // every live slot has its record, but those about the kill (taken over after the lock's lifetime)
+    const missing = liveSlots.filter(
+      (slot) => !recordedLive.has(slot) && Math.abs(Date.parse(slot) - killedAt) > 8_000,
+    );
+    expect(missing).toEqual([]);
+
+    // audited
+    const audit = await suite.db.pool.query(
+      "SELECT kind, field, actor, new_value FROM cronwarden_audit WHERE task = 'hourly' AND kind = 'backfill'",
+    );
+    expect(audit.rows).toEqual([
+      {
+        kind: "backfill",
+        field: id,
+        actor: "admin",
+        new_value: `${new Date(from).toISOString()} to ${to}, only missing, concurrency 10; reason: replay after the parser fix`,
+      },
+    ]);
+  }, 180_000);
+
+  it("only-missing skips slots that succeeded; cancel stops the pending slots and keeps the finished ones", async () => {
+    const file = await configFile("cancel", [{ name: "hourly", cron: "*/2 * * * * *" }]);
+    const a = await instance("cancel-a", file, { HOURLY_TASK_MS: "300" });
+    const from = Math.floor((Date.now() - 3_600_000) / 2_000) * 2_000;
+    const expected = everyTwoSeconds(from, 40);
+    const to = expected.at(-1) as string;
+    const first = await api(a.url, "POST", "/tasks/hourly/backfills", { from: expected[0], to: expected[4] });
+    expect(first.json).toMatchObject({ state: "running" });
+    expect(first.status).toBe(201);
+    await pollUntil("the first backfill done", async () => {
+      const answer = (await api(a.url, "GET", `/backfills/${String(first.json.id)}`))
+        .json as unknown as Progress;
+      return answer.state === "done";
+    });
+
+    const dry = await api(a.url, "POST", "/tasks/hourly/backfills", { from: expected[0], to, dryRun: true });
+    expect(dry.json).toMatchObject({ run: 35, skip: 5 });
+    const all = await api(a.url, "POST", "/tasks/hourly/backfills", {
+      from: expected[0],
+      to,
+      dryRun: true,
+      mode: "all",
+    });
+    expect(all.json).toMatchObject({ run: 40, skip: 0 });
+
+    const second = await api(a.url, "POST", "/tasks/hourly/backfills", {
+      from: expected[0],
+      to,
+      concurrency: 2,
+    });
+    expect(second.status).toBe(201);
+    expect(second.json).toMatchObject({ slots: { total: 40, skipped: 5 } });
+    const id = String(second.json.id);
+    await pollUntil("a few slots done", async () => {
+      const answer = (await api(a.url, "GET", `/backfills/${id}`)).json as unknown as Progress;
+      return answer.slots.succeeded >= 3;
+    });
+    const cancelled = await api(a.url, "POST", `/backfills/${id}/cancel`, { reason: "wrong range" });
+    expect(cancelled.status).toBe(200);
+    expect(cancelled.json).toMatchObject({ state: "cancelled", cancelledBy: "admin" });
+    expect((await api(a.url, "POST", `/backfills/${id}/cancel`, {})).status).toBe(409);
+    const settled = await pollUntil("no slot of the cancelled backfill running", async () => {
+      const answer = (await api(a.url, "GET", `/backfills/${id}?slots=100`)).json as unknown as Progress & {
+        slotList: { state: string }[];
+      };
+      return answer.slots.running === 0 ? answer : undefined;
+    });
+    expect(settled.slots.pending).toBe(0);
+    expect(settled.slots.cancelled).toBeGreaterThan(0);
+    expect(settled.slots.succeeded + settled.slots.cancelled + settled.slots.skipped).toBe(40);
+    // nothing of it runs any more
+    const ran = (await calls("hourly")).filter((call) => call.trigger === "backfill").length;
+    expect(ran).toBe(5 + settled.slots.succeeded);
+    const audit = await suite.db.pool.query(
+      "SELECT new_value FROM cronwarden_audit WHERE task = 'hourly' AND kind = 'backfill-cancel'",
+    );
+    expect(audit.rows).toEqual([{ new_value: "cancelled; reason: wrong range" }]);
+  }, 90_000);
 });

@@ -1,5 +1,11 @@
 import { metaText } from "../runLogMeta.js";
-import { INSTANCES_TABLE, JOBS_TABLE, LIVENESS_LOCK_NAMESPACE, LOGS_TABLE, type Queryable } from "./tables.js";
+import {
+  INSTANCES_TABLE,
+  JOBS_TABLE,
+  LIVENESS_LOCK_NAMESPACE,
+  LOGS_TABLE,
+  type Queryable,
+} from "./tables.js";
 
 /**
  * Backfills (docs/operations.md, "Backfill"): one row per backfill, one row per slot of its range.
