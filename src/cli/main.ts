@@ -6,6 +6,13 @@ import { auditCommand, planCommand, validateCommand } from "./configCommands.js"
 import { COMMANDS, commandHelp, generalUsage, packageVersion } from "./help.js";
 import { migrateCommand } from "./migrateCommand.js";
 import { serveCommand } from "./serveCommand.js";
+import {
+  backfillCancelCommand,
+  backfillCommand,
+  backfillStatusCommand,
+  backfillsCommand,
+  rerunCommand,
+} from "./slotCommands.js";
 
 type Runner = (parsed: ParsedArguments, io: CliIo) => Promise<number>;
 
@@ -22,6 +29,13 @@ const RUNNERS: Readonly<Record<string, Runner>> = {
   runs: ({ values, positional }, io) => runsCommand(positional as string, as(values), io),
   run: ({ values, positional }, io) => runNowCommand(positional as string, as(values), io),
   resume: ({ values, positional }, io) => resumeCommand(positional as string, as(values), io),
+  rerun: ({ values, positional }, io) => rerunCommand(positional as string, as(values), io),
+  backfill: ({ values, positional }, io) => backfillCommand(positional as string, as(values), io),
+  backfills: ({ values }, io) => backfillsCommand(as(values), io),
+  "backfill-status": ({ values, positional }, io) =>
+    backfillStatusCommand(positional as string, as(values), io),
+  "backfill-cancel": ({ values, positional }, io) =>
+    backfillCancelCommand(positional as string, as(values), io),
 };
 
 /**

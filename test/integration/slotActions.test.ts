@@ -1,6 +1,7 @@
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { runCli } from "../../src/cli/main.js";
 import { yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
 import { ServiceProcess } from "../helpers/processes.js";
@@ -71,6 +72,19 @@ async function api(url: string, method: string, route: string, body?: unknown) {
   });
   const text = await response.text();
   return { status: response.status, json: text ? (JSON.parse(text) as Record<string, unknown>) : {} };
+}
+
+/** The CLI in-process against an instance's admin API. */
+async function cli(url: string, ...argv: string[]) {
+  const out: string[] = [];
+  const err: string[] = [];
+  const code = await runCli(argv, {
+    out: (line) => out.push(line),
+    err: (line) => err.push(line),
+    env: { CRONWARDEN_ADMIN_URL: url, CRONWARDEN_ADMIN_TOKEN: TOKEN },
+    cwd: suite.dir,
+  });
+  return { code, out, err };
 }
 
 async function calls(task: string): Promise<Call[]> {
@@ -179,11 +193,14 @@ describe("re-run a slot", () => {
       const job = await suite.db.pool.query("SELECT locked_at FROM agenda_jobs WHERE name = 'repair'");
       return job.rows[0]?.locked_at === null;
     });
-    const refused = await api(a.url, "POST", route, {});
-    expect(refused.status).toBe(409);
-    expect(String(refused.json.error)).toContain("force");
-    const forced = await api(b.url, "POST", route, { force: true });
-    expect(forced.status).toBe(202);
+    const refused = await cli(a.url, "rerun", "repair", "--slot", slot);
+    expect(refused.code).toBe(1);
+    expect(refused.err.join("\n")).toContain("force");
+    const forced = await cli(b.url, "rerun", "repair", "--slot", slot, "--force", "--reason", "again");
+    expect(forced).toMatchObject({
+      code: 0,
+      out: [`queued a re-run of repair@${slot} (its last run succeeded) by admin`],
+    });
     await pollUntil("the forced re-run", async () => (await outcomes("repair", "rerun")).length === 2);
 
     // a slot with no run recorded is a backfill's, not a re-run's
@@ -358,8 +375,19 @@ describe("backfill", () => {
       return answer.state === "done";
     });
 
-    const dry = await api(a.url, "POST", "/tasks/hourly/backfills", { from: expected[0], to, dryRun: true });
-    expect(dry.json).toMatchObject({ run: 35, skip: 5 });
+    const dry = await cli(
+      a.url,
+      "backfill",
+      "hourly",
+      "--from",
+      expected[0] as string,
+      "--to",
+      to,
+      "--dry-run",
+    );
+    expect(dry.code).toBe(0);
+    expect(dry.out.at(-1)).toBe("35 slot(s) of hourly would run, 5 skipped (dry run: nothing was started)");
+    expect(dry.out.filter((line) => line.includes("already succeeded"))).toHaveLength(5);
     const all = await api(a.url, "POST", "/tasks/hourly/backfills", {
       from: expected[0],
       to,
@@ -380,10 +408,14 @@ describe("backfill", () => {
       const answer = (await api(a.url, "GET", `/backfills/${id}`)).json as unknown as Progress;
       return answer.slots.succeeded >= 3;
     });
-    const cancelled = await api(a.url, "POST", `/backfills/${id}/cancel`, { reason: "wrong range" });
-    expect(cancelled.status).toBe(200);
-    expect(cancelled.json).toMatchObject({ state: "cancelled", cancelledBy: "admin" });
+    const cancelled = await cli(a.url, "backfill-cancel", id, "--reason", "wrong range", "--json");
+    expect(cancelled.code).toBe(0);
+    expect(JSON.parse(cancelled.out.join("\n"))).toMatchObject({ state: "cancelled", cancelledBy: "admin" });
+    expect((await cli(a.url, "backfill-cancel", id)).code).toBe(1);
     expect((await api(a.url, "POST", `/backfills/${id}/cancel`, {})).status).toBe(409);
+    const listed = await cli(a.url, "backfills", "--task", "hourly");
+    expect(listed.out.at(-1)).toBe("2 backfill(s)");
+    expect(listed.out.some((line) => line.startsWith(id) && line.includes("cancelled"))).toBe(true);
     const settled = await pollUntil("no slot of the cancelled backfill running", async () => {
       const answer = (await api(a.url, "GET", `/backfills/${id}?slots=100`)).json as unknown as Progress & {
         slotList: { state: string }[];
