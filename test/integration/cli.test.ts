@@ -214,6 +214,11 @@ describe("CLI conventions", () => {
       "runs",
       "run",
       "resume",
+      "rerun",
+      "backfill",
+      "backfills",
+      "backfill-status",
+      "backfill-cancel",
     ]);
     for (const command of commands) {
       const help = await cli("help", command);
