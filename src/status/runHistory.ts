@@ -70,6 +70,8 @@ export interface RunDetail extends Omit<RunMark, "kind" | "id" | "slot"> {
   recordId: string | null;
   /** The W3C traceparent of the attempt's span, when it was traced (docs/tracing.md). */
   traceparent: string | null;
+  /** Who asked for a run now, a re-run or a backfill (a token's name); null for a scheduled run. */
+  requestedBy: string | null;
 }
 
 /** A run record by id; a start row answers as running, cut off, or with the id of its record. */
@@ -119,6 +121,7 @@ async function startDetail(pool: Pool, row: tsql.RunDetailRow): Promise<RunDetai
     logsDropped: 0,
     recordId: ended?.id ?? null,
     traceparent: decodeRunMeta(row.meta).traceparent ?? null,
+    requestedBy: row.trigger && row.trigger !== "schedule" ? row.requested_by : null,
   };
 }
 
@@ -156,5 +159,6 @@ function recordDetail(row: tsql.RunDetailRow): RunDetail {
     logsDropped: meta.logsDropped ?? 0,
     recordId: row.id,
     traceparent: meta.traceparent ?? null,
+    requestedBy: mark.trigger !== "schedule" ? row.requested_by : null,
   };
 }
