@@ -6,7 +6,7 @@ import type { Logger } from "../core/logger.js";
 import { POLL_PHASES } from "../core/periodic.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
 import { loadRunTracer, type RunTracer } from "../observability/tracing.js";
-import { BackfillRunner } from "./backfillRunner.js";
+import { BACKFILL_WAKE, BackfillRunner } from "./backfillRunner.js";
 import { Backfills } from "./backfills.js";
 import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
 import { DatabaseHealth } from "./databaseHealth.js";
@@ -66,6 +66,9 @@ const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
 const channelReconnectMaxMs = (processEveryMs: number) => Math.max(1_000, processEveryMs);
 
 /** What prepare() builds, once. */
+/** The job id of a backfill's wake notification (no job has it). */
+const BACKFILL_WAKE_ID = "00000000-0000-0000-0000-000000000000";
+
 interface EngineParts {
   agenda: Agenda;
   recorder: RunRecorder;
@@ -176,6 +179,10 @@ export class AgendaEngine {
       onRunError: (error) => this.#errors.runError(error),
     });
     channel.subscribe((notification) => {
+      if (notification.jobName === BACKFILL_WAKE) {
+        this.#parts?.backfillRunner.claimNow();
+        return;
+      }
       const due = notification.nextRunAt;
       if (!due || new Date(due).getTime() <= this.#clock() + runs.lookAheadMs) runs.claimNow();
     });
@@ -197,7 +204,13 @@ export class AgendaEngine {
         wake: (job) => this.#wake(job),
       }),
       reruns: new SlotReruns({ pool, instanceId, wake: (job) => this.#wake(job) }),
-      backfills: new Backfills(pool, () => this.#parts?.backfillRunner.claimNow()),
+      // a new backfill: every instance claims its first slots now, not at its next idle check
+      backfills: new Backfills(pool, () => {
+        this.#parts?.backfillRunner.claimNow();
+        void this.#wake({ id: BACKFILL_WAKE_ID, name: BACKFILL_WAKE, nextRunAt: null, priority: 0 }).catch(
+          () => {},
+        );
+      }),
       backfillRunner: this.#backfillRunner(agenda, runs, recorder, dependencies),
     };
   }

@@ -16,6 +16,13 @@ import { Watchdog } from "./watchdog.js";
 
 /** At most this many slots claimed by one pass on one instance (the backfill's concurrency caps it too). */
 const MAX_PER_PASS = 25;
+/**
+ * With no backfill running, one plain statement this often (the idle budget: README, "Cheap when
+ * idle"); a backfill created on any instance wakes every instance at once (BACKFILL_WAKE).
+ */
+const IDLE_CHECK_MS = 60_000;
+/** The name of the notification a new backfill sends (never a task's: task names start with a letter or digit). */
+export const BACKFILL_WAKE = "#backfills";
 /** How long a drain waits for cut-off backfill runs to hand their slot back. */
 const HANDOFF_WAIT_MS = 3_000;
 
@@ -67,6 +74,8 @@ export class BackfillRunner {
   #passing: Promise<void> | undefined;
   #again = false;
   #stopped = true;
+  /** The last pass found a running backfill: passes come every poll until none is left. */
+  #active = false;
 
   constructor(deps: BackfillRunnerDeps) {
     this.#deps = deps;
@@ -111,7 +120,7 @@ export class BackfillRunner {
         if (this.#stopped) return;
         const again = this.#again;
         this.#again = false;
-        this.#schedule(again ? 0 : this.#deps.pollEveryMs);
+        this.#schedule(again ? 0 : this.#active ? this.#deps.pollEveryMs : IDLE_CHECK_MS);
       });
     }, delayMs);
     this.#timer.unref?.();
@@ -122,6 +131,8 @@ export class BackfillRunner {
     if (tasks.length === 0) return;
     let claimed: ClaimedSlot[];
     try {
+      this.#active = this.#owners.size > 0 || (await sql.anyRunningBackfill(this.#deps.pool, tasks));
+      if (!this.#active) return;
       claimed = await this.#claim(tasks);
     } catch (error) {
       this.#deps.logger.warn({ err: error }, "backfill claim failed; retrying at the next poll");

@@ -229,6 +229,15 @@ export async function finishIfDone(db: Queryable, id: string): Promise<void> {
   );
 }
 
+/** Whether any backfill of the given tasks is running: the idle check, one plain statement. */
+export async function anyRunningBackfill(db: Queryable, tasks: readonly string[]): Promise<boolean> {
+  const result = await db.query<{ running: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM "${BACKFILLS_TABLE}" WHERE state = 'running' AND task = ANY($1::text[])) AS running`,
+    [tasks],
+  );
+  return result.rows[0]?.running === true;
+}
+
 /** The running backfills of the given tasks whose claim no other instance holds now, oldest first. */
 export async function lockRunningBackfills(
   db: Queryable,
