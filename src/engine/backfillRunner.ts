@@ -235,11 +235,13 @@ class BackfillChecks {
       }
       rerunOf = { scheduledAt: run.scheduledAt, startedAt: previous, instanceId: this.#row.previous_holder };
     }
-    if (backfill.with_downstream)
+    if (backfill.with_downstream) {
+      await sql.reopenDownstreamWaits(this.#deps.pool, backfill.task, run.scheduledAt);
       await this.#deps.dependencies.beforeRun(backfill.task, run.scheduledAt, {
         withDownstream: true,
         downstream: false,
       });
+    }
     return { kind: "run", rerunOf, withDownstream: backfill.with_downstream };
   }
 }

@@ -76,6 +76,7 @@ export class SlotReruns {
           instanceId: previous.instanceId,
         },
       });
+      if (request.withDownstream === true) await sql.reopenDownstreamWaits(client, taskName, request.slot);
       await record?.(client, previous);
       woken = { id: queued.id, name: taskName, nextRunAt: queued.next_run_at, priority: 0 };
       return { status: "queued", previous };

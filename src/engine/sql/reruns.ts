@@ -1,5 +1,5 @@
 import { metaText } from "../runLogMeta.js";
-import { JOBS_TABLE, LOGS_TABLE, type Queryable } from "./tables.js";
+import { DEPENDENCY_WAITS_TABLE, JOBS_TABLE, LOGS_TABLE, type Queryable } from "./tables.js";
 
 /** A slot's last run record (its start, or its outcome), for a re-run's checks (src/engine/slotReruns.ts). */
 export interface SlotLastRunRow {
@@ -70,4 +70,18 @@ export async function requestRerun(
   const row = result.rows[0];
   if (!row) throw new Error(`the job row ${jobId} vanished while it was locked`);
   return row;
+}
+
+/**
+ * A slot run again with its downstreams (a re-run, a backfill): the decided waits of its
+ * downstreams for that slot are removed, so that the run opens them again (the wait is the
+ * exactly-once claim of a downstream's slot: src/engine/sql/dependencies.ts openWait). Waits still
+ * open are left: that chain is under way and goes on.
+ */
+export async function reopenDownstreamWaits(db: Queryable, upstream: string, slot: Date): Promise<number> {
+  const result = await db.query(
+    `DELETE FROM "${DEPENDENCY_WAITS_TABLE}" WHERE slot = $2 AND $1 = ANY(upstreams) AND state IN ('ran', 'skipped')`,
+    [upstream, slot],
+  );
+  return result.rowCount ?? 0;
 }
