@@ -2,6 +2,7 @@ import { DEFAULT_MIN_INTERVAL_MS } from "../config/cronValidator.js";
 import type { DesiredState } from "../config/desiredState.js";
 import { describeProblems, describeRejection, parseDesiredState } from "../config/desiredState.js";
 import { describeSpec } from "../core/dependencies/spec.js";
+import { describeCalendars } from "../core/policies/calendar.js";
 import { readTaskJobs } from "../engine/jobReads.js";
 import { unregisteredUpstreams } from "../reconcile/dependencyPlan.js";
 import { type LiveJob, planReconcile, type ReconcileAction } from "../reconcile/reconcilePlan.js";
@@ -226,6 +227,10 @@ export async function planCommand(
           changesPending: changes.length > 0,
           actions: plan.actions.map((action) => ({
             ...action,
+            // a calendar's days can be thousands of events: the plan names the calendars
+            ...(action.kind === "exclude"
+              ? { exclude: describeCalendars(action.exclude), from: describeCalendars(action.from) }
+              : {}),
             task: action.task ?? null,
             detail: describe(action),
           })),

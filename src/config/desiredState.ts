@@ -1,11 +1,19 @@
 import { z } from "zod";
 import type { DependencyCondition, DependencySpec } from "../core/dependencies/spec.js";
 import { CronwardenError } from "../core/errors.js";
+import type { Calendar } from "../core/policies/calendar.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { formatDuration } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { atSchedule, storedEvery } from "../core/policies/schedule.js";
 import { TASK_NAME_PATTERN } from "../core/taskName.js";
+import {
+  checkExclude,
+  type ParsedCalendars,
+  parseCalendars,
+  type ReadCalendarFile,
+  readCalendarFile,
+} from "./calendarConfig.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
 import {
   applyDependencies,
@@ -45,6 +53,8 @@ export interface DesiredTask {
    * `cron`/`timezone` are its upstreams' shared schedule (the slots it runs for).
    */
   after?: DependencySpec;
+  /** The calendars its `exclude` names, compiled (docs/calendars.md); absent: none. */
+  exclude?: Calendar[];
 }
 
 /** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
@@ -86,7 +96,11 @@ export interface DesiredState {
  */
 
 const documentSchema = z.object(
-  { tasks: z.array(z.unknown()), confirmDisableAll: z.boolean().optional() },
+  {
+    tasks: z.array(z.unknown()),
+    confirmDisableAll: z.boolean().optional(),
+    calendars: z.unknown().optional(), // checked by parseCalendars (src/config/calendarConfig.ts)
+  },
   { error: "expected an object" },
 );
 
@@ -107,6 +121,7 @@ const entrySchema = z.strictObject({
   overlap: z.unknown().optional(),
   jitter: z.unknown().optional(),
   pauseOnFailure: z.unknown().optional(),
+  exclude: z.unknown().optional(),
   ...DEPENDENCY_FIELDS,
 });
 
@@ -116,6 +131,8 @@ export interface ParseOptions {
   now: Date;
   source: string;
   revision: string;
+  /** Reads an `ics:` calendar's file; default: from the file system (src/config/calendarConfig.ts). */
+  readCalendarFile?: ReadCalendarFile;
 }
 
 export function parseDesiredState(document: unknown, options: ParseOptions): DesiredState {
@@ -138,6 +155,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   const rejected: RejectedEntry[] = [];
   const indexesByName = new Map<string, number[]>();
   const dependencies = new Map<number, EntryDependency>();
+  const calendars = parseCalendars(top.data.calendars, options.readCalendarFile ?? readCalendarFile);
 
   top.data.tasks.forEach((raw, index) => {
     const name = readableName(raw);
@@ -155,6 +173,8 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
         for (const problem of checkPolicyFields(fields, options.rules).problems)
           if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
         for (const problem of looseDependency(fields))
+          if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
+        for (const problem of excludeOf(fields, calendars).problems)
           if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
       }
       const rawCron = valueAt(raw, ["cron"]);
@@ -194,6 +214,8 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     if (check && !check.ok)
       problems.unshift({ field: check.field, value: check.value, reason: check.reason });
     if (!dependency.ok) problems.unshift(...dependency.problems);
+    const exclude = excludeOf(entry.data, calendars);
+    problems.push(...exclude.problems);
     // a downstream (after) has no schedule of its own: its upstreams' is filled in below
     const schedule = check?.ok
       ? { cron: check.cron, timezone: check.timezone }
@@ -237,6 +259,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       ...(policy.fields.overlap ? { overlap: policy.fields.overlap } : {}),
       ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
       ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
+      ...(exclude.calendars ? { exclude: exclude.calendars } : {}),
     });
     if (dependency.ok && dependency.spec) dependencies.set(index, dependency.spec);
   });
@@ -272,6 +295,13 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     document,
     confirmDisableAll: top.data.confirmDisableAll === true,
   };
+}
+
+function excludeOf(
+  fields: Record<string, unknown>,
+  calendars: ParsedCalendars,
+): ReturnType<typeof checkExclude> {
+  return checkExclude(fields.exclude, calendars, fields.after !== undefined);
 }
 
 /**

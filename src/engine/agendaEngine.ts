@@ -2,6 +2,7 @@ import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
 import { type Clock, systemClock } from "../core/clock.js";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
+import { EventLoopMonitor } from "../core/eventLoopMonitor.js";
 import type { Logger } from "../core/logger.js";
 import { POLL_PHASES } from "../core/periodic.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
@@ -29,6 +30,7 @@ import { readRunSummaries, readTaskJobs, runRecordOfRow } from "./jobReads.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
 import { InstanceLiveness } from "./liveness.js";
+import { LockKeeper } from "./lockKeeper.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel } from "./notificationChannel.js";
 import { RunChecks } from "./runChecks.js";
@@ -40,7 +42,6 @@ import type { SlotRunnerPorts } from "./slotRunner.js";
 import * as sql from "./sql.js";
 import { StatementBatch } from "./statementBatch.js";
 import { TaskRunner, type TaskRunnerDeps } from "./taskRunner.js";
-import { Watchdog } from "./watchdog.js";
 
 export type * from "./engineApi.js";
 
@@ -58,6 +59,7 @@ const RECENT_OUTCOMES = 10;
 const DEFAULT_MISSED_SLOT_CHECK_MS = SCHEDULER_DEFAULTS.missedSlotCheckMs;
 const DEFAULT_LIVENESS_CHECK_MS = SCHEDULER_DEFAULTS.livenessCheckMs;
 const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
+const DEFAULT_STALL_WARN_MS = SCHEDULER_DEFAULTS.stallWarnMs;
 /**
  * The notification channel's longest wait between reconnects while the database is down
  * (src/engine/notificationChannel.ts): at most a poll, past which the claim loop's own pass has
@@ -83,6 +85,8 @@ interface EngineParts {
   reruns: SlotReruns;
   backfills: Backfills;
   backfillRunner: BackfillRunner;
+  /** Renews running jobs' locks from its own thread; closed after the drain. */
+  locks: LockKeeper;
 }
 
 export class AgendaEngine {
@@ -91,6 +95,8 @@ export class AgendaEngine {
   readonly #clock: Clock;
   readonly #errors: EngineErrors;
   readonly #health: DatabaseHealth;
+  /** Logs and counts event-loop stalls while started. */
+  #stalls: EventLoopMonitor | undefined;
   #parts: EngineParts | undefined;
   #started = false;
   /** The live runs' runner parts, which a backfill slot's runner shares (src/engine/backfillRunner.ts). */
@@ -164,10 +170,18 @@ export class AgendaEngine {
     const channel = this.#notificationChannel();
     const repository = this.#repository();
     const agenda = await this.#agenda({ repository, channel, jobLogger });
+    const { lockLifetimeMs } = this.#options;
+    const locks = new LockKeeper({
+      pool,
+      renewer: repository,
+      lockLifetimeMs,
+      logger: this.#logger,
+      clock: this.#clock,
+    });
     const runs = new ClaimedRuns({
       agenda,
       repository,
-      ports: this.#runPorts(repository, recorder, dependencies, tracer),
+      ports: this.#runPorts({ repository, recorder, dependencies, tracer, locks }),
       instanceId,
       processEveryMs: this.#options.processEveryMs,
       lockLifetimeMs: this.#options.lockLifetimeMs,
@@ -188,6 +202,7 @@ export class AgendaEngine {
     });
     this.#parts = {
       agenda,
+      locks,
       recorder,
       dependencies,
       channel,
@@ -340,12 +355,19 @@ export class AgendaEngine {
   }
 
   /** What each run's owner (src/engine/slotRunner.ts) uses: the rows, the recorder, the checks and attempts. */
-  #runPorts(
-    repository: CronwardenJobRepository,
-    recorder: RunRecorder,
-    dependencies: DependencyCoordinator,
-    tracer: RunTracer,
-  ): SlotRunnerPorts {
+  #runPorts({
+    repository,
+    recorder,
+    dependencies,
+    tracer,
+    locks,
+  }: {
+    repository: CronwardenJobRepository;
+    recorder: RunRecorder;
+    dependencies: DependencyCoordinator;
+    tracer: RunTracer;
+    locks: LockKeeper;
+  }): SlotRunnerPorts {
     const { pool, lockLifetimeMs, instanceId } = this.#options;
     const hooks = this.#options.hooks ?? {};
     const runHooks: EngineHooks = {
@@ -359,7 +381,7 @@ export class AgendaEngine {
     const clock = this.#clock;
     const skipped = new SkippedSlots({ recorder, logger, hooks: runHooks, clock });
     this.#runnerDeps = {
-      watchdog: new Watchdog({ renewer: repository, lockLifetimeMs, logger, now: () => new Date(clock()) }),
+      watchdog: locks,
       recorder,
       logger,
       hooks: runHooks,
@@ -442,17 +464,41 @@ export class AgendaEngine {
     this.#errors.drained = false;
     // live before the first lock: a lock under this id must never look like a dead instance's
     await parts.liveness?.start();
+    parts.locks.start();
     await parts.channel.connect();
     parts.runs.start();
     this.#health.start();
     parts.missedSlots.start();
     parts.dependencies.start();
     parts.backfillRunner.start();
+    this.#watchStalls(parts.runs);
     this.#started = true;
     this.#logger.info(
       { processEveryMs: this.#options.processEveryMs, lockLifetimeMs: this.#options.lockLifetimeMs },
       "engine started: polling for due runs",
     );
+  }
+
+  /**
+   * Each stall of the event loop (a handler's synchronous work, on the main thread) is logged once,
+   * with its length and the runs going, when it ends. The runs' locks were kept meanwhile by the
+   * lock keeper's thread (src/engine/lockKeeper.ts), but nothing else ran on this instance.
+   */
+  #watchStalls(runs: ClaimedRuns): void {
+    const stallMs = this.#options.stallWarnMs ?? DEFAULT_STALL_WARN_MS;
+    if (stallMs <= 0) return;
+    this.#stalls?.close();
+    this.#stalls = new EventLoopMonitor({
+      stallMs,
+      onStall: ({ durationMs }) => {
+        const runningTasks = runs.runningTasks();
+        this.#logger.warn(
+          { durationMs, runningTasks },
+          `event loop blocked for ${(durationMs / 1000).toFixed(1)} s${runningTasks.length > 0 ? ` while running ${[...new Set(runningTasks)].join(", ")}` : ""}: nothing else ran on this instance meanwhile; a handler doing synchronous work should run with isolation "worker" or "process" (docs/locks-and-failover.md, "Busy is not dead")`,
+        );
+        this.#options.hooks?.eventLoopStalled?.({ durationMs, runningTasks });
+      },
+    });
   }
 
   /**
@@ -470,9 +516,12 @@ export class AgendaEngine {
     }
     this.#started = false;
     this.#errors.drained = true;
+    this.#stalls?.close();
+    this.#stalls = undefined;
     await this.#health.stop();
     await parts.missedSlots.stop();
     const [drained] = await Promise.all([parts.runs.drain(timeoutMs), parts.backfillRunner.drain(timeoutMs)]);
+    await parts.locks.close();
     await parts.dependencies.stop();
     await parts.channel.disconnect().catch(() => {});
     await parts.recorder.flush();
@@ -517,6 +566,10 @@ export class AgendaEngine {
 
   setOverlap(...args: Parameters<JobWrites["setOverlap"]>): Promise<void> {
     return this.#writes().setOverlap(...args);
+  }
+
+  setExclude(...args: Parameters<JobWrites["setExclude"]>): Promise<void> {
+    return this.#writes().setExclude(...args);
   }
 
   setEnabled(...args: Parameters<JobWrites["setEnabled"]>): Promise<void> {

@@ -9,6 +9,7 @@ import type { BeforeHandler } from "./runChecks.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { SlotRun } from "./slotRun.js";
 import { SlotRunner, type SlotRunnerPorts, type TaskDefinition } from "./slotRunner.js";
+import type { LockRenewal } from "./sql/claim.js";
 import * as sql from "./sql.js";
 import { StaleStartError } from "./staleStart.js";
 import { TaskRunner, type TaskRunnerDeps } from "./taskRunner.js";
@@ -177,9 +178,14 @@ export class BackfillRunner {
       { nextRunAt: row.slot, lockedAt: lockAt },
       new Date(deps.clock()),
     );
+    // the slot row's lock, renewed in process (the lock keeper's thread renews job rows only:
+    // src/engine/lockKeeper.ts); fenced on the lock time, as a job row's
     const watchdog = new Watchdog({
       renewer: {
-        renewLock: (_jobId, expected, next) => sql.renewBackfillSlot(deps.pool, key, expected, next),
+        renewLock: async (_jobId, expected, next): Promise<LockRenewal> => {
+          if (await sql.renewBackfillSlot(deps.pool, key, expected, next)) return { renewed: true };
+          return { renewed: false, found: await sql.selectBackfillSlotHolder(deps.pool, key) };
+        },
       },
       lockLifetimeMs: deps.lockLifetimeMs,
       logger: deps.logger,

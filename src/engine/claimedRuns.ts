@@ -78,6 +78,11 @@ export class ClaimedRuns {
   readonly #runs = new Set<SlotRunner>();
   readonly lookAheadMs: number;
 
+  /** The tasks of the runs going now. */
+  runningTasks(): string[] {
+    return [...this.#runs].map((owner) => owner.run.taskName);
+  }
+
   constructor(deps: ClaimedRunsDeps) {
     this.#deps = deps;
     const { processEveryMs, lockLifetimeMs, maxConcurrency } = deps;

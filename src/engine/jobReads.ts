@@ -1,5 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { specOf } from "../core/dependencies/spec.js";
+import { type Calendar, calendarsOf } from "../core/policies/calendar.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { POLICY_DATA_KEY, policyOfData } from "../core/policies/catchUpAtStart.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
@@ -7,7 +8,7 @@ import { pauseOfValue, thresholdOf } from "../core/policies/pauseOnFailure.js";
 import { rowSchedule } from "../core/policies/schedule.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import { type RunRecord, type RunSummary, runTriggerOf, type TaskJob } from "./engineApi.js";
-import { decodeRunMeta } from "./runLogMeta.js";
+import { decodeRunMeta, isRunOutcome } from "./runLogMeta.js";
 import { type JobRow, type RunLogRow, selectRunSummaries, selectTaskJobs } from "./sql.js";
 
 /**
@@ -45,14 +46,20 @@ function storedPolicyView(policy: unknown): {
   jitterMs?: number;
   overlap: OverlapPolicy;
   pauseOnFailure?: number;
+  exclude?: Calendar[];
 } {
   const stored = policyOfData({ [POLICY_DATA_KEY]: policy });
   const pauseOnFailure =
     typeof policy === "object" && policy !== null
       ? thresholdOf((policy as Record<string, unknown>).pauseOnFailure)
       : undefined;
+  const exclude =
+    typeof policy === "object" && policy !== null
+      ? calendarsOf((policy as Record<string, unknown>).exclude)
+      : [];
   return {
     ...(pauseOnFailure === undefined ? {} : { pauseOnFailure }),
+    ...(exclude.length > 0 ? { exclude } : {}),
     catchUp: stored.catchUp,
     overlap: stored.overlap,
     ...(stored.jitterMs ? { jitterMs: stored.jitterMs } : {}),
@@ -102,7 +109,5 @@ export function runRecordOfRow(row: RunLogRow): RunRecord {
 
 /** A run-log row's outcome, or null for one this code does not know. */
 function asOutcome(value: string | null | undefined): RunOutcome | null {
-  return value === "succeeded" || value === "failed" || value === "skipped" || value === "interrupted"
-    ? value
-    : null;
+  return isRunOutcome(value) ? value : null;
 }

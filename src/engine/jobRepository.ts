@@ -24,6 +24,7 @@ import {
   inTransaction,
   JOBS_TABLE,
   type JobRowSave,
+  type LockRenewal,
   PREVIOUS_LOCK,
   PREVIOUS_OWNER,
   releaseLocks,
@@ -203,7 +204,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     return this.#finalSavesPending.size;
   }
 
-  async renewLock(jobId: string, expected: Date, next: Date): Promise<boolean> {
+  async renewLock(jobId: string, expected: Date, next: Date): Promise<LockRenewal> {
     return renewLock(this.#db, jobId, expected, next);
   }
 

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Agenda, Job } from "agenda";
 import type { Pool, PoolClient } from "pg";
 import type { Clock } from "../core/clock.js";
+import type { Calendar } from "../core/policies/calendar.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { POLICY_DATA_KEY } from "../core/policies/catchUpAtStart.js";
 import { dueAt } from "../core/policies/jitter.js";
@@ -149,6 +150,11 @@ export class JobWrites {
 
   async setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void> {
     await sql.setPolicy(this.#deps.pool, taskName, { overlap });
+  }
+
+  /** Stores the calendars whose slots a task skips (docs/calendars.md; empty: none), read by each run. */
+  async setExclude(taskName: string, calendars: Calendar[]): Promise<void> {
+    await sql.setPolicy(this.#deps.pool, taskName, { exclude: calendars });
   }
 
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {

@@ -1,6 +1,7 @@
 import type { DesiredState } from "../config/desiredState.js";
 import { type DependencySpec, describeSpec } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
+import { type Calendar, describeCalendars } from "../core/policies/calendar.js";
 import { type CatchUpPolicy, formatDuration } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { PauseMark } from "../core/policies/pauseOnFailure.js";
@@ -46,6 +47,8 @@ export interface ReconcileTarget {
   setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void>;
   /** Stores a task's pauseOnFailure in its job row (null: never pauses). */
   setPauseOnFailure(taskName: string, pauseOnFailure: number | null): Promise<void>;
+  /** Stores the calendars whose slots a task skips (empty: none) in its job row (read by each run). */
+  setExclude(taskName: string, calendars: Calendar[]): Promise<void>;
   /** Clears a pause by failure; the task is enabled, or stays disabled (`enabled` false). */
   resume(taskName: string, enabled: boolean): Promise<{ status: string }>;
 }
@@ -344,6 +347,13 @@ export class ConfigReconciler {
           after: { pauseOnFailure: action.pauseOnFailure },
         });
         return true;
+      case "exclude":
+        await this.#target.setExclude(action.task, action.exclude);
+        say(`calendars of "${action.task}": ${action.reason}`, {
+          before: { exclude: describeCalendars(action.from) },
+          after: { exclude: describeCalendars(action.exclude) },
+        });
+        return true;
       case "resume": {
         // only a row still paused is changed: an instance that resumed it first wins, once
         const result = await this.#target.resume(action.task, action.enabled);
@@ -451,6 +461,15 @@ function auditEntries(
           field: "pauseOnFailure",
           oldValue: action.from === null ? null : String(action.from),
           newValue: action.pauseOnFailure === null ? null : String(action.pauseOnFailure),
+        },
+      ];
+    case "exclude":
+      return [
+        {
+          ...base,
+          field: "exclude",
+          oldValue: describeCalendars(action.from),
+          newValue: describeCalendars(action.exclude),
         },
       ];
     case "resume":

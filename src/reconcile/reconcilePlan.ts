@@ -2,6 +2,7 @@ import type { DesiredState, DesiredTask } from "../config/desiredState.js";
 import { describeRejection } from "../config/desiredState.js";
 import { closestName } from "../config/fleetGuard.js";
 import { type DependencySpec, describeSpec, sameSpec } from "../core/dependencies/spec.js";
+import { type Calendar, calendarsKey, describeCalendars } from "../core/policies/calendar.js";
 import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../core/policies/catchUp.js";
 import { DEFAULT_OVERLAP, type OverlapPolicy } from "../core/policies/overlap.js";
 import type { PauseMark } from "../core/policies/pauseOnFailure.js";
@@ -28,6 +29,8 @@ export interface LiveJob {
   overlap?: OverlapPolicy;
   /** The pauseOnFailure stored in the row; absent: never pauses. */
   pauseOnFailure?: number;
+  /** The calendars stored in the row (docs/calendars.md); absent: none. */
+  exclude?: Calendar[];
   /** Set while the task is paused by failure (the row is disabled): src/core/policies/pauseOnFailure.ts. */
   pausedByFailure?: PauseMark;
   /** The dependency the row keeps (docs/dependencies.md); null or absent for a task with its own cron. */
@@ -68,6 +71,8 @@ export type ReconcileAction =
       from: number | null;
       reason: string;
     }
+  /** The calendars whose slots the task skips changed (stored in its row; empty: none). */
+  | { kind: "exclude"; task: string; exclude: Calendar[]; from: Calendar[]; reason: string }
   /**
    * A task paused by failure whose config entry changed: the pause is cleared, and the task is
    * enabled again, or stays disabled when its entry disables it (or left the config).
@@ -154,6 +159,7 @@ export function planReconcile(
       if (task.overlap && task.overlap !== DEFAULT_OVERLAP)
         actions.push(overlapAction(task.name, task.overlap, DEFAULT_OVERLAP));
       if (task.pauseOnFailure) actions.push(pauseOnFailureAction(task.name, task.pauseOnFailure, null));
+      if (task.exclude) actions.push(excludeAction(task.name, task.exclude, []));
       continue;
     }
     const taskActions = planExistingJob(task, job);
@@ -243,6 +249,8 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
     actions.push(overlapAction(task.name, task.overlap ?? DEFAULT_OVERLAP, job.overlap ?? DEFAULT_OVERLAP));
   if ((task.pauseOnFailure ?? null) !== (job.pauseOnFailure ?? null))
     actions.push(pauseOnFailureAction(task.name, task.pauseOnFailure ?? null, job.pauseOnFailure ?? null));
+  if (calendarsKey(task.exclude) !== calendarsKey(job.exclude))
+    actions.push(excludeAction(task.name, task.exclude ?? [], job.exclude ?? []));
   if (job.pausedByFailure) {
     // Paused by failure: not drift. The row stays disabled until the entry changes (any field,
     // as the row stores it) or the entry disables the task; then the pause is cleared first.
@@ -325,6 +333,15 @@ function pauseOnFailureAction(
     from,
     reason: `pauseOnFailure ${show(from)} -> ${show(pauseOnFailure)}`,
   };
+}
+
+function excludeAction(task: string, exclude: Calendar[], from: Calendar[]): ReconcileAction {
+  const names = describeCalendars(exclude);
+  const reason =
+    names === describeCalendars(from)
+      ? `exclude ${names}: a calendar's days changed`
+      : `exclude ${describeCalendars(from)} -> ${names}`;
+  return { kind: "exclude", task, exclude, from, reason };
 }
 
 function overlapAction(task: string, overlap: OverlapPolicy, from: OverlapPolicy): ReconcileAction {

@@ -63,8 +63,9 @@ export class RunReporter {
       runFinished: (run, result) => {
         const { durationMs, outcome, error } = result;
         const logger = this.#runLogger(run);
-        // an interrupted run was logged by the engine as it was handed off
-        if (outcome === "interrupted") logger.debug({ durationMs, outcome }, "run interrupted");
+        // an interrupted run was logged by the engine as it was handed off, a lock-lost one as it lost the lock
+        if (outcome === "interrupted" || outcome === "lock-lost")
+          logger.debug({ durationMs, outcome }, `run ${outcome}`);
         else if (error)
           logger.error(
             { err: error, durationMs, outcome },
@@ -88,6 +89,7 @@ export class RunReporter {
       },
       lockRenewed: (taskName) => events.emit("lock:renewed", { taskName }),
       lockLost: (run, reason) => events.emit("run:lock-lost", { ...this.#describe(run), reason }),
+      eventLoopStalled: (stall) => events.emit("event-loop:stall", stall),
       abandoned: (run, reason) => events.emit("run:abandoned", { ...this.#describe(run), reason }),
       dependencyWaitOpened: (taskName, scheduledAt) =>
         events.emit("dependency:wait", { taskName, scheduledAt }),

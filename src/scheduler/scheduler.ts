@@ -152,6 +152,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       missedSlotGraceMs: settings.missedSlotGraceMs,
       missedSlotCheckMs: settings.missedSlotCheckMs,
       livenessCheckMs: settings.livenessCheckMs,
+      stallWarnMs: settings.stallWarnMs,
       migrate: settings.migrate,
       logger: this.#logger,
       clock,

@@ -148,6 +148,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
       timeoutGraceMs: settings.CRONWARDEN_TIMEOUT_GRACE_MS,
       healthProbeMs: settings.CRONWARDEN_HEALTH_PROBE_MS,
       livenessCheckMs: settings.CRONWARDEN_LIVENESS_CHECK_MS,
+      stallWarnMs: settings.CRONWARDEN_STALL_WARN_MS,
       namespace: settings.CRONWARDEN_NAMESPACE,
       antiEntropyMs: settings.CRONWARDEN_ANTI_ENTROPY_MS,
       maxDisableShare: settings.CRONWARDEN_MAX_DISABLE_SHARE,

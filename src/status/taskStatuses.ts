@@ -47,6 +47,7 @@ export function buildTaskStatuses(input: {
             ...(entry.jitterMs ? { jitter: formatDuration(entry.jitterMs) } : {}),
             catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
             ...(entry.pauseOnFailure ? { pauseOnFailure: entry.pauseOnFailure } : {}),
+            ...(entry.exclude ? { exclude: entry.exclude.map((calendar) => calendar.name) } : {}),
           }
         : null,
       job: job
@@ -60,6 +61,7 @@ export function buildTaskStatuses(input: {
               ? { completed: job.nextRunAt === null && job.lastFinishedAt !== null }
               : {}),
             ...(job.pauseOnFailure ? { pauseOnFailure: job.pauseOnFailure } : {}),
+            ...(job.exclude ? { exclude: job.exclude.map((calendar) => calendar.name) } : {}),
             ...(job.pausedByFailure ? { pausedByFailure: job.pausedByFailure } : {}),
             nextRunAt: job.nextRunAt,
             lastRunAt: job.lastRunAt,

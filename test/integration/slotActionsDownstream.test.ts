@@ -52,7 +52,9 @@ describe("re-run and backfill with downstream", () => {
     // a failed slot of the upstream, re-run with its downstream
     expect((await harness.scheduler.runNow("ds-up")).status).toBe("queued");
     const failed = await pollUntil("the failed run", async () =>
-      (await harness.scheduler.runHistory({ task: "ds-up", limit: 5 })).runs.find((run) => run.outcome === "failed"),
+      (await harness.scheduler.runHistory({ task: "ds-up", limit: 5 })).runs.find(
+        (run) => run.outcome === "failed",
+      ),
     );
     await pollUntil("its end saved", async () => !(await harness.scheduler.taskStatus("ds-up"))?.running);
     const slot = failed.scheduledAt;
@@ -95,18 +97,28 @@ describe("re-run and backfill with downstream", () => {
     // without withDownstream: the downstream has no wait for those slots once the backfill is done
     const quiet = [base - 20 * HOUR, base - 19 * HOUR];
     const plain = await actions.createBackfill(
-      { task: "ds-up", from: new Date(quiet[0] as number), to: new Date(quiet[1] as number), requestedBy: "ops" },
+      {
+        task: "ds-up",
+        from: new Date(quiet[0] as number),
+        to: new Date(quiet[1] as number),
+        requestedBy: "ops",
+      },
       caller,
     );
     if (plain.status !== "created") throw new Error(`not created: ${plain.status}`);
-    await pollUntil("the plain backfill done", async () => (await actions.backfill(plain.backfill.id))?.state === "done");
+    await pollUntil(
+      "the plain backfill done",
+      async () => (await actions.backfill(plain.backfill.id))?.state === "done",
+    );
     await pollUntil("both backfilled runs recorded", async () => {
       const runs = await harness.scheduler.runHistory({ task: "ds-up", limit: 50, trigger: "backfill" });
       return runs.runs.filter((run) => quiet.includes(run.scheduledAt.getTime())).length === 2;
     });
     expect((await waits("ds-down")).filter((wait) => quiet.includes(wait.slot.getTime()))).toEqual([]);
     expect(
-      contexts.filter((context) => context.taskName === "ds-down" && quiet.includes(context.scheduledAt.getTime())),
+      contexts.filter(
+        (context) => context.taskName === "ds-down" && quiet.includes(context.scheduledAt.getTime()),
+      ),
     ).toEqual([]);
   });
 
@@ -117,14 +129,22 @@ describe("re-run and backfill with downstream", () => {
         {
           name: "ds2-up",
           handler: async (context) => {
-            ran.push({ taskName: context.taskName, scheduledAt: context.scheduledAt, trigger: context.trigger });
+            ran.push({
+              taskName: context.taskName,
+              scheduledAt: context.scheduledAt,
+              trigger: context.trigger,
+            });
             if (context.trigger === "schedule") throw new Error("the scheduled run is broken");
           },
         },
         {
           name: "ds2-down",
           handler: async (context) =>
-            void ran.push({ taskName: context.taskName, scheduledAt: context.scheduledAt, trigger: context.trigger }),
+            void ran.push({
+              taskName: context.taskName,
+              scheduledAt: context.scheduledAt,
+              trigger: context.trigger,
+            }),
         },
       ],
       [
@@ -151,7 +171,8 @@ describe("re-run and backfill with downstream", () => {
     expect(answer).toMatchObject({ status: "queued" });
     const down = await pollUntil("the downstream's run for the slot", () =>
       ran.find(
-        (context) => context.taskName === "ds2-down" && context.scheduledAt.getTime() === skipped.slot.getTime(),
+        (context) =>
+          context.taskName === "ds2-down" && context.scheduledAt.getTime() === skipped.slot.getTime(),
       ),
     );
     expect(down).toBeDefined();

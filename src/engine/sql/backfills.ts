@@ -325,6 +325,22 @@ export async function renewBackfillSlot(
   return (result.rowCount ?? 0) > 0;
 }
 
+/** Who holds a backfill slot's lock now (its holder and lock time; none when it ended or was handed back). */
+export async function selectBackfillSlotHolder(
+  db: Queryable,
+  key: { id: string; slot: Date },
+): Promise<{ holder: string | null; heldAt: Date | null } | undefined> {
+  const result = await db.query<{ locked_by: string | null; locked_at: Date | null; state: string }>(
+    `SELECT locked_by, locked_at, state FROM "${BACKFILL_SLOTS_TABLE}" WHERE backfill_id = $1 AND slot = $2`,
+    [key.id, key.slot],
+  );
+  const row = result.rows[0];
+  if (!row) return undefined;
+  return row.state === "running"
+    ? { holder: row.locked_by, heldAt: row.locked_at }
+    : { holder: null, heldAt: null };
+}
+
 /** The slot's end, fenced like a renewal: its state (or pending again, handed to another instance). */
 export async function endBackfillSlot(
   db: Queryable,

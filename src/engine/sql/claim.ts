@@ -125,13 +125,49 @@ export async function restoreLock(
   return result.rowCount === 1;
 }
 
-/** The watchdog's fenced renewal: moves the lock only if the row still holds the time we wrote. */
-export async function renewLock(db: Queryable, jobId: string, expected: Date, next: Date): Promise<boolean> {
-  const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET locked_at = $3 WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
+/**
+ * The fenced renewal of a running job's lock ($1 job id, $2 the lock time we wrote, $3 the new one):
+ * moves the lock only if the row still holds the time we wrote. One row back: `renewed`, and when
+ * not, who holds the row now (`holder`, `held_at`: the row as it was before this statement); no row:
+ * the job row is gone. Run by the lock keeper's thread (src/engine/lockKeeperThread.mjs) and by the
+ * in-process watchdog (renewLock).
+ */
+export const RENEW_LOCK_SQL = `
+  WITH renewed AS (
+    UPDATE "${JOBS_TABLE}" SET locked_at = $3 WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2
+    RETURNING id)
+  SELECT EXISTS (SELECT 1 FROM renewed) AS renewed, last_modified_by AS holder, locked_at AS held_at
+    FROM "${JOBS_TABLE}" WHERE id = $1`;
+
+/** Who holds a lock this instance lost: the row's owner and lock time, or none when the row is gone. */
+export type LockHolder = { holder: string | null; heldAt: Date | null } | undefined;
+
+/** What a renewal found: renewed, or the lock's holder now. */
+export type LockRenewal = { renewed: true } | { renewed: false; found: LockHolder };
+
+/** The in-process fenced renewal (RENEW_LOCK_SQL). */
+export async function renewLock(
+  db: Queryable,
+  jobId: string,
+  expected: Date,
+  next: Date,
+): Promise<LockRenewal> {
+  const result = await db.query<{ renewed: boolean; holder: string | null; held_at: Date | null }>(
+    RENEW_LOCK_SQL,
     [jobId, expected, next],
   );
-  return result.rowCount === 1;
+  const row = result.rows[0];
+  if (row?.renewed) return { renewed: true };
+  return { renewed: false, found: row ? { holder: row.holder, heldAt: row.held_at } : undefined };
+}
+
+/** Why a renewal found the lock gone, in words (the run's record and the lock-lost alert say it). */
+export function lockTakenReason(found: LockHolder): string {
+  if (!found) return "the job row was removed (its task was deleted from the config)";
+  if (!found.holder) return "the lock was released (another instance found this one dead)";
+  if (!found.heldAt)
+    return `the lock was taken by instance "${found.holder}", whose run of the slot has ended since`;
+  return `the lock was taken by instance "${found.holder}" (its lock from ${found.heldAt.toISOString()})`;
 }
 
 /**
