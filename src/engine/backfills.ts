@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { Pool, PoolClient } from "pg";
 import { isoTime } from "../core/isoTime.js";
+import { calendarsOf, excludedBy, exclusionReason } from "../core/policies/calendar.js";
 import { rowSchedule, slotsBetween } from "../core/policies/schedule.js";
 import * as sql from "./sql.js";
 
@@ -106,10 +107,15 @@ export class Backfills {
       (request.mode ?? "missing") === "missing"
         ? await sql.selectSucceededSlots(db, request.task, request.from, request.to)
         : new Set<string>();
+    // the task's calendars (docs/calendars.md): a slot they exclude is not run, as on its day
+    const calendars = calendarsOf((row.policy as Record<string, unknown> | null)?.exclude);
+    const timezone = row.repeat_timezone ?? "UTC";
     return {
       status: "planned",
-      slots: listed.slots.map((at) => {
+      slots: listed.slots.map((at): PlannedSlot => {
         const slot = new Date(at);
+        const calendar = calendars.length > 0 ? excludedBy(calendars, at, timezone) : undefined;
+        if (calendar !== undefined) return { slot, state: "skipped", detail: exclusionReason(calendar) };
         return succeeded.has(isoTime(slot))
           ? { slot, state: "skipped", detail: "already succeeded (--only-missing)" }
           : { slot, state: "pending", detail: null };

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import YAML from "yaml";
 import type { TaskContext } from "../../src/index.js";
 import { harnessSuite, pollUntil } from "../helpers/harness.js";
 
@@ -181,5 +182,41 @@ describe("re-run and backfill with downstream", () => {
         (wait) => wait.slot.getTime() === skipped.slot.getTime() && wait.state === "ran",
       ),
     );
+  });
+});
+
+describe("backfill and calendars", () => {
+  it("a backfill does not run the slots the task's calendars exclude: they are planned skipped with the calendar's name", async () => {
+    const harness = await suite.start(
+      [{ name: "cal-bf", handler: async () => {} }],
+      [{ name: "cal-bf", cron: "0 0 * * * *" }],
+    );
+    const day = Math.floor(Date.now() / 86_400_000) * 86_400_000 - 10 * 86_400_000;
+    const holiday = new Date(day).toISOString().slice(0, 10);
+    await harness.writeRaw(
+      YAML.stringify({
+        calendars: { holidays: { dates: [holiday] } },
+        tasks: [
+          { name: "cal-bf", enabled: true, cron: "0 0 * * * *", timezone: "UTC", exclude: ["holidays"] },
+        ],
+      }),
+    );
+    await pollUntil(
+      "the calendar stored",
+      async () => (await harness.scheduler.taskStatus("cal-bf"))?.job?.exclude?.length === 1,
+    );
+    const plan = await harness.scheduler.slotActions.planBackfill({
+      task: "cal-bf",
+      from: new Date(day - 12 * HOUR),
+      to: new Date(day + 36 * HOUR),
+      requestedBy: "ops",
+    });
+    if (plan.status !== "planned") throw new Error(`not planned: ${plan.status}`);
+    expect(plan.slots).toHaveLength(49);
+    const skipped = plan.slots.filter((slot) => slot.state === "skipped");
+    expect(skipped.map((slot) => slot.slot.getTime())).toEqual(
+      Array.from({ length: 24 }, (_, hour) => day + hour * HOUR),
+    );
+    expect(new Set(skipped.map((slot) => slot.detail))).toEqual(new Set(['excluded by calendar "holidays"']));
   });
 });
