@@ -15,6 +15,7 @@ import { type BenchContext, FULL, QUICK } from "./lib/common.js";
 import { codeVersion, describeMachine } from "./lib/machine.js";
 import { type BenchPostgres, startBenchPostgres } from "./lib/postgres.js";
 import { jsonLine, markdown, type Results } from "./lib/report.js";
+import { runBackfill } from "./scenarios/backfill.js";
 import { runFailover, runPartition } from "./scenarios/failover.js";
 import { runHerd, runHerdShared } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
@@ -34,6 +35,7 @@ const SCENARIOS = [
   "partition",
   "rolling",
   "reconcile",
+  "backfill",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -180,6 +182,13 @@ async function main(): Promise<void> {
     results.reconcile = await runReconcile(context, sizes.reconcileTasks);
     progress("reconcile with 10 tasks (config write -> stored, for contrast)");
     results.reconcileSmall = await runReconcile(context, 10);
+  }
+
+  if (wanted("backfill")) {
+    progress(
+      `backfill of ${sizes.backfillSlots} slots at concurrency 10 on 3 processes, one SIGKILLed midway`,
+    );
+    results.backfill = await runBackfill(context);
   }
 
   const report = markdown({

@@ -37,7 +37,7 @@ export interface BackfillRunnerDeps {
   pollEveryMs: number;
   /** The live runs' runner parts: a backfill slot's runner is theirs with its own lock and checks. */
   runnerDeps: TaskRunnerDeps;
-  recorder: Pick<RunRecorder, "recordOutcome" | "flush">;
+  recorder: Pick<RunRecorder, "recordOutcome">;
   /** The task's handler and options, when it is defined on this instance. */
   definition(taskName: string): TaskDefinition | undefined;
   definedTasks(): readonly string[];
@@ -195,7 +195,10 @@ export class BackfillRunner {
     const runner = new TaskRunner({ ...deps.runnerDeps, watchdog, checks });
     const ports: SlotRunnerPorts = {
       rows,
-      recorder: deps.recorder,
+      // the slot's end waits for its own outcome row (BackfillSlotRows.endRun)
+      recorder: {
+        recordOutcome: (slotRun, ending) => rows.outcome(deps.recorder.recordOutcome(slotRun, ending)),
+      },
       runner,
       logger: deps.logger,
       clock: deps.clock,
@@ -257,11 +260,19 @@ class BackfillSlotRows implements Pick<SlotRunnerPorts["rows"], keyof SlotRunner
   readonly #deps: BackfillRunnerDeps;
   readonly #key: { id: string; slot: Date; owner: string };
   readonly #ended: () => void;
+  /** The write of the run's outcome row, once asked for. */
+  #outcome: Promise<void> | undefined;
 
   constructor(deps: BackfillRunnerDeps, key: { id: string; slot: Date; owner: string }, ended: () => void) {
     this.#deps = deps;
     this.#key = key;
     this.#ended = ended;
+  }
+
+  /** The run's outcome row is being written: its slot's end waits for it. */
+  outcome(written: Promise<void>): Promise<void> {
+    this.#outcome = written;
+    return written;
   }
 
   async startRun(run: SlotRun, job: JobParameters): Promise<void> {
@@ -275,7 +286,7 @@ class BackfillSlotRows implements Pick<SlotRunnerPorts["rows"], keyof SlotRunner
   async endRun(run: SlotRun): Promise<void> {
     // the outcome row first: a slot marked done has its record, and an instance that dies in
     // between leaves a slot the taker closes without running it again (BackfillChecks)
-    await this.#deps.recorder.flush();
+    await this.#outcome?.catch(() => {});
     const state = run.outcome === "succeeded" || run.outcome === "skipped" ? run.outcome : "failed";
     await this.#endFenced(run, state, run.outcome === "succeeded" ? null : (run.detail ?? null));
   }
@@ -291,7 +302,7 @@ class BackfillSlotRows implements Pick<SlotRunnerPorts["rows"], keyof SlotRunner
   }
 
   async handOff(run: SlotRun): Promise<void> {
-    await this.#deps.recorder.flush();
+    await this.#outcome?.catch(() => {});
     await this.#endFenced(run, "pending", null);
   }
 
