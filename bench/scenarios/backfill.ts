@@ -15,14 +15,7 @@ import { BACKFILL_WAKE } from "../../src/engine/backfillRunner.js";
 import { Backfills } from "../../src/engine/backfills.js";
 import { LOGS_TABLE } from "../../src/engine/sql/tables.js";
 import type { Worker } from "../lib/children.js";
-import {
-  type BenchContext,
-  DEFAULT_PROCESS_EVERY_MS,
-  percentile,
-  prepareContender,
-  round,
-  sleep,
-} from "../lib/common.js";
+import { type BenchContext, percentile, prepareContender, round, sleep } from "../lib/common.js";
 import type { WorkerMessage } from "../lib/protocol.js";
 
 const PROCESSES = 3;

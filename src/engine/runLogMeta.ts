@@ -140,7 +140,7 @@ export function decodeRunMeta(value: unknown): RunLogMeta {
   if (attempt !== undefined && attempt >= 1) meta.attempt = attempt;
   if (raw[RUN_META.rerun] === true || raw[RUN_META.rerun] === "true") meta.rerun = true;
   const trigger = raw[RUN_META.trigger];
-  if (typeof trigger === "string") meta.trigger = runTriggerOf(trigger);
+  if (typeof trigger === "string" && runTriggerOf(trigger) === trigger) meta.trigger = trigger;
   const requestedBy = textOf(raw[RUN_META.requestedBy]);
   if (requestedBy !== undefined) meta.requestedBy = requestedBy;
   const upstreams = raw[RUN_META.upstreams];

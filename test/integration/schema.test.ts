@@ -39,6 +39,8 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "agenda_jobs",
     "agenda_logs",
     "cronwarden_audit",
+    "cronwarden_backfill_slots",
+    "cronwarden_backfills",
     "cronwarden_dependency_waits",
     "cronwarden_desired_state",
     "cronwarden_instances",
@@ -74,11 +76,17 @@ it("upgrades a database from before schema versions in place, keeping its rows",
     expect(refused).toBe("23514"); // version 1's check: no run-now rows yet
     expect(await inspectSchema(old.pool)).toEqual({
       version: null,
-      missingTables: ["cronwarden_schema", "cronwarden_instances", "cronwarden_dependency_waits"],
+      missingTables: [
+        "cronwarden_schema",
+        "cronwarden_instances",
+        "cronwarden_dependency_waits",
+        "cronwarden_backfills",
+        "cronwarden_backfill_slots",
+      ],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_backfills, cronwarden_backfill_slots.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });
