@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile] [-- --keep]
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,isolation] [-- --keep]
  *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the contender workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
@@ -19,6 +19,7 @@ import { runBackfill } from "./scenarios/backfill.js";
 import { runFailover, runPartition } from "./scenarios/failover.js";
 import { runHerd, runHerdShared } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
+import { runIsolation } from "./scenarios/isolation.js";
 import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
@@ -35,6 +36,7 @@ const SCENARIOS = [
   "partition",
   "rolling",
   "reconcile",
+  "isolation",
   "backfill",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
@@ -189,6 +191,10 @@ async function main(): Promise<void> {
       `backfill of ${sizes.backfillSlots} slots at concurrency 10 on 3 processes, one SIGKILLed midway`,
     );
     results.backfill = await runBackfill(context);
+  }
+  if (wanted("isolation")) {
+    progress("isolation: handler dispatch per mode, and the herd isolated");
+    results.isolation = await runIsolation(context);
   }
 
   const report = markdown({

@@ -75,7 +75,6 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
       { configRoutes },
       { dependencyRoutes },
       { PROBE_PATHS, probeRoutes },
-      { slotRoutes },
       { taskRoutes },
       { timelineRoutes },
     ] = await Promise.all([
@@ -84,7 +83,6 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
       import("./configRoutes.js"),
       import("./dependencyRoutes.js"),
       import("./probeRoutes.js"),
-      import("./slotRoutes.js"),
       import("./taskRoutes.js"),
       import("./timelineRoutes.js"),
     ]);
@@ -104,7 +102,6 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     server.setErrorHandler(errorHandler(logger));
     server.setNotFoundHandler(notFoundHandler);
     taskRoutes(server, options.scheduler, missed, callerOf);
-    slotRoutes(server, options.scheduler, callerOf);
     timelineRoutes(server, options.scheduler);
     dependencyRoutes(server, options.scheduler);
     configRoutes(server, options.scheduler);

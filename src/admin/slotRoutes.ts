@@ -111,6 +111,16 @@ export function slotRoutes(
     }
   });
 
+  backfillRoutes(app, actions, callerOf, ready);
+}
+
+/** POST /tasks/:name/backfills (dryRun lists the slots), GET /backfills[/:id], POST /backfills/:id/cancel. */
+function backfillRoutes(
+  app: FastifyInstance,
+  actions: SlotActions,
+  callerOf: (request: { raw: object }) => Caller,
+  ready: () => void,
+): void {
   app.post("/tasks/:name/backfills", async (request, reply) => {
     ready();
     const { name } = parseOr400(taskParams, request.params, "path");
@@ -154,6 +164,16 @@ export function slotRoutes(
     }
   });
 
+  backfillViewRoutes(app, actions, callerOf, ready);
+}
+
+/** GET /backfills, GET /backfills/:id[?slots=N], POST /backfills/:id/cancel. */
+function backfillViewRoutes(
+  app: FastifyInstance,
+  actions: SlotActions,
+  callerOf: (request: { raw: object }) => Caller,
+  ready: () => void,
+): void {
   app.get("/backfills", async (request) => {
     ready();
     const query = parseOr400(listQuery, request.query, "query");

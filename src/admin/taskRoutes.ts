@@ -9,6 +9,7 @@ import { HttpError } from "./httpErrors.js";
 import type { MissedSlotTracker } from "./missedSlots.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 import { parseOr400, runNowBody, runNowQuery, runsQuery, taskParams } from "./schemas.js";
+import { slotRoutes } from "./slotRoutes.js";
 import { decodeCursor, encodeCursor } from "./timelineRoutes.js";
 
 const NEXT_RUNS = 5;
@@ -53,6 +54,16 @@ export function taskRoutes(
     return page.runs;
   });
 
+  taskActionRoutes(app, scheduler, callerOf);
+  slotRoutes(app, scheduler, callerOf); // re-run a slot, backfill a range
+}
+
+/** An operator's actions on one task: run now, resume; each recorded with the caller's name. */
+function taskActionRoutes(
+  app: FastifyInstance,
+  scheduler: AdminScheduler,
+  callerOf: (request: { raw: object }) => Caller,
+): void {
   app.post("/tasks/:name/run", async (request, reply) => {
     const { name } = parseOr400(taskParams, request.params, "path");
     parseOr400(runNowBody, request.body, "body");

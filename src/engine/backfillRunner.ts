@@ -1,7 +1,6 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { Agenda, Job, JobParameters } from "agenda";
 import type { Pool } from "pg";
-import type { Clock } from "../core/clock.js";
+import type { Clock, ClockTimer } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import type { RunTurn } from "./claimLoop.js";
 import type { PreviousRun } from "./engineApi.js";
@@ -71,7 +70,7 @@ interface ClaimedSlot {
 export class BackfillRunner {
   readonly #deps: BackfillRunnerDeps;
   readonly #owners = new Set<SlotRunner>();
-  #timer: NodeJS.Timeout | undefined;
+  #timer: ClockTimer | undefined;
   #passing: Promise<void> | undefined;
   #again = false;
   #stopped = true;
@@ -99,14 +98,15 @@ export class BackfillRunner {
 
   /** Stops claiming; waits for the runs up to `timeoutMs`, then cuts them off (their slot handed back). */
   async drain(timeoutMs: number): Promise<void> {
+    const clock = this.#deps.clock;
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    clock.clearTimeout(this.#timer);
     await this.#passing;
-    const until = Date.now() + timeoutMs;
-    while (this.#owners.size > 0 && Date.now() < until) await sleep(50);
+    const until = clock.now() + timeoutMs;
+    while (this.#owners.size > 0 && clock.now() < until) await clock.sleep(50);
     for (const owner of this.#owners) owner.cutOff();
-    const handOffUntil = Date.now() + HANDOFF_WAIT_MS;
-    while (this.#owners.size > 0 && Date.now() < handOffUntil) await sleep(50);
+    const handOffUntil = clock.now() + HANDOFF_WAIT_MS;
+    while (this.#owners.size > 0 && clock.now() < handOffUntil) await clock.sleep(50);
   }
 
   get running(): number {
@@ -114,8 +114,8 @@ export class BackfillRunner {
   }
 
   #schedule(delayMs: number): void {
-    clearTimeout(this.#timer);
-    this.#timer = setTimeout(() => {
+    this.#deps.clock.clearTimeout(this.#timer);
+    this.#timer = this.#deps.clock.setTimeout(() => {
       this.#passing = this.#pass().finally(() => {
         this.#passing = undefined;
         if (this.#stopped) return;
@@ -147,7 +147,7 @@ export class BackfillRunner {
     return sql.inTransaction(pool, async (client) => {
       const claimed: ClaimedSlot[] = [];
       for (const backfill of await sql.lockRunningBackfills(client, tasks)) {
-        const lockAt = new Date(clock());
+        const lockAt = new Date(clock.now());
         const rows = await sql.claimBackfillSlots(client, {
           id: backfill.id,
           concurrency: backfill.concurrency,
@@ -176,7 +176,7 @@ export class BackfillRunner {
     const run = SlotRun.claimed(
       { id: backfill.job_id, name: backfill.task },
       { nextRunAt: row.slot, lockedAt: lockAt },
-      new Date(deps.clock()),
+      new Date(deps.clock.now()),
     );
     // the slot row's lock, renewed in process (the lock keeper's thread renews job rows only:
     // src/engine/lockKeeper.ts); fenced on the lock time, as a job row's
@@ -189,7 +189,7 @@ export class BackfillRunner {
       },
       lockLifetimeMs: deps.lockLifetimeMs,
       logger: deps.logger,
-      now: () => new Date(deps.clock()),
+      now: () => new Date(deps.clock.now()),
     });
     const checks = new BackfillChecks(deps, backfill, row);
     const runner = new TaskRunner({ ...deps.runnerDeps, watchdog, checks });
@@ -277,7 +277,7 @@ class BackfillSlotRows implements Pick<SlotRunnerPorts["rows"], keyof SlotRunner
 
   async startRun(run: SlotRun, job: JobParameters): Promise<void> {
     const held = run.heldLockAt;
-    const renewed = new Date(this.#deps.clock());
+    const renewed = new Date(this.#deps.clock.now());
     if (!held || !(await sql.renewBackfillSlot(this.#deps.pool, this.#key, held, renewed, renewed)))
       throw new StaleStartError(job.name);
     run.fenced(renewed);

@@ -13,9 +13,9 @@ export interface EngineOptions {
   pool: Pool;
   instanceId: string;
   /**
-   * The time the engine's own decisions and records read: the claim, a run's slot and start, the
-   * start save's lock time, the takeover hold, the run log's retry rows (src/core/clock.ts).
-   * Agenda's Job stamps a run's `lastRunAt` and `lastFinishedAt` from the system clock itself.
+   * The engine's one clock (src/core/clock.ts): the time its decisions and records read (the
+   * claim, a run's slot and start, the lock times, the takeover hold, the run log's rows) and the
+   * timers that wake its loops; the system clock by default. engine/ reads no other.
    */
   clock?: Clock;
   processEveryMs: number;

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { Agenda, Job } from "agenda";
 import type { Pool, PoolClient } from "pg";
 import type { Clock } from "../core/clock.js";
@@ -75,7 +74,7 @@ export class JobWrites {
         await job.save();
         return;
       }
-      repeatFrom(job, cron, timezone, new Date(this.#deps.clock()));
+      repeatFrom(job, cron, timezone, new Date(this.#deps.clock.now()));
     }
     if (!enabled) job.disable();
     await job.save();
@@ -237,7 +236,7 @@ export class JobWrites {
  * reconciles waiting on connections of the same pool (several schedulers on one pool, or a config
  * change, a repair and an anti-entropy pass at once) could leave it none.
  */
-export async function withReconcileLock<T>(pool: Pool, work: () => Promise<T>): Promise<T> {
+export async function withReconcileLock<T>(pool: Pool, work: () => Promise<T>, clock: Clock): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     const client = await pool.connect();
     let outcome: { acquired: true; value: T } | { acquired: false };
@@ -247,7 +246,7 @@ export async function withReconcileLock<T>(pool: Pool, work: () => Promise<T>): 
       client.release();
     }
     if (outcome.acquired) return outcome.value;
-    await sleep(Math.min(RECONCILE_LOCK_RETRY_MS * 2 ** attempt, RECONCILE_LOCK_RETRY_MAX_MS));
+    await clock.sleep(Math.min(RECONCILE_LOCK_RETRY_MS * 2 ** attempt, RECONCILE_LOCK_RETRY_MAX_MS));
   }
 }
 

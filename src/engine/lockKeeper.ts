@@ -73,7 +73,7 @@ export class LockKeeper implements LockWatcher {
       renewer: options.renewer,
       lockLifetimeMs: options.lockLifetimeMs,
       logger: options.logger,
-      now: () => new Date(this.#clock()),
+      now: () => new Date(this.#clock.now()),
     });
   }
 
@@ -97,7 +97,7 @@ export class LockKeeper implements LockWatcher {
       id,
       jobId: lock.jobId,
       lockedAt: lock.heldLockAt.getTime(),
-      offsetMs: this.#clock() - Date.now(),
+      offsetMs: this.#clock.now() - Date.now(),
     });
     return () => {
       if (watch.fallbackStop) return watch.fallbackStop();

@@ -56,7 +56,11 @@ export class RunChecks {
     const { logger, pool, clock } = this.#deps;
     const deadline = run.startDeadline(this.#deps.lockLifetimeMs, preparedAt.getTime());
     const beforeStart: BeforeStart = (query) =>
-      retryWhileDisconnected(query, { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - clock()) });
+      retryWhileDisconnected(query, {
+        ...BEFORE_START_RETRY,
+        clock,
+        maxElapsedMs: Math.max(0, deadline - clock.now()),
+      });
     try {
       if (!this.#deps.skipped.catchUp(run)) return { kind: "skipped" };
       const skipReason = await this.#whySkip(run, job, beforeStart);

@@ -96,7 +96,7 @@ export class SkippedSlots {
               ? startedAt.getTime()
               : dueAt(taskName, run.scheduledAt.getTime(), jitterMs),
         ...(run.rerun && run.trigger !== "rerun" ? { rerunOf: { slot: run.scheduledAt.getTime() } } : {}),
-        now: this.#deps.clock(),
+        now: this.#deps.clock.now(),
         pendingSlot,
         schedule: slotSource(schedule, timezone),
       });

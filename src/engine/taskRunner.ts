@@ -80,7 +80,7 @@ export class TaskRunner {
   }
 
   async run(entry: SlotRun, given: HandlerTurn): Promise<HandlerEnd> {
-    const preparedAt = new Date(this.#clock());
+    const preparedAt = new Date(this.#clock.now());
     entry.starting(preparedAt);
     let prepared: BeforeHandler;
     try {
@@ -133,7 +133,7 @@ export class TaskRunner {
       throw new RunNotStartedError(
         `${entry.taskName}: ${lostFor === undefined ? "the shutdown's drain deadline came" : `the lock was lost (${lostFor})`} before its slot; the handler did not start and the slot was given back`,
       );
-    return new Date(this.#clock());
+    return new Date(this.#clock.now());
   }
 
   /** The handler once per attempt, until one succeeds or the retry policy gives up (then it throws). */
@@ -238,13 +238,13 @@ export class TaskRunner {
       taskName: entry.taskName,
       jobId: entry.jobId,
       scheduledAt: entry.scheduledAt,
-      startedAt: startedAt ?? new Date(this.#clock()),
+      startedAt: startedAt ?? new Date(this.#clock.now()),
       attempt,
       trigger: entry.trigger ?? "schedule",
       ...(entry.requestedBy === undefined ? {} : { requestedBy: entry.requestedBy }),
       signal: slot.signal,
       rerunOf: entry.rerunOf,
-      journal: new RunJournal(),
+      journal: new RunJournal(this.#clock),
       ...(entry.upstreams ? { upstreams: entry.upstreams } : {}),
       ...(withDownstream ? { withDownstream: true } : {}),
     };
@@ -292,7 +292,7 @@ export class TaskRunner {
     this.#deps.recorder.recordFailedAttempt(entry, {
       attempt: run.attempt,
       startedAt: run.startedAt,
-      endedAt: entry.endedAt ?? new Date(this.#clock()),
+      endedAt: entry.endedAt ?? new Date(this.#clock.now()),
       error,
       retryDelayMs: delayMs,
       ...(run.journal ? { journal: run.journal } : {}),
@@ -336,7 +336,7 @@ export class TaskRunner {
                 ),
               );
             },
-            Math.max(0, cancelTime - this.#clock()),
+            Math.max(0, cancelTime - this.#clock.now()),
           );
     return { fired: () => fired, clear: () => clearTimeout(timer) };
   }
@@ -359,7 +359,7 @@ export class TaskRunner {
     void lockLost.then(() => {
       lost = true;
     });
-    for (let step = slotWaitStep(at - this.#clock()); step !== "done" && !lost && !signal.aborted; ) {
+    for (let step = slotWaitStep(at - this.#clock.now()); step !== "done" && !lost && !signal.aborted; ) {
       const bound = giveUpAt - performance.now();
       if (bound <= 0) return;
       if (step === "turn") await new Promise<void>((resolve) => setImmediate(resolve));
@@ -368,7 +368,7 @@ export class TaskRunner {
           sleep(Math.min(step.timerMs, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
           lockLost,
         ]);
-      step = slotWaitStep(at - this.#clock());
+      step = slotWaitStep(at - this.#clock.now());
     }
   }
 
@@ -409,7 +409,7 @@ export class TaskRunner {
           hooks.runStarted?.(attemptRun);
         },
         quietMs,
-        now: this.#clock,
+        now: () => this.#clock.now(),
         abort: (error) => attempt.abort(error),
         lockLost: lock.lost,
         timeoutMs: options.timeoutMs,

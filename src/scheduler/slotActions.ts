@@ -40,8 +40,8 @@ export interface SlotActionsDeps {
   engine: Pick<AgendaEngine, "reruns" | "backfills" | "prepared">;
   audit: Pick<AuditLog, "record">;
   instanceId: string;
-  /** Whether the task is registered in this service. */
-  registered(name: string): boolean;
+  /** The tasks registered in this service. */
+  registry: { has(name: string): boolean };
   /** The config revision in force, for the audit row. */
   revision(): string;
 }
@@ -64,7 +64,7 @@ export class SlotActions {
 
   /** Re-runs one slot under its own `scheduledAt` and run key (src/engine/slotReruns.ts). */
   async rerun(name: string, slot: Date, options: RerunOptions): Promise<RerunResult> {
-    if (!this.#deps.registered(name))
+    if (!this.#deps.registry.has(name))
       return { status: "unknown", taskName: name, reason: `no task "${name}" is registered in this service` };
     if (Number.isNaN(slot.getTime()))
       return { status: "refused", taskName: name, reason: "the slot must be an ISO 8601 time" };
@@ -140,7 +140,7 @@ export class SlotActions {
 
   /** The slots a backfill would run (`--dry-run`): nothing is written. */
   planBackfill(request: BackfillRequest): Promise<BackfillPlanAnswer> {
-    if (!this.#deps.registered(request.task))
+    if (!this.#deps.registry.has(request.task))
       return Promise.resolve({
         status: "missing",
         reason: `no task "${request.task}" is registered in this service`,
@@ -149,7 +149,7 @@ export class SlotActions {
   }
 
   async createBackfill(request: BackfillRequest, caller: ActionCaller): Promise<BackfillCreateAnswer> {
-    if (!this.#deps.registered(request.task))
+    if (!this.#deps.registry.has(request.task))
       return { status: "missing", reason: `no task "${request.task}" is registered in this service` };
     return this.#deps.engine.backfills.create(request, (db, row) =>
       this.#deps.audit.record(

@@ -4,13 +4,16 @@ import { INSTANCES_TABLE, JOBS_TABLE, jsonRecords, jsonTime, type Queryable } fr
 
 /**
  * When a lock counts as expired, so that another instance may take the job over: older than the
- * deadline, and the server has been up for a whole lock lifetime. After a server restart nobody
- * could renew a lock while it was down, so an old lock time says nothing yet about its owner. Decided
- * by the server in the statement itself: an instance that has not noticed the restart yet (its
- * health probe comes later, or its statement waited for a connection) must not take over either.
+ * deadline, and the server has been the primary for a whole lock lifetime. After a server restart
+ * nobody could renew a lock while it was down, so an old lock time says nothing yet about its owner.
+ * Decided by the server in the statement itself: an instance that has not noticed the restart yet
+ * (its health probe comes later, or its statement waited for a connection) must not take over
+ * either. A standby promoted by a failover or switchover keeps its own, older start time; the last
+ * transaction it replayed before the promotion (pg_last_xact_replay_timestamp(), NULL on a server
+ * that never replayed one) dates the moment the old primary stopped writing. GREATEST skips NULLs.
  */
 const LOCK_EXPIRED = (deadline: string, lifetimeMs: string) =>
-  `(locked_at <= ${deadline} AND pg_postmaster_start_time() <= now() - make_interval(secs => ${lifetimeMs}::double precision / 1000))`;
+  `(locked_at <= ${deadline} AND GREATEST(pg_postmaster_start_time(), pg_last_xact_replay_timestamp()) <= now() - make_interval(secs => ${lifetimeMs}::double precision / 1000))`;
 
 /** The columns of a claimed row that hold its lock before the claim (claimDueJobs). */
 export const PREVIOUS_LOCK = "cw_previous_locked_at";
