@@ -238,7 +238,12 @@ export async function anyRunningBackfill(db: Queryable, tasks: readonly string[]
   return result.rows[0]?.running === true;
 }
 
-/** The running backfills of the given tasks whose claim no other instance holds now, oldest first. */
+/**
+ * The running backfills of the given tasks, oldest first, each row locked for the claim. An
+ * instance waits for another's claim of the same backfill (a short transaction) rather than skip
+ * it: with SKIP LOCKED, the instance whose runs end most often kept the row and claimed every
+ * slot, and the others' passes found it locked.
+ */
 export async function lockRunningBackfills(
   db: Queryable,
   tasks: readonly string[],
@@ -249,7 +254,7 @@ export async function lockRunningBackfills(
        FROM "${BACKFILLS_TABLE}" b
       WHERE state = 'running' AND task = ANY($1::text[])
       ORDER BY created_at
-      FOR UPDATE OF b SKIP LOCKED`,
+      FOR UPDATE OF b`,
     [tasks],
   );
   return result.rows;
