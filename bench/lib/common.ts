@@ -36,6 +36,8 @@ export interface Sizes {
   reconcileEdits: number;
   /** Which idle size's process the memory figure is read from (10000 in full mode). */
   memoryTasks: number;
+  /** Run-log records the search scenario loads (10 million in full mode). */
+  searchRows: number;
   /** Backfill: slots of one task's past, at concurrency 10 on 3 processes, one SIGKILLed midway. */
   backfillSlots: number;
 }
@@ -57,6 +59,7 @@ export const FULL: Sizes = {
   reconcileTasks: 10_000,
   reconcileEdits: 3,
   memoryTasks: 10_000,
+  searchRows: 10_000_000,
   backfillSlots: 1000,
 };
 
@@ -77,6 +80,7 @@ export const QUICK: Sizes = {
   reconcileTasks: 1000,
   reconcileEdits: 3,
   memoryTasks: 1000,
+  searchRows: 500_000,
   backfillSlots: 200,
 };
 

@@ -18,5 +18,6 @@ export type AdminScheduler = SchedulerEventSource &
     | "lastReconcile"
     | "auditTrail"
     | "chains"
+    | "fleet"
     | "slotActions"
   >;

@@ -37,7 +37,7 @@ export class AdminClient {
     method: "GET" | "POST",
     path: string,
     schema: T,
-    /** A JSON body (a POST's options). */
+    /** Sent as JSON (a POST's body). */
     json?: unknown,
   ): Promise<{ status: number; body: z.output<T> }> {
     const url = new URL(

@@ -5,6 +5,7 @@ import { CliError, type CliIo } from "./common.js";
 import { auditCommand, planCommand, validateCommand } from "./configCommands.js";
 import { COMMANDS, commandHelp, generalUsage, packageVersion } from "./help.js";
 import { migrateCommand } from "./migrateCommand.js";
+import { instancesCommand, pauseAllCommand, resumeAllCommand, searchCommand } from "./opsCommands.js";
 import { serveCommand } from "./serveCommand.js";
 import {
   backfillCancelCommand,
@@ -29,6 +30,10 @@ const RUNNERS: Readonly<Record<string, Runner>> = {
   runs: ({ values, positional }, io) => runsCommand(positional as string, as(values), io),
   run: ({ values, positional }, io) => runNowCommand(positional as string, as(values), io),
   resume: ({ values, positional }, io) => resumeCommand(positional as string, as(values), io),
+  "pause-all": ({ values }, io) => pauseAllCommand(as(values), io),
+  "resume-all": ({ values }, io) => resumeAllCommand(as(values), io),
+  instances: ({ values }, io) => instancesCommand(as(values), io),
+  search: ({ values }, io) => searchCommand(as(values), io),
   rerun: ({ values, positional }, io) => rerunCommand(positional as string, as(values), io),
   backfill: ({ values, positional }, io) => backfillCommand(positional as string, as(values), io),
   backfills: ({ values }, io) => backfillsCommand(as(values), io),

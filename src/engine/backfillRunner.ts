@@ -27,6 +27,8 @@ export const BACKFILL_WAKE = "#backfills";
 const HANDOFF_WAIT_MS = 3_000;
 
 export interface BackfillRunnerDeps {
+  /** The namespace's pause-all switch is on (src/engine/pauseGate.ts): no slot is claimed or started. */
+  paused(): boolean;
   pool: Pool;
   agenda: Agenda;
   instanceId: string;
@@ -129,7 +131,7 @@ export class BackfillRunner {
 
   async #pass(): Promise<void> {
     const tasks = this.#deps.definedTasks();
-    if (tasks.length === 0) return;
+    if (tasks.length === 0 || this.#deps.paused()) return;
     let claimed: ClaimedSlot[];
     try {
       this.#active = this.#owners.size > 0 || (await sql.anyRunningBackfill(this.#deps.pool, tasks));
@@ -189,7 +191,7 @@ export class BackfillRunner {
       },
       lockLifetimeMs: deps.lockLifetimeMs,
       logger: deps.logger,
-      now: () => new Date(deps.clock.now()),
+      clock: deps.clock,
     });
     const checks = new BackfillChecks(deps, backfill, row);
     const runner = new TaskRunner({ ...deps.runnerDeps, watchdog, checks });
@@ -229,6 +231,11 @@ class BackfillChecks {
     this.#deps = deps;
     this.#backfill = backfill;
     this.#row = row;
+  }
+
+  /** Pause-all since the claim: the slot is given back untouched (src/engine/taskRunner.ts). */
+  pausedNow(): boolean {
+    return this.#deps.paused();
   }
 
   async beforeHandler(run: SlotRun, _job: Job, _preparedAt: Date): Promise<BeforeHandler> {

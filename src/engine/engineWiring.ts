@@ -18,6 +18,7 @@ import { InstanceLiveness } from "./liveness.js";
 import { LockKeeper } from "./lockKeeper.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel } from "./notificationChannel.js";
+import { PauseGate } from "./pauseGate.js";
 import { RunChecks } from "./runChecks.js";
 import { RunRecorder } from "./runRecorder.js";
 import { SkippedSlots } from "./skippedSlots.js";
@@ -58,6 +59,8 @@ export interface EngineParts {
   writes: JobWrites;
   /** Renews running jobs' locks from its own thread; closed after the drain. */
   locks: LockKeeper;
+  /** The namespace's pause-all switch (src/engine/pauseGate.ts). */
+  gate: PauseGate;
   /** Operator actions on past slots: re-run one, backfill a range (docs/operations.md). */
   reruns: SlotReruns;
   backfills: Backfills;
@@ -115,6 +118,13 @@ export class EngineWiring {
     const tracer = await loadRunTracer(instanceId);
     recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
     const channel = this.#notificationChannel();
+    const gate = new PauseGate({
+      pool,
+      namespace: this.#options.namespace ?? "default",
+      logger: this.#logger,
+      onLifted: () => this.#ctx.parts()?.runs.claimNow(),
+    });
+    channel.alsoListen(gate.channel());
     const repository = this.#repository();
     const agenda = await this.#agenda({ repository, channel, jobLogger });
     const locks = new LockKeeper({
@@ -127,7 +137,7 @@ export class EngineWiring {
     const runs = new ClaimedRuns({
       agenda,
       repository,
-      ports: this.#runPorts({ repository, recorder, dependencies, tracer, locks }),
+      ports: this.#runPorts({ repository, recorder, dependencies, tracer, locks, paused: () => gate.paused }),
       instanceId,
       processEveryMs: this.#options.processEveryMs,
       lockLifetimeMs: this.#options.lockLifetimeMs,
@@ -137,26 +147,26 @@ export class EngineWiring {
       hooks: this.#options.hooks ?? {},
       wake: (job) => this.#ctx.wake(job),
       onRunError: (error) => this.#errors.runError(error),
+      paused: () => gate.paused,
     });
-    const backfillRunner = this.#backfillRunner(agenda, runs, recorder, dependencies);
+    const slotParts = this.#slotParts({ agenda, runs, recorder, dependencies, paused: () => gate.paused });
     channel.subscribe((notification) => {
-      if (notification.jobName === BACKFILL_WAKE) {
-        backfillRunner.claimNow();
-        return;
-      }
+      if (notification.jobName === BACKFILL_WAKE) return slotParts.backfillRunner.claimNow();
       const due = notification.nextRunAt;
       if (!due || new Date(due).getTime() <= this.#clock.now() + runs.lookAheadMs) runs.claimNow();
     });
     return {
       agenda,
       locks,
+      gate,
       recorder,
       dependencies,
       channel,
       repository,
       runs,
       liveness: this.#liveness(),
-      missedSlots: this.#missedSlotDetector(() => [...runs.definedTasks]),
+      // while pause-all is on every slot falls due unrun on purpose: not a silent stop to report
+      missedSlots: this.#missedSlotDetector(() => (gate.paused ? [] : [...runs.definedTasks])),
       writes: new JobWrites({
         pool,
         agenda,
@@ -165,6 +175,21 @@ export class EngineWiring {
         clock: this.#clock,
         wake: (job) => this.#ctx.wake(job),
       }),
+      ...slotParts,
+    };
+  }
+
+  /** Re-runs of one slot and backfills (docs/operations.md, "Re-run a slot", "Backfill"). */
+  #slotParts(parts: {
+    agenda: Agenda;
+    runs: ClaimedRuns;
+    recorder: RunRecorder;
+    dependencies: DependencyCoordinator;
+    paused: () => boolean;
+  }): Pick<EngineParts, "reruns" | "backfills" | "backfillRunner"> {
+    const { pool, instanceId } = this.#options;
+    const backfillRunner = this.#backfillRunner(parts);
+    return {
       reruns: new SlotReruns({ pool, instanceId, wake: (job) => this.#ctx.wake(job) }),
       // a new backfill: every instance claims its first slots now, not at its next idle check
       backfills: new Backfills(pool, () => {
@@ -177,15 +202,23 @@ export class EngineWiring {
     };
   }
 
-  #backfillRunner(
-    agenda: Agenda,
-    runs: ClaimedRuns,
-    recorder: RunRecorder,
-    dependencies: DependencyCoordinator,
-  ): BackfillRunner {
+  #backfillRunner({
+    agenda,
+    runs,
+    recorder,
+    dependencies,
+    paused,
+  }: {
+    agenda: Agenda;
+    runs: ClaimedRuns;
+    recorder: RunRecorder;
+    dependencies: DependencyCoordinator;
+    paused: () => boolean;
+  }): BackfillRunner {
     const { pool, instanceId, lockLifetimeMs, processEveryMs } = this.#options;
     if (!this.#runnerDeps) throw new Error("the run ports must be built before the backfill runner");
     return new BackfillRunner({
+      paused,
       pool,
       agenda,
       instanceId,
@@ -299,12 +332,14 @@ export class EngineWiring {
     dependencies,
     tracer,
     locks,
+    paused,
   }: {
     repository: CronwardenJobRepository;
     recorder: RunRecorder;
     dependencies: DependencyCoordinator;
     tracer: RunTracer;
     locks: LockKeeper;
+    paused: () => boolean;
   }): SlotRunnerPorts {
     const { pool, lockLifetimeMs, instanceId } = this.#options;
     const hooks = this.#options.hooks ?? {};
@@ -323,7 +358,7 @@ export class EngineWiring {
       recorder,
       logger,
       hooks: runHooks,
-      checks: new RunChecks({ pool, logger, lockLifetimeMs, clock, skipped, dependencies }),
+      checks: new RunChecks({ pool, logger, lockLifetimeMs, clock, skipped, dependencies, paused }),
       skipped,
       timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
       lockLifetimeMs,
@@ -344,6 +379,13 @@ export class EngineWiring {
       instanceId,
       checkEveryMs: livenessCheckMs,
       logger: this.#logger,
+      clock: this.#clock,
+      details: {
+        host: this.#options.describe?.host ?? "",
+        version: this.#options.describe?.version ?? "",
+        startedAt: new Date(this.#clock.now()),
+        concurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      },
       // the check's answer is the health probe's; a failed check asks the pool at once
       onChecked: (answered) => {
         if (answered) this.#health.confirmUp();

@@ -10,16 +10,23 @@ import { CronwardenError } from "../core/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
 import {
+  ADD_INSTANCE_COLUMNS,
   BACKFILL_SLOTS_TABLE,
   BACKFILLS_TABLE,
   CREATE_BACKFILLS,
   CREATE_DEPENDENCY_WAITS,
   CREATE_DUE_INDEX,
+  CREATE_INSTANCE_DEATHS,
+  CREATE_PAUSE_TABLE,
+  CREATE_SEARCH_FUNCTION,
+  CREATE_SEARCH_INDEX,
   createSlotIndex,
   DEPENDENCY_WAITS_TABLE,
+  INSTANCE_DEATHS_TABLE,
   INSTANCES_TABLE,
   JOBS_TABLE,
   LOGS_TABLE,
+  PAUSE_TABLE,
   SCHEMA_LOCK_KEY,
 } from "./sql.js";
 
@@ -32,8 +39,13 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * 5: `resume` entries in the audit trail (a task paused by failure resumed through the API);
  * 6: the table of dependency waits (docs/dependencies.md);
  * 7: the claim's index of due jobs (src/engine/sql/claim.ts CREATE_DUE_INDEX);
- * 8: backfills and their slots (src/engine/sql/backfills.ts), and `rerun`, `backfill` and
- *    `backfill-cancel` entries in the audit trail (docs/operations.md, "Re-run a slot", "Backfill").
+ * 8: operations (docs/operations.md): the pause-all switch (src/engine/sql/pauseAll.ts) and its
+ *    `pause-all`/`resume-all` audit entries, the instances' self-description and last check, their
+ *    recorded deaths (src/engine/sql/instances.ts), and the run log's search index
+ *    (src/engine/sql/runSearch.ts; on a large run log this step takes a while: it reads every row).
+ * 9: backfills and their slots (src/engine/sql/backfills.ts), and `rerun`, `backfill` and
+ *    `backfill-cancel` entries in the audit trail, beside step 8's (docs/operations.md, "Re-run a
+ *    slot", "Backfill").
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -60,10 +72,21 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
     await client.query(CREATE_DUE_INDEX);
   },
   async (client) => {
+    await client.query(CREATE_PAUSE_TABLE);
+    await client.query(`ALTER TABLE "${AUDIT_TABLE}" DROP CONSTRAINT IF EXISTS "${AUDIT_TABLE}_kind_check"`);
+    await client.query(
+      `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume', 'pause-all', 'resume-all'))`,
+    );
+    await client.query(ADD_INSTANCE_COLUMNS);
+    await client.query(CREATE_INSTANCE_DEATHS);
+    await client.query(CREATE_SEARCH_FUNCTION);
+    await client.query(CREATE_SEARCH_INDEX);
+  },
+  async (client) => {
     await client.query(CREATE_BACKFILLS);
     await client.query(`ALTER TABLE "${AUDIT_TABLE}" DROP CONSTRAINT IF EXISTS "${AUDIT_TABLE}_kind_check"`);
     await client.query(
-      `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume', 'rerun', 'backfill', 'backfill-cancel'))`,
+      `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume', 'pause-all', 'resume-all', 'rerun', 'backfill', 'backfill-cancel'))`,
     );
   },
 ];
@@ -78,6 +101,8 @@ export const SERVICE_TABLES = [
   SCHEMA_TABLE,
   INSTANCES_TABLE,
   DEPENDENCY_WAITS_TABLE,
+  PAUSE_TABLE,
+  INSTANCE_DEATHS_TABLE,
   BACKFILLS_TABLE,
   BACKFILL_SLOTS_TABLE,
 ] as const;

@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import { type Clock, systemClock } from "../core/clock.js";
 import { isoTime } from "../core/isoTime.js";
@@ -16,7 +15,7 @@ import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js
 import type { SkippedSlots } from "./skippedSlots.js";
 import type { SlotRun } from "./slotRun.js";
 import { QUIET_AFTER_SLOT_MS, slotWaitStep } from "./slotWait.js";
-import { RunNotStartedError } from "./staleStart.js";
+import { PausedBeforeStartError, RunNotStartedError } from "./staleStart.js";
 import type { LockWatcher } from "./watchdog.js";
 
 export interface TaskRunnerDeps {
@@ -28,7 +27,7 @@ export interface TaskRunnerDeps {
   timeoutGraceMs: number;
   lockLifetimeMs: number;
   /** The checks between the start save and the handler (src/engine/runChecks.ts). */
-  checks: Pick<RunChecks, "beforeHandler">;
+  checks: Pick<RunChecks, "beforeHandler" | "pausedNow">;
   /** Slots recorded skipped by a policy (src/engine/skippedSlots.ts). */
   skipped: SkippedSlots;
   /** The engine's clock (src/core/clock.ts): a slot's start, each attempt's, the overlap and start deadlines. */
@@ -133,6 +132,8 @@ export class TaskRunner {
       throw new RunNotStartedError(
         `${entry.taskName}: ${lostFor === undefined ? "the shutdown's drain deadline came" : `the lock was lost (${lostFor})`} before its slot; the handler did not start and the slot was given back`,
       );
+    // pause-all since its checks, while it waited for its slot or a worker: given back untouched
+    if (this.#deps.checks.pausedNow()) throw new PausedBeforeStartError(entry.taskName);
     return new Date(this.#clock.now());
   }
 
@@ -299,7 +300,9 @@ export class TaskRunner {
     });
     this.#deps.hooks.retryScheduled?.(run, error, delayMs);
     const waited = await Promise.race([
-      sleep(delayMs, "waited", { signal }).catch(() => "shutdown" as const),
+      this.#clock
+        .sleep(delayMs, signal)
+        .then(() => (signal.aborted ? ("shutdown" as const) : ("waited" as const))),
       lock.lost.then(() => "lost" as const),
     ]);
     if (waited === "waited") return;
@@ -327,7 +330,7 @@ export class TaskRunner {
     const timer =
       cancelTime === undefined
         ? undefined
-        : setTimeout(
+        : this.#clock.setTimeout(
             () => {
               fired = true;
               slot.abort(
@@ -338,7 +341,7 @@ export class TaskRunner {
             },
             Math.max(0, cancelTime - this.#clock.now()),
           );
-    return { fired: () => fired, clear: () => clearTimeout(timer) };
+    return { fired: () => fired, clear: () => this.#clock.clearTimeout(timer) };
   }
 
   /**
@@ -354,20 +357,17 @@ export class TaskRunner {
   ): Promise<void> {
     const at = entry.handlerAt?.getTime();
     if (at === undefined) return;
-    const giveUpAt = performance.now() + (this.#deps.startAheadMs ?? 0) + WAIT_SLACK_MS;
+    const giveUpAt = this.#clock.monotonic() + (this.#deps.startAheadMs ?? 0) + WAIT_SLACK_MS;
     let lost = false;
     void lockLost.then(() => {
       lost = true;
     });
     for (let step = slotWaitStep(at - this.#clock.now()); step !== "done" && !lost && !signal.aborted; ) {
-      const bound = giveUpAt - performance.now();
+      const bound = giveUpAt - this.#clock.monotonic();
       if (bound <= 0) return;
       if (step === "turn") await new Promise<void>((resolve) => setImmediate(resolve));
       else
-        await Promise.race([
-          sleep(Math.min(step.timerMs, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
-          lockLost,
-        ]);
+        await Promise.race([this.#clock.sleep(Math.min(step.timerMs, Math.ceil(bound)), signal), lockLost]);
       step = slotWaitStep(at - this.#clock.now());
     }
   }
@@ -409,7 +409,7 @@ export class TaskRunner {
           hooks.runStarted?.(attemptRun);
         },
         quietMs,
-        now: () => this.#clock.now(),
+        clock: this.#clock,
         abort: (error) => attempt.abort(error),
         lockLost: lock.lost,
         timeoutMs: options.timeoutMs,

@@ -43,7 +43,9 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "cronwarden_backfills",
     "cronwarden_dependency_waits",
     "cronwarden_desired_state",
+    "cronwarden_instance_deaths",
     "cronwarden_instances",
+    "cronwarden_pause",
     "cronwarden_schema",
   ]);
 });
@@ -80,13 +82,15 @@ it("upgrades a database from before schema versions in place, keeping its rows",
         "cronwarden_schema",
         "cronwarden_instances",
         "cronwarden_dependency_waits",
+        "cronwarden_pause",
+        "cronwarden_instance_deaths",
         "cronwarden_backfills",
         "cronwarden_backfill_slots",
       ],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_backfills, cronwarden_backfill_slots.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_backfills, cronwarden_backfill_slots.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });
