@@ -283,6 +283,8 @@ export interface ClaimedSlotRow {
  * Claims up to `concurrency` minus the slots running under a live lock, in slot order: pending
  * slots, and running slots whose lock expired (`deadline`) or whose holder is dead. Called with the
  * backfill's row locked (lockRunningBackfills), so no other instance counts or claims it meanwhile.
+ * An instance holds at most its share of the concurrency (divided among the registered instances):
+ * the instance whose runs end first would otherwise claim every slot freed, and the others none.
  */
 export async function claimBackfillSlots(
   db: Queryable,
@@ -291,15 +293,20 @@ export async function claimBackfillSlots(
   const result = await db.query<ClaimedSlotRow>(
     `WITH dead AS (${DEAD_HOLDERS}),
      busy AS (
-       SELECT count(*) AS n FROM "${BACKFILL_SLOTS_TABLE}"
+       SELECT count(*) AS n, count(*) FILTER (WHERE locked_by = $3) AS mine FROM "${BACKFILL_SLOTS_TABLE}"
         WHERE backfill_id = $1 AND state = 'running' AND locked_at > $5
           AND locked_by NOT IN (SELECT instance_id FROM dead)
+     ), share AS (
+       SELECT ceil($2::numeric / greatest(1, (SELECT count(*) FROM "${INSTANCES_TABLE}")))::int AS n
      ), candidates AS (
        SELECT slot, started_at, locked_by, state FROM "${BACKFILL_SLOTS_TABLE}"
         WHERE backfill_id = $1 AND (state = 'pending' OR (state = 'running'
               AND (locked_at IS NULL OR locked_at <= $5 OR locked_by IN (SELECT instance_id FROM dead))))
         ORDER BY slot
-        LIMIT least($6::int, greatest(0, $2::int - (SELECT n FROM busy)::int))
+        LIMIT least(
+          $6::int,
+          greatest(0, $2::int - (SELECT n FROM busy)::int),
+          greatest(0, (SELECT n FROM share) - (SELECT mine FROM busy)::int))
         FOR UPDATE SKIP LOCKED
      )
      UPDATE "${BACKFILL_SLOTS_TABLE}" s
