@@ -15,6 +15,7 @@ import { type BenchContext, FULL, QUICK } from "./lib/common.js";
 import { codeVersion, describeMachine } from "./lib/machine.js";
 import { type BenchPostgres, startBenchPostgres } from "./lib/postgres.js";
 import { jsonLine, markdown, type Results } from "./lib/report.js";
+import { runBackfill } from "./scenarios/backfill.js";
 import { runFailover, runPartition } from "./scenarios/failover.js";
 import { runHerd, runHerdShared } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
@@ -38,6 +39,7 @@ const SCENARIOS = [
   "reconcile",
   "isolation",
   "search",
+  "backfill",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -190,6 +192,12 @@ async function main(): Promise<void> {
     results.search = await runSearch(context);
   }
 
+  if (wanted("backfill")) {
+    progress(
+      `backfill of ${sizes.backfillSlots} slots at concurrency 10 on 3 processes, one SIGKILLed midway`,
+    );
+    results.backfill = await runBackfill(context);
+  }
   if (wanted("isolation")) {
     progress("isolation: handler dispatch per mode, and the herd isolated");
     results.isolation = await runIsolation(context);

@@ -38,6 +38,8 @@ export interface Sizes {
   memoryTasks: number;
   /** Run-log records the search scenario loads (10 million in full mode). */
   searchRows: number;
+  /** Backfill: slots of one task's past, at concurrency 10 on 3 processes, one SIGKILLed midway. */
+  backfillSlots: number;
 }
 
 export const FULL: Sizes = {
@@ -58,6 +60,7 @@ export const FULL: Sizes = {
   reconcileEdits: 3,
   memoryTasks: 10_000,
   searchRows: 10_000_000,
+  backfillSlots: 1000,
 };
 
 export const QUICK: Sizes = {
@@ -78,6 +81,7 @@ export const QUICK: Sizes = {
   reconcileEdits: 3,
   memoryTasks: 1000,
   searchRows: 500_000,
+  backfillSlots: 200,
 };
 
 /** Settings shared by both contenders: cronwarden's defaults (Agenda's own poll default is also 5 s). */

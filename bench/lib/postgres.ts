@@ -13,6 +13,8 @@ export interface BenchPostgres {
   /** A fresh, empty database; returns its connection string. */
   createDatabase(name: string): Promise<string>;
   dropDatabase(name: string): Promise<void>;
+  /** The connection string of a database of this server. */
+  urlOf(name: string): string;
   /** `xact_commit + xact_rollback` of a database, as pg_stat_database shows it now. */
   transactions(name: string): Promise<number>;
   query<T extends pg.QueryResultRow>(database: string, text: string, values?: unknown[]): Promise<T[]>;
@@ -49,6 +51,7 @@ export async function startBenchPostgres(dir: string): Promise<BenchPostgres> {
     ?.server_version;
   return {
     version: version ?? "unknown",
+    urlOf,
     async createDatabase(name) {
       checkName(name);
       await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`);

@@ -1,5 +1,6 @@
 /** The bench's output: a markdown report and one line of JSON. */
 
+import type { BackfillFigures } from "../scenarios/backfill.js";
 import type { FailoverTrial } from "../scenarios/failover.js";
 import type { HerdFigures } from "../scenarios/herd.js";
 import type { IdleResult } from "../scenarios/idle.js";
@@ -47,6 +48,8 @@ export interface Results {
   isolation?: IsolationFigures;
   /** cronwarden only: the run search over a large run log (bench/scenarios/search.ts). */
   search?: SearchFigures;
+  /** cronwarden only: a backfill with one process SIGKILLed midway. */
+  backfill?: BackfillFigures;
 }
 
 type Figure = number | null;
@@ -171,6 +174,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
       }
     : null;
   figures.rolling_tuned = rollingJson(results.rollingTuned);
+  figures.backfill = results.backfill ?? null;
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -262,6 +266,7 @@ export function markdown(options: {
   }
   if (results.rolling) rollingRows(row, results.rolling);
   if (results.rollingTuned) rollingRows(row, results.rollingTuned);
+  if (results.backfill) backfillRows(row, results.backfill);
   if (results.reconcile) reconcileRows(row, results.reconcile);
   const small = results.reconcileSmall;
   if (small) {
@@ -511,6 +516,38 @@ function rollingRows(row: Row, rolling: RollingFigures): void {
     `${show(rolling.rerunDelayMedianS, 2)} / ${show(rolling.rerunDelayMaxS, 2)}`,
     "n/a",
   );
+}
+
+function backfillRows(row: Row, backfill: BackfillFigures): void {
+  const title = `backfill (${backfill.slots} past slots of a 1 s task running 100 ms, concurrency ${backfill.concurrency}, ${backfill.processes} processes, one SIGKILLed at half)`;
+  row(
+    title,
+    "duration (s) / slots per s",
+    `${show(backfill.durationS, 1)} / ${show(backfill.slotsPerS, 1)}`,
+    "n/a",
+  );
+  row(
+    "",
+    "created -> first handler start / half done, the SIGKILL (s)",
+    `${show(backfill.firstStartS, 2)} / ${show(backfill.halfS, 1)}`,
+    "n/a",
+  );
+  row(
+    "",
+    "slots with exactly one success / none / more than one; started twice (taken over)",
+    `${backfill.exactlyOnce} / ${backfill.missing} / ${backfill.duplicated}; ${backfill.restarted}`,
+    "n/a",
+  );
+  row(
+    "",
+    "progress reads whose counts add up to the total",
+    `${backfill.progressConsistent ? "all" : "NOT all"} of ${backfill.progressReads}`,
+    "n/a",
+  );
+  const live = (figures: BackfillFigures["liveBefore"]) =>
+    `${show(figures.p50Ms)} / ${show(figures.p99Ms)} / ${show(figures.maxMs)} ms, ${figures.notStarted} of ${figures.slots} not started`;
+  row("", "live slots before: lateness p50 / p99 / max", live(backfill.liveBefore), "n/a");
+  row("", "live slots during the backfill: lateness p50 / p99 / max", live(backfill.liveDuring), "n/a");
 }
 
 function reconcileRows(row: Row, reconcile: ReconcileFigures): void {

@@ -19,4 +19,5 @@ export type AdminScheduler = SchedulerEventSource &
     | "auditTrail"
     | "chains"
     | "fleet"
+    | "slotActions"
   >;

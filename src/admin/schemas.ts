@@ -41,7 +41,11 @@ export const runsQuery = z
         ),
       )
       .optional(),
-    trigger: z.enum(["schedule", "manual"], { error: "trigger must be schedule or manual" }).optional(),
+    trigger: z
+      .enum(["schedule", "manual", "rerun", "backfill"], {
+        error: "trigger must be schedule, manual, rerun or backfill",
+      })
+      .optional(),
     from: isoDate("from").optional(),
     to: isoDate("to").optional(),
     limit: z

@@ -9,6 +9,7 @@ import { HttpError } from "./httpErrors.js";
 import type { MissedSlotTracker } from "./missedSlots.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 import { parseOr400, runNowBody, runNowQuery, runsQuery, taskParams } from "./schemas.js";
+import { slotRoutes } from "./slotRoutes.js";
 import { decodeCursor, encodeCursor } from "./timelineRoutes.js";
 
 const NEXT_RUNS = 5;
@@ -54,6 +55,7 @@ export function taskRoutes(
   });
 
   taskActionRoutes(app, scheduler, callerOf);
+  slotRoutes(app, scheduler, callerOf); // re-run a slot, backfill a range
 }
 
 /** An operator's actions on one task: run now, resume; each recorded with the caller's name. */

@@ -57,6 +57,97 @@ const taskNames = {
   },
 } satisfies Record<string, OptionSpec>;
 
+const reason: OptionSpec = { type: "string", value: "TEXT", description: "why, kept in the audit trail" };
+const withDownstream: OptionSpec = {
+  type: "boolean",
+  description: "the tasks that run after it follow each slot (docs/dependencies.md)",
+};
+
+/** Re-run a slot, backfill a range (docs/operations.md, "Re-run a slot", "Backfill"). */
+const SLOT_COMMANDS: Record<string, CommandHelp> = {
+  rerun: {
+    command: "rerun",
+    usage:
+      "usage: cronwarden rerun <task> --slot TIME [--force] [--with-downstream] [--reason TEXT] [--url URL] [--token TOKEN] [--json]",
+    summary: "re-run one slot under its own scheduledAt and run key; exit 0 queued, 1 refused",
+    description: `Re-runs one slot of the task (a failed, skipped or interrupted one; a succeeded one with --force)
+under the slot's own scheduledAt and run key, marked rerun with the token's name; audited. Exit 0
+queued, 1 refused (unknown task or slot, running, already requested, succeeded without --force), 2 error.`,
+    positional: { name: "task", what: "a task name" },
+    options: {
+      slot: { type: "string", value: "TIME", description: "the slot (its scheduledAt), ISO 8601" },
+      force: { type: "boolean", description: "re-run a slot whose last run succeeded" },
+      "with-downstream": withDownstream,
+      reason,
+      ...adminOptions,
+      json: json("print the API's answer as JSON"),
+    },
+    footer: ADMIN,
+  },
+  backfill: {
+    command: "backfill",
+    usage:
+      "usage: cronwarden backfill <task> --from TIME --to TIME [--only-missing | --all] [--concurrency N] [--dry-run] [--with-downstream] [--reason TEXT] [--url URL] [--token TOKEN] [--json]",
+    summary: "run every slot of a range of the task's schedule, each under its own identity",
+    description: `Runs every slot of the task's schedule from --from to --to (both included), each once across the
+instances under its own scheduledAt and run key (trigger backfill), in slot order, at most
+--concurrency at a time (default 1). --only-missing (the default) skips slots whose run succeeded;
+--all runs them too. --dry-run lists the slots and starts nothing. Audited. Exit 0 created (or
+listed), 1 refused (unknown task, a running backfill over the range), 2 error.`,
+    positional: { name: "task", what: "a task name" },
+    exclusive: [["only-missing", "all"]],
+    options: {
+      from: { type: "string", value: "TIME", description: "the range's first time, ISO 8601" },
+      to: { type: "string", value: "TIME", description: "the range's last time, ISO 8601" },
+      "only-missing": { type: "boolean", description: "skip slots whose run succeeded (the default)" },
+      all: { type: "boolean", description: "run every slot, those that succeeded too" },
+      concurrency: {
+        type: "string",
+        value: "N",
+        description: "at most N slots at a time (default 1, at most 100)",
+      },
+      "dry-run": { type: "boolean", description: "list the slots it would run; start nothing" },
+      "with-downstream": withDownstream,
+      reason,
+      ...adminOptions,
+      json: json("print the API's answer as JSON"),
+    },
+    footer: ADMIN,
+  },
+  backfills: {
+    command: "backfills",
+    usage: "usage: cronwarden backfills [--task TASK] [--url URL] [--token TOKEN] [--json]",
+    summary: "the recent backfills with their progress",
+    description: "Lists the recent backfills, newest first, with their state and progress.",
+    options: {
+      task: { type: "string", value: "TASK", description: "only this task's" },
+      ...adminOptions,
+      json: json("print the API's answer as JSON"),
+    },
+    footer: ADMIN,
+  },
+  "backfill-status": {
+    command: "backfill-status",
+    usage: "usage: cronwarden backfill-status <id> [--url URL] [--token TOKEN] [--json]",
+    summary: "one backfill's state and progress",
+    description:
+      "Prints one backfill's state and how many of its slots are in each state. Exit 1: no such backfill.",
+    positional: { name: "id", what: "a backfill id (cronwarden backfills lists them)" },
+    options: { ...adminOptions, json: json("print the API's answer as JSON") },
+    footer: ADMIN,
+  },
+  "backfill-cancel": {
+    command: "backfill-cancel",
+    usage: "usage: cronwarden backfill-cancel <id> [--reason TEXT] [--url URL] [--token TOKEN] [--json]",
+    summary: "cancel a running backfill: its pending slots do not run",
+    description: `Cancels a running backfill: its pending slots are not run; those running finish. Audited. Exit
+0 cancelled, 1 refused (no such backfill, not running), 2 error.`,
+    positional: { name: "id", what: "a backfill id (cronwarden backfills lists them)" },
+    options: { reason, ...adminOptions, json: json("print the API's answer as JSON") },
+    footer: ADMIN,
+  },
+};
+
 export const COMMANDS: Readonly<Record<string, CommandHelp>> = {
   serve: {
     command: "serve",
@@ -265,6 +356,7 @@ they were recorded (docs/operations.md, "Search runs").`,
     },
     footer: ADMIN,
   },
+  ...SLOT_COMMANDS,
 };
 
 /** `cronwarden help <command>` and `cronwarden <command> --help`. */

@@ -7,6 +7,13 @@ import { COMMANDS, commandHelp, generalUsage, packageVersion } from "./help.js";
 import { migrateCommand } from "./migrateCommand.js";
 import { instancesCommand, pauseAllCommand, resumeAllCommand, searchCommand } from "./opsCommands.js";
 import { serveCommand } from "./serveCommand.js";
+import {
+  backfillCancelCommand,
+  backfillCommand,
+  backfillStatusCommand,
+  backfillsCommand,
+  rerunCommand,
+} from "./slotCommands.js";
 
 type Runner = (parsed: ParsedArguments, io: CliIo) => Promise<number>;
 
@@ -27,6 +34,13 @@ const RUNNERS: Readonly<Record<string, Runner>> = {
   "resume-all": ({ values }, io) => resumeAllCommand(as(values), io),
   instances: ({ values }, io) => instancesCommand(as(values), io),
   search: ({ values }, io) => searchCommand(as(values), io),
+  rerun: ({ values, positional }, io) => rerunCommand(positional as string, as(values), io),
+  backfill: ({ values, positional }, io) => backfillCommand(positional as string, as(values), io),
+  backfills: ({ values }, io) => backfillsCommand(as(values), io),
+  "backfill-status": ({ values, positional }, io) =>
+    backfillStatusCommand(positional as string, as(values), io),
+  "backfill-cancel": ({ values, positional }, io) =>
+    backfillCancelCommand(positional as string, as(values), io),
 };
 
 /**

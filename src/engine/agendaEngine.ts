@@ -4,6 +4,7 @@ import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import { EventLoopMonitor } from "../core/eventLoopMonitor.js";
 import type { Logger } from "../core/logger.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
+import type { Backfills } from "./backfills.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
 import type {
@@ -21,6 +22,7 @@ import { type JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js"
 import type { PauseGate, PauseState } from "./pauseGate.js";
 import { checkSchema, migrateSchema } from "./schema.js";
 import { requireSessionPooling } from "./sessionPooling.js";
+import type { SlotReruns } from "./slotReruns.js";
 import * as sql from "./sql.js";
 
 export type * from "./engineApi.js";
@@ -159,6 +161,7 @@ export class AgendaEngine {
     this.#health.start();
     parts.missedSlots.start();
     parts.dependencies.start();
+    parts.backfillRunner.start();
     this.#watchStalls(parts.runs);
     this.#started = true;
     this.#logger.info(
@@ -208,7 +211,7 @@ export class AgendaEngine {
     this.#stalls = undefined;
     await this.#health.stop();
     await parts.missedSlots.stop();
-    const drained = await parts.runs.drain(timeoutMs);
+    const [drained] = await Promise.all([parts.runs.drain(timeoutMs), parts.backfillRunner.drain(timeoutMs)]);
     await parts.locks.close();
     await parts.dependencies.stop();
     await parts.channel.disconnect().catch(() => {});
@@ -274,6 +277,21 @@ export class AgendaEngine {
 
   requestRun(...args: Parameters<JobWrites["requestRun"]>): ReturnType<JobWrites["requestRun"]> {
     return this.#writes().requestRun(...args);
+  }
+
+  /** prepare() has built the engine's parts (the admin API listens before that). */
+  get prepared(): boolean {
+    return this.#parts !== undefined;
+  }
+
+  /** Re-runs of one slot under its own identity (src/engine/slotReruns.ts). */
+  get reruns(): SlotReruns {
+    return this.#require().reruns;
+  }
+
+  /** Backfills of a range of slots (src/engine/backfills.ts). */
+  get backfills(): Backfills {
+    return this.#require().backfills;
   }
 
   /** Runs `work` while holding a database-wide lock, so instances reconcile one at a time. */

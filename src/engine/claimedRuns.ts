@@ -125,6 +125,11 @@ export class ClaimedRuns {
     return this.#definedTasks;
   }
 
+  /** A task's handler and options as defined here (a backfill's slots run them too). */
+  definitionOf(taskName: string): TaskDefinition | undefined {
+    return this.#definitions.get(taskName);
+  }
+
   /**
    * Defines a task: `handler` runs once per slot this instance claims. One job row per task, its
    * lock, and the claim loop leaving alone the names it holds keep a task to one run at a time.

@@ -134,7 +134,7 @@ export class DependencyCoordinator {
     if (run.attempt !== 1 || this.#downstreams.without(run.taskName)) return;
     const key = runKey(run.taskName, run.scheduledAt);
     const chain = this.#manualChains.has(key);
-    if (run.trigger === "manual" && !chain) return;
+    if (run.trigger !== "schedule" && !chain) return;
     this.#track(run.taskName, run.scheduledAt, () =>
       this.#openDownstreams(run.taskName, run.scheduledAt, chain),
     );
@@ -157,7 +157,7 @@ export class DependencyCoordinator {
     const key = runKey(taskName, slot);
     const chain = this.#manualChains.has(key);
     this.#manualChains.delete(key);
-    if (meta.trigger === "manual" && !chain && !ranAsDownstream) return;
+    if (meta.trigger !== undefined && meta.trigger !== "schedule" && !chain && !ranAsDownstream) return;
     this.#track(taskName, slot, () => this.#settled(taskName, slot, outcome, chain, ranAsDownstream));
   }
 

@@ -51,7 +51,16 @@ export interface EngineOptions {
   repairLostNextRun?: () => Promise<void>;
 }
 
-export type RunTrigger = "schedule" | "manual";
+/**
+ * What started a run: its slot (`schedule`), run now (`manual`), an operator's re-run of one slot
+ * under its own identity (`rerun`), or a backfill of a range of slots (`backfill`; docs/operations.md).
+ */
+export type RunTrigger = "schedule" | "manual" | "rerun" | "backfill";
+
+/** A stored trigger as the engine knows it: anything else (rows from older versions) is `schedule`. */
+export function runTriggerOf(value: unknown): RunTrigger {
+  return value === "manual" || value === "rerun" || value === "backfill" ? value : "schedule";
+}
 
 /** What the engine hands the scheduler for one attempt of one slot. */
 export interface EngineRun {

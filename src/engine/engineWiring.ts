@@ -5,6 +5,8 @@ import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
 import { POLL_PHASES } from "../core/periodic.js";
 import { loadRunTracer, type RunTracer } from "../observability/tracing.js";
+import { BACKFILL_WAKE, BackfillRunner } from "./backfillRunner.js";
+import { Backfills } from "./backfills.js";
 import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
 import type { DatabaseHealth } from "./databaseHealth.js";
 import { DependencyCoordinator } from "./dependencies.js";
@@ -20,10 +22,11 @@ import { PauseGate } from "./pauseGate.js";
 import { RunChecks } from "./runChecks.js";
 import { RunRecorder } from "./runRecorder.js";
 import { SkippedSlots } from "./skippedSlots.js";
+import { SlotReruns } from "./slotReruns.js";
 import type { SlotRunnerPorts } from "./slotRunner.js";
 import * as sql from "./sql.js";
 import { StatementBatch } from "./statementBatch.js";
-import { TaskRunner } from "./taskRunner.js";
+import { TaskRunner, type TaskRunnerDeps } from "./taskRunner.js";
 
 /**
  * The engine's wiring: builds, once, the parts that AgendaEngine (src/engine/agendaEngine.ts)
@@ -58,7 +61,14 @@ export interface EngineParts {
   locks: LockKeeper;
   /** The namespace's pause-all switch (src/engine/pauseGate.ts). */
   gate: PauseGate;
+  /** Operator actions on past slots: re-run one, backfill a range (docs/operations.md). */
+  reruns: SlotReruns;
+  backfills: Backfills;
+  backfillRunner: BackfillRunner;
 }
+
+/** The job id of a backfill's wake notification (no job has it). */
+const BACKFILL_WAKE_ID = "00000000-0000-0000-0000-000000000000";
 
 /** What the wiring takes from the engine: its options, clock, log, error and health reporters, and two calls back. */
 export interface EngineContext {
@@ -80,6 +90,8 @@ export class EngineWiring {
   readonly #clock: Clock;
   readonly #errors: EngineErrors;
   readonly #health: DatabaseHealth;
+  /** The live runs' runner parts, which a backfill slot's runner shares (src/engine/backfillRunner.ts). */
+  #runnerDeps: TaskRunnerDeps | undefined;
 
   constructor(ctx: EngineContext) {
     this.#ctx = ctx;
@@ -137,7 +149,9 @@ export class EngineWiring {
       onRunError: (error) => this.#errors.runError(error),
       paused: () => gate.paused,
     });
+    const slotParts = this.#slotParts({ agenda, runs, recorder, dependencies, paused: () => gate.paused });
     channel.subscribe((notification) => {
+      if (notification.jobName === BACKFILL_WAKE) return slotParts.backfillRunner.claimNow();
       const due = notification.nextRunAt;
       if (!due || new Date(due).getTime() <= this.#clock.now() + runs.lookAheadMs) runs.claimNow();
     });
@@ -161,7 +175,63 @@ export class EngineWiring {
         clock: this.#clock,
         wake: (job) => this.#ctx.wake(job),
       }),
+      ...slotParts,
     };
+  }
+
+  /** Re-runs of one slot and backfills (docs/operations.md, "Re-run a slot", "Backfill"). */
+  #slotParts(parts: {
+    agenda: Agenda;
+    runs: ClaimedRuns;
+    recorder: RunRecorder;
+    dependencies: DependencyCoordinator;
+    paused: () => boolean;
+  }): Pick<EngineParts, "reruns" | "backfills" | "backfillRunner"> {
+    const { pool, instanceId } = this.#options;
+    const backfillRunner = this.#backfillRunner(parts);
+    return {
+      reruns: new SlotReruns({ pool, instanceId, wake: (job) => this.#ctx.wake(job) }),
+      // a new backfill: every instance claims its first slots now, not at its next idle check
+      backfills: new Backfills(pool, () => {
+        backfillRunner.claimNow();
+        void this.#ctx
+          .wake({ id: BACKFILL_WAKE_ID, name: BACKFILL_WAKE, nextRunAt: null, priority: 0 })
+          .catch(() => {});
+      }),
+      backfillRunner,
+    };
+  }
+
+  #backfillRunner({
+    agenda,
+    runs,
+    recorder,
+    dependencies,
+    paused,
+  }: {
+    agenda: Agenda;
+    runs: ClaimedRuns;
+    recorder: RunRecorder;
+    dependencies: DependencyCoordinator;
+    paused: () => boolean;
+  }): BackfillRunner {
+    const { pool, instanceId, lockLifetimeMs, processEveryMs } = this.#options;
+    if (!this.#runnerDeps) throw new Error("the run ports must be built before the backfill runner");
+    return new BackfillRunner({
+      paused,
+      pool,
+      agenda,
+      instanceId,
+      logger: this.#logger,
+      clock: this.#clock,
+      lockLifetimeMs,
+      pollEveryMs: Math.min(processEveryMs, 1_000),
+      runnerDeps: this.#runnerDeps,
+      recorder,
+      definition: (name) => runs.definitionOf(name),
+      definedTasks: () => runs.definedTasks,
+      dependencies,
+    });
   }
 
   #dependencies(): DependencyCoordinator {
@@ -283,7 +353,7 @@ export class EngineWiring {
     const logger = this.#logger;
     const clock = this.#clock;
     const skipped = new SkippedSlots({ recorder, logger, hooks: runHooks, clock });
-    const runner = new TaskRunner({
+    this.#runnerDeps = {
       watchdog: locks,
       recorder,
       logger,
@@ -295,7 +365,8 @@ export class EngineWiring {
       clock,
       startAheadMs: startAheadOf(lockLifetimeMs),
       tracer,
-    });
+    };
+    const runner = new TaskRunner(this.#runnerDeps);
     return { rows: repository, recorder, runner, logger, clock, instanceId };
   }
 

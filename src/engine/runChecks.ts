@@ -10,7 +10,7 @@ import { BEFORE_START_RETRY } from "./jobRepository.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
 import { decodeRunMeta } from "./runLogMeta.js";
 import type { SkippedSlots } from "./skippedSlots.js";
-import type { SlotRun } from "./slotRun.js";
+import { RUN_DATA_KEY, runOfRow, type SlotRun } from "./slotRun.js";
 import * as sql from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, PausedBeforeStartError } from "./staleStart.js";
 
@@ -81,11 +81,13 @@ export class RunChecks {
       }
       const manual = manualRunOf(job.attrs.data);
       if (manual) await beforeStart(() => sql.clearManualRun(pool, run.jobId));
-      run.triggeredBy(manual ? "manual" : "schedule", manual?.by);
+      // an operator's re-run runs under the slot it repeats (src/engine/slotReruns.ts)
+      run.triggeredBy(manual?.rerun ? "rerun" : manual ? "manual" : "schedule", manual?.by);
       const withDownstream = manual?.withDownstream === true;
       if (!run.previousRunUnfinished) {
-        await this.#upstreams(run, job, run.scheduledAt, withDownstream, beforeStart);
-        return { kind: "run", rerunOf: undefined, withDownstream };
+        const slot = manual?.rerun?.scheduledAt ?? run.scheduledAt;
+        await this.#upstreams(run, job, slot, withDownstream, beforeStart);
+        return { kind: "run", rerunOf: manual?.rerun, withDownstream };
       }
       return await this.#takeover(run, job, preparedAt, withDownstream, beforeStart);
     } catch (error) {
@@ -210,13 +212,20 @@ function excludedSlot(run: SlotRun, job: Job): string | undefined {
   return calendar === undefined ? undefined : exclusionReason(calendar);
 }
 
-/** The run-now request the job row carries, if any, with who asked (absent in rows from older versions). */
-function manualRunOf(data: unknown): { by: string | undefined; withDownstream: boolean } | undefined {
+/**
+ * The run-now request the job row carries, if any, with who asked (absent in rows from older
+ * versions); for a re-run, the slot it repeats and that slot's last run (`rerun`, the same shape
+ * as a start save's identity: src/engine/slotRun.ts runOfRow).
+ */
+export function manualRunOf(
+  data: unknown,
+): { by: string | undefined; withDownstream: boolean; rerun: PreviousRun | undefined } | undefined {
   if (typeof data !== "object" || data === null || !("manualRun" in data)) return undefined;
   const request = (data as { manualRun: unknown }).manualRun;
   const fields = typeof request === "object" && request !== null ? (request as Record<string, unknown>) : {};
   return {
     by: typeof fields.by === "string" ? fields.by : undefined,
     withDownstream: fields.withDownstream === true,
+    rerun: runOfRow({ [RUN_DATA_KEY]: fields.rerun }),
   };
 }

@@ -2,7 +2,7 @@ import type { UpstreamRun } from "../core/dependencies/spec.js";
 import { isoTime } from "../core/isoTime.js";
 import type { RunOutcome } from "../core/runTypes.js";
 import { isTraceparent } from "../observability/tracing.js";
-import type { RunTrigger } from "./engineApi.js";
+import { type RunTrigger, runTriggerOf } from "./engineApi.js";
 import type { RunLogLine } from "./runJournal.js";
 
 /**
@@ -140,7 +140,7 @@ export function decodeRunMeta(value: unknown): RunLogMeta {
   if (attempt !== undefined && attempt >= 1) meta.attempt = attempt;
   if (raw[RUN_META.rerun] === true || raw[RUN_META.rerun] === "true") meta.rerun = true;
   const trigger = raw[RUN_META.trigger];
-  if (trigger === "manual" || trigger === "schedule") meta.trigger = trigger;
+  if (typeof trigger === "string" && runTriggerOf(trigger) === trigger) meta.trigger = trigger;
   const requestedBy = textOf(raw[RUN_META.requestedBy]);
   if (requestedBy !== undefined) meta.requestedBy = requestedBy;
   const upstreams = raw[RUN_META.upstreams];

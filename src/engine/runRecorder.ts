@@ -229,8 +229,10 @@ export class RunRecorder {
       instanceId: this.#instanceId,
       ...(run.attempt !== undefined ? { attempt: run.attempt } : {}),
       ...(run.rerun ? { rerun: true } : {}),
-      ...(run.trigger === "manual" ? { trigger: "manual" } : {}),
-      ...(run.trigger === "manual" && run.requestedBy ? { requestedBy: run.requestedBy } : {}),
+      ...(run.trigger && run.trigger !== "schedule" ? { trigger: run.trigger } : {}),
+      ...(run.trigger && run.trigger !== "schedule" && run.requestedBy
+        ? { requestedBy: run.requestedBy }
+        : {}),
       ...(run.upstreams ? { upstreams: run.upstreams } : {}),
       ...(run.traceparent ? { traceparent: run.traceparent } : {}),
     };

@@ -11,6 +11,9 @@ import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/sch
 import { withAdvisoryLock } from "./advisoryLock.js";
 import {
   ADD_INSTANCE_COLUMNS,
+  BACKFILL_SLOTS_TABLE,
+  BACKFILLS_TABLE,
+  CREATE_BACKFILLS,
   CREATE_DEPENDENCY_WAITS,
   CREATE_DUE_INDEX,
   CREATE_INSTANCE_DEATHS,
@@ -40,6 +43,9 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  *    `pause-all`/`resume-all` audit entries, the instances' self-description and last check, their
  *    recorded deaths (src/engine/sql/instances.ts), and the run log's search index
  *    (src/engine/sql/runSearch.ts; on a large run log this step takes a while: it reads every row).
+ * 9: backfills and their slots (src/engine/sql/backfills.ts), and `rerun`, `backfill` and
+ *    `backfill-cancel` entries in the audit trail, beside step 8's (docs/operations.md, "Re-run a
+ *    slot", "Backfill").
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -76,6 +82,13 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
     await client.query(CREATE_SEARCH_FUNCTION);
     await client.query(CREATE_SEARCH_INDEX);
   },
+  async (client) => {
+    await client.query(CREATE_BACKFILLS);
+    await client.query(`ALTER TABLE "${AUDIT_TABLE}" DROP CONSTRAINT IF EXISTS "${AUDIT_TABLE}_kind_check"`);
+    await client.query(
+      `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume', 'pause-all', 'resume-all', 'rerun', 'backfill', 'backfill-cancel'))`,
+    );
+  },
 ];
 /** The version this code needs (the number of MIGRATIONS). */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -90,6 +103,8 @@ export const SERVICE_TABLES = [
   DEPENDENCY_WAITS_TABLE,
   PAUSE_TABLE,
   INSTANCE_DEATHS_TABLE,
+  BACKFILLS_TABLE,
+  BACKFILL_SLOTS_TABLE,
 ] as const;
 
 /** The command that creates or upgrades the schema, named by every refusal. */

@@ -86,12 +86,16 @@ export class SkippedSlots {
         runStartedAt: Math.min(job.attrs.lastRunAt?.getTime() ?? startedAt.getTime(), startedAt.getTime()),
         handlerStartedAt: startedAt.getTime(),
         // the run's own slot (a re-run's: the slot it repeats): a run that took it late is not
-        // "still going" for the slots that fell due only because of that
+        // "still going" for the slots that fell due only because of that. An operator's re-run
+        // of an old slot runs when asked, as run now does: the slots since that old slot had
+        // their own runs, and only those that fell due while it ran are the policy's
         slotDueAt:
           run.trigger === "manual"
             ? run.scheduledAt.getTime()
-            : dueAt(taskName, run.scheduledAt.getTime(), jitterMs),
-        ...(run.rerun ? { rerunOf: { slot: run.scheduledAt.getTime() } } : {}),
+            : run.trigger === "rerun"
+              ? startedAt.getTime()
+              : dueAt(taskName, run.scheduledAt.getTime(), jitterMs),
+        ...(run.rerun && run.trigger !== "rerun" ? { rerunOf: { slot: run.scheduledAt.getTime() } } : {}),
         now: this.#deps.clock.now(),
         pendingSlot,
         schedule: slotSource(schedule, timezone),

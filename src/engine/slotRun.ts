@@ -13,7 +13,7 @@
 import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { CatchUpDecision } from "../core/policies/catchUp.js";
 import type { RunOutcome } from "../core/runTypes.js";
-import type { PreviousRun } from "./engineApi.js";
+import type { PreviousRun, RunTrigger } from "./engineApi.js";
 import type { RunJournal } from "./runJournal.js";
 
 /**
@@ -110,7 +110,7 @@ export class SlotRun {
   /** This run repeats one that died. */
   readonly rerun?: boolean | undefined;
   readonly rerunOf?: PreviousRun | undefined;
-  readonly trigger?: "schedule" | "manual" | undefined;
+  readonly trigger?: RunTrigger | undefined;
   /** Who asked for a manual run (a token's name). */
   readonly requestedBy?: string | undefined;
   /** A downstream's run: the upstream runs it waited for (docs/dependencies.md). */
@@ -234,7 +234,7 @@ export class SlotRun {
     });
   }
 
-  triggeredBy(trigger: "schedule" | "manual", requestedBy: string | undefined): void {
+  triggeredBy(trigger: RunTrigger, requestedBy: string | undefined): void {
     this.#set({ trigger, requestedBy });
   }
 

@@ -27,7 +27,7 @@ export interface TaskRunnerDeps {
   timeoutGraceMs: number;
   lockLifetimeMs: number;
   /** The checks between the start save and the handler (src/engine/runChecks.ts). */
-  checks: RunChecks;
+  checks: Pick<RunChecks, "beforeHandler" | "pausedNow">;
   /** Slots recorded skipped by a policy (src/engine/skippedSlots.ts). */
   skipped: SkippedSlots;
   /** The engine's clock (src/core/clock.ts): a slot's start, each attempt's, the overlap and start deadlines. */

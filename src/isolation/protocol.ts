@@ -23,7 +23,7 @@ export interface HandlerContext {
   readonly logger: Logger;
   readonly instanceId: string;
   readonly upstreams: readonly unknown[];
-  readonly trigger: "schedule" | "manual";
+  readonly trigger: "schedule" | "manual" | "rerun" | "backfill";
   readonly secrets: Readonly<Record<string, string>>;
 }
 
@@ -34,7 +34,7 @@ export interface WireContext {
   startedAt: Date;
   attempt: number;
   runKey: string;
-  trigger: "schedule" | "manual";
+  trigger: "schedule" | "manual" | "rerun" | "backfill";
   instanceId: string;
   rerunOf: unknown;
   upstreams: unknown;

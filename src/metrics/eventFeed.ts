@@ -19,7 +19,8 @@ export class EventFeed {
   attach(events: Subscriptions): void {
     events.on("run:started", (event) => {
       this.#track(event.taskName, attemptKey(event), true);
-      if (event.attempt === 1) {
+      // a re-run or a backfill runs a past slot when asked: its distance from the slot is not lateness
+      if (event.attempt === 1 && event.trigger !== "rerun" && event.trigger !== "backfill") {
         const lateness = Math.max(0, event.startedAt.getTime() - event.scheduledAt.getTime()) / 1000;
         this.#metrics.startLateness.observe({ task: event.taskName }, lateness);
       }

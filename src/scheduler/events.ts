@@ -12,7 +12,7 @@ export interface RunStartedEvent {
   /** 1 for the first attempt of a slot; more for retries (each attempt is one run of the handler). */
   attempt: number;
   /** `manual` for a run requested with runNow(). */
-  trigger: "schedule" | "manual";
+  trigger: "schedule" | "manual" | "rerun" | "backfill";
   /** For a manual run: who asked (the admin token's name, or runNow()'s `requestedBy`). */
   requestedBy?: string;
   /** This run repeats one that died (see TaskContext.rerunOf). */

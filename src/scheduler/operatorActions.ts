@@ -5,6 +5,7 @@ import type { AgendaEngine } from "../engine/agendaEngine.js";
 import { describePause } from "../reconcile/configReconciler.js";
 import type { ResumeResult, RunNowResult } from "../status/statusModel.js";
 import type { AuditLog } from "../store/auditLog.js";
+import { SlotActions } from "./slotActions.js";
 import type { TaskRegistry } from "./taskRegistry.js";
 
 export interface RunNowOptions {
@@ -23,7 +24,7 @@ export interface RunNowOptions {
 export const IN_PROCESS_CALLER = "in-process";
 
 export interface OperatorActionsDeps {
-  engine: Pick<AgendaEngine, "requestRun" | "resume" | "listJobs">;
+  engine: Pick<AgendaEngine, "requestRun" | "resume" | "listJobs" | "reruns" | "backfills" | "prepared">;
   registry: Pick<TaskRegistry, "has">;
   audit: Pick<AuditLog, "record">;
   logger: Logger;
@@ -40,9 +41,12 @@ export interface OperatorActionsDeps {
  */
 export class OperatorActions {
   readonly #deps: OperatorActionsDeps;
+  /** Re-run a slot, backfill a range (docs/operations.md): src/scheduler/slotActions.ts. */
+  readonly slots: SlotActions;
 
   constructor(deps: OperatorActionsDeps) {
     this.#deps = deps;
+    this.slots = new SlotActions(deps);
   }
 
   /**

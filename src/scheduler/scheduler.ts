@@ -90,6 +90,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #config: ConfigApplier;
   readonly #audit: AuditLog;
   readonly #actions: OperatorActions;
+  readonly slotActions: OperatorActions["slots"]; // re-run a slot, backfill (docs/operations.md)
   #state: State = "new";
   readonly #pool: Pool;
   #starting: Promise<void> | undefined;
@@ -155,6 +156,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       clock,
       revision: () => this.#config.current?.revision ?? "-",
     });
+    this.slotActions = this.#actions.slots;
     this.#config = new ConfigApplier({
       source: config,
       engine: this.#engine,
@@ -374,20 +376,18 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   /**
-   * Runs a task now, once, on whichever instance picks it up first, with the same one-at-a-time
-   * guarantee as scheduled runs: refused while a run is in progress or the task is disabled.
-   * `requestedBy` names who asked (the admin API passes its token's name); it goes into the run
-   * record and, with the request, into the audit trail (kind `run-now`).
+   * Runs a task now, once, on whichever instance picks it up first, as one-at-a-time as scheduled
+   * runs: refused while a run is in progress or the task is disabled. `requestedBy` (the admin
+   * API's token name) goes into the run record and the audit trail (kind `run-now`).
    */
   runNow(name: string, options: RunNowOptions = {}): Promise<RunNowResult> {
     return this.#actions.runNow(name, options);
   }
 
   /**
-   * Resumes a task paused by failure (docs/behaviour.md, "Pause on failure"): enabled again, its
-   * failure streak cleared; its next run follows catchUp, as after an enable. Audited (kind
-   * `resume`, with who asked) in the same transaction. Refused for an unknown task or one that is
-   * not paused.
+   * Resumes a task paused by failure (docs/behaviour.md, "Pause on failure"): enabled, its streak
+   * cleared, its next run per catchUp. Audited (kind `resume`, who asked) in the same transaction;
+   * refused for an unknown task or one not paused.
    */
   resume(name: string, options: RunNowOptions = {}): Promise<ResumeResult> {
     return this.#actions.resume(name, options);

@@ -17,8 +17,17 @@ export interface TaskContext {
   readonly signal: AbortSignal;
   /** `taskName@scheduledAt` (ISO): the same for a re-run of the same slot; use it as an idempotency key. */
   readonly runKey: string;
-  /** Set when this run repeats one that started and never finished (its instance died or lost the lock). */
+  /**
+   * Set when this run repeats an earlier run of the same slot: one that started and never finished
+   * (its instance died or lost the lock), or one an operator asked to re-run (`trigger` "rerun").
+   */
   readonly rerunOf: PreviousRun | undefined;
+  /**
+   * What started this run: its slot (`schedule`), run now (`manual`), an operator's re-run of this
+   * slot (`rerun`) or a backfill of a range (`backfill`); `runKey` is the slot's in every case
+   * (docs/operations.md, "Re-run a slot", "Backfill").
+   */
+  readonly trigger: "schedule" | "manual" | "rerun" | "backfill";
   /** A child logger bound to this task and run. */
   readonly logger: Logger;
   /** The instance that runs this slot. */
@@ -28,8 +37,6 @@ export interface TaskContext {
    * waited for (name, run key, outcome). Empty for a task with its own cron and for a manual run.
    */
   readonly upstreams: readonly UpstreamRun[];
-  /** `schedule`, or `manual` for a run asked through runNow() or the admin API. */
-  readonly trigger: "schedule" | "manual";
   /**
    * The secrets the registration declared (`secrets: [...]`), read for this run (docs/isolation.md,
    * "Secrets"): only this task's, by name. Empty when it declared none.

@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import type { RunRecord } from "../engine/engineApi.js";
+import { type RunRecord, runTriggerOf } from "../engine/engineApi.js";
 import { decodeRunMeta, isRunOutcome, type RunLogMeta } from "../engine/runLogMeta.js";
 import { type RunMark, runMark } from "./timelineMarks.js";
 import * as tsql from "./timelineSql.js";
@@ -45,7 +45,7 @@ function historyRun(row: tsql.SlotRow): HistoryRun {
     instanceId: mark.instanceId,
     attempt: mark.attempt,
     trigger: mark.trigger,
-    requestedBy: mark.trigger === "manual" ? row.requested_by : null,
+    requestedBy: mark.trigger !== "schedule" ? row.requested_by : null,
     rerun: row.rerun === true,
     latenessMs: mark.latenessMs,
     final: mark.final,
@@ -67,6 +67,8 @@ export interface RunDetail extends Omit<RunMark, "kind" | "id" | "slot"> {
   recordId: string | null;
   /** The W3C traceparent of the attempt's span, when it was traced (docs/tracing.md). */
   traceparent: string | null;
+  /** Who asked for a run now, a re-run or a backfill (a token's name); null for a scheduled run. */
+  requestedBy: string | null;
 }
 
 /** A run record by id; a start row answers as running, cut off, or with the id of its record. */
@@ -102,7 +104,7 @@ async function startDetail(pool: Pool, row: tsql.RunDetailRow): Promise<RunDetai
     latenessMs: slot ? row.timestamp.getTime() - slot.getTime() : null,
     attempt: row.attempt === null ? null : Number(row.attempt),
     final: true,
-    trigger: row.trigger === "manual" ? "manual" : "schedule",
+    trigger: runTriggerOf(row.trigger),
     instanceId: row.instance_id ?? row.agenda_name,
     rerunOf: null,
     error: null,
@@ -116,6 +118,7 @@ async function startDetail(pool: Pool, row: tsql.RunDetailRow): Promise<RunDetai
     logsDropped: 0,
     recordId: ended?.id ?? null,
     traceparent: decodeRunMeta(row.meta).traceparent ?? null,
+    requestedBy: row.trigger && row.trigger !== "schedule" ? row.requested_by : null,
   };
 }
 
@@ -153,5 +156,6 @@ function recordDetail(row: tsql.RunDetailRow): RunDetail {
     logsDropped: meta.logsDropped ?? 0,
     recordId: row.id,
     traceparent: meta.traceparent ?? null,
+    requestedBy: mark.trigger !== "schedule" ? row.requested_by : null,
   };
 }

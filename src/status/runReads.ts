@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import type { RunOutcome } from "../core/runTypes.js";
-import type { RunRecord, RunSummary } from "../engine/engineApi.js";
+import { type RunRecord, type RunSummary, runTriggerOf } from "../engine/engineApi.js";
 import { decodeRunMeta, isRunOutcome } from "../engine/runLogMeta.js";
 import { type RunLogRow, selectRunSummaries, selectRuns } from "./runReadsSql.js";
 
@@ -49,8 +49,8 @@ export function runRecordOfRow(row: RunLogRow): RunRecord {
     detail: meta.detail ?? null,
     instanceId: meta.instanceId ?? row.agenda_name,
     attempt: meta.attempt ?? null,
-    trigger: meta.trigger === "manual" ? "manual" : "schedule",
-    requestedBy: meta.trigger === "manual" ? (meta.requestedBy ?? null) : null,
+    trigger: runTriggerOf(meta.trigger),
+    requestedBy: runTriggerOf(meta.trigger) !== "schedule" ? (meta.requestedBy ?? null) : null,
     rerun: meta.rerun === true,
   };
 }

@@ -1,3 +1,4 @@
+import { type RunTrigger, runTriggerOf } from "../engine/engineApi.js";
 import type { InstanceDeathRow } from "../engine/sql.js";
 import type * as tsql from "./timelineSql.js";
 
@@ -31,7 +32,7 @@ export interface RunMark {
   attempt: number | null;
   /** False for an attempt its retry policy followed with another. */
   final: boolean;
-  trigger: "schedule" | "manual";
+  trigger: RunTrigger;
   rerunOf: { startedAt: Date | null; instanceId: string | null } | null;
   instanceId: string | null;
   /** Why it was skipped, failed, cut off or missed. */
@@ -55,10 +56,13 @@ export interface BucketMark {
 
 export type TimelineMark = RunMark | BucketMark;
 
-/** A run record as marks: itself, and for a re-run's first attempt the run it repeats (cut off). */
+/**
+ * A run record as marks: itself, and for a re-run's first attempt the run it repeats (cut off). An
+ * operator's re-run (trigger `rerun`) repeats a run that has its own record, and its own mark.
+ */
 export function marksOfRow(row: tsql.SlotRow): RunMark[] {
   const mark = runMark(row);
-  if (!row.rerun || (mark.attempt ?? 1) !== 1) return [mark];
+  if (!row.rerun || mark.trigger === "rerun" || (mark.attempt ?? 1) !== 1) return [mark];
   const startedAt = row.rerun_of?.startedAt ? new Date(row.rerun_of.startedAt) : null;
   const instanceId = row.rerun_of?.instanceId ?? null;
   return [
@@ -105,7 +109,7 @@ export function runMark(row: tsql.SlotRow): RunMark {
     latenessMs: startedAt ? startedAt.getTime() - slot.getTime() : null,
     attempt: row.attempt === null ? null : Number(row.attempt),
     final: row.event !== "retry",
-    trigger: row.trigger === "manual" ? "manual" : "schedule",
+    trigger: runTriggerOf(row.trigger),
     rerunOf: row.rerun
       ? {
           startedAt: row.rerun_of?.startedAt ? new Date(row.rerun_of.startedAt) : null,
@@ -133,7 +137,7 @@ export function openRunMark(open: tsql.LastStartRow, job: tsql.TimelineJobRow, n
     latenessMs: open.timestamp.getTime() - slot.getTime(),
     attempt: null,
     final: true,
-    trigger: open.trigger === "manual" ? "manual" : "schedule",
+    trigger: runTriggerOf(open.trigger),
     rerunOf: null,
     instanceId: open.instance_id,
     reason: running

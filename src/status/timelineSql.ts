@@ -121,7 +121,7 @@ export interface HistoryQuery {
   /** The last run of the previous page: this page holds the runs after it (historyOrder). */
   before?: HistoryCursor | undefined;
   outcomes?: string[] | undefined;
-  trigger?: "schedule" | "manual" | undefined;
+  trigger?: "schedule" | "manual" | "rerun" | "backfill" | undefined;
   /** The end time (when the record was written) from, inclusive. */
   from?: Date | undefined;
   /** The end time to, exclusive. */

@@ -1,7 +1,16 @@
 import type { Pool, PoolClient } from "pg";
 import { insertAuditRows, LIST_AUDIT } from "./statements.js";
 
-export type AuditKind = "change" | "drift" | "run-now" | "resume" | "pause-all" | "resume-all";
+export type AuditKind =
+  | "change"
+  | "drift"
+  | "run-now"
+  | "resume"
+  | "pause-all"
+  | "resume-all"
+  | "rerun"
+  | "backfill"
+  | "backfill-cancel";
 
 export interface AuditEntry {
   task: string;

@@ -218,6 +218,11 @@ describe("CLI conventions", () => {
       "resume-all",
       "instances",
       "search",
+      "rerun",
+      "backfill",
+      "backfills",
+      "backfill-status",
+      "backfill-cancel",
     ]);
     for (const command of commands) {
       const help = await cli("help", command);

@@ -39,6 +39,8 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "agenda_jobs",
     "agenda_logs",
     "cronwarden_audit",
+    "cronwarden_backfill_slots",
+    "cronwarden_backfills",
     "cronwarden_dependency_waits",
     "cronwarden_desired_state",
     "cronwarden_instance_deaths",
@@ -82,11 +84,13 @@ it("upgrades a database from before schema versions in place, keeping its rows",
         "cronwarden_dependency_waits",
         "cronwarden_pause",
         "cronwarden_instance_deaths",
+        "cronwarden_backfills",
+        "cronwarden_backfill_slots",
       ],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_backfills, cronwarden_backfill_slots.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });

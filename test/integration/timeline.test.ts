@@ -256,7 +256,7 @@ describe("GET /slots", () => {
       400,
       /outcome must be succeeded, failed, skipped, interrupted or lock-lost/,
     );
-    await bad("/tasks/tl-ok/runs?trigger=cron", 400, /trigger must be schedule or manual/);
+    await bad("/tasks/tl-ok/runs?trigger=cron", 400, /trigger must be schedule, manual, rerun or backfill/);
   });
 
   it("reads from its index", async () => {

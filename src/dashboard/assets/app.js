@@ -25,7 +25,11 @@ async function api(path, options = {}) {
 
 async function apiAnswer(path, options = {}) {
   const token = sessionStorage.getItem(TOKEN_KEY);
-  const headers = { accept: "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) };
+  const headers = {
+    accept: "application/json",
+    ...options.headers,
+    ...(token ? { authorization: `Bearer ${token}` } : {}),
+  };
   // bounded: renders run one at a time, and a request that never answers would hold the next ones
   const response = await fetch(path, {
     signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
@@ -232,11 +236,12 @@ async function taskView(name, params) {
   const query = new URLSearchParams(filters);
   query.set("limit", String(HISTORY_PAGE));
   if (cursor) query.set("cursor", cursor);
-  const [task, answer, config, chain] = await Promise.all([
+  const [task, answer, config, chain, backfills] = await Promise.all([
     api(`/tasks/${encodeURIComponent(name)}`),
     apiAnswer(`/tasks/${encodeURIComponent(name)}/runs?${query}`),
     api("/config"),
     api(`/chains?task=${encodeURIComponent(name)}&limit=60`),
+    api(`/backfills?task=${encodeURIComponent(name)}&limit=10`).catch(() => []),
   ]);
   const deps = task.dependencies ?? { upstreams: [], downstreams: [] };
   const taskLinks = (names) =>
@@ -257,7 +262,7 @@ async function taskView(name, params) {
     .map(
       (run) => `<tr data-run="${html(run.id)}">
         <td><a href="#/runs/${html(run.id)}">${at(run.scheduledAt, zone)}</a></td>
-        <td class="opt">${run.startedAt ? `${html(relative(run.startedAt))}${run.latenessMs > 1000 ? `<br><span class="small">${html(duration(run.latenessMs))} late</span>` : ""}` : ""}</td>
+        <td class="opt">${run.startedAt ? `${html(relative(run.startedAt))}${run.latenessMs > 1000 && run.trigger !== "rerun" && run.trigger !== "backfill" ? `<br><span class="small">${html(duration(run.latenessMs))} late</span>` : ""}` : ""}</td>
         <td>${html(duration(run.durationMs))}</td>
         <td>${badge(run.outcome)}${run.final === false ? ' <span class="small">retried</span>' : ""}</td>
         <td class="opt">${run.attempt ?? ""}</td>
@@ -297,10 +302,11 @@ async function taskView(name, params) {
       <dt>Next runs</dt><dd>${(task.nextRuns ?? []).map((time) => `${at(time, zone)}`).join("<br>") || "none"}</dd>
     </dl>
     ${chainSection(chain, zone)}
+    ${backfillSection(task, backfills, deps)}
     <h2>History</h2>
     <form id="history-filter" class="toolbar">
       ${select("f-outcome", "Outcome", ["all", "succeeded", "failed", "skipped", "interrupted", "lock-lost"], params.get("outcome") ?? "all")}
-      ${select("f-trigger", "Trigger", ["all", "schedule", "manual"], params.get("trigger") ?? "all")}
+      ${select("f-trigger", "Trigger", ["all", "schedule", "manual", "rerun", "backfill"], params.get("trigger") ?? "all")}
       <label>From <input id="f-from" type="datetime-local" value="${html(localInput(params.get("from")))}"></label>
       <label>To <input id="f-to" type="datetime-local" value="${html(localInput(params.get("to")))}"></label>
       <button type="submit">Filter</button>
@@ -358,8 +364,152 @@ async function taskView(name, params) {
       button.disabled = false;
     }
   });
+  wireBackfill(name);
   // an older page stays put (no refresh moves it)
   return { refresh: !cursor };
+}
+
+// ---------- re-run a slot, backfill a range (docs/operations.md) ----------
+const refusal = (error) =>
+  error.status === 401 || error.status === 403
+    ? `refused: ${error.message} (enter an operator token above)`
+    : error.message;
+
+/** The task page's backfill form and its recent backfills with their progress. */
+function backfillSection(task, backfills, deps) {
+  const hasSchedule = Boolean(task.job?.cron) && deps.upstreams.length === 0;
+  const rows = backfills
+    .map((backfill) => {
+      const slots = backfill.slots;
+      const done = slots.succeeded + slots.failed + slots.skipped + slots.cancelled;
+      return `<tr data-backfill="${html(backfill.id)}">
+        <td>${at(backfill.from)} &ndash; ${at(backfill.to)}</td>
+        <td>${badge(backfill.state, backfill.state === "done" ? "succeeded" : backfill.state === "cancelled" ? "skipped" : "running")}</td>
+        <td><progress max="${slots.total}" value="${done}"></progress>
+          <span class="backfill-progress small">${done}/${slots.total} done: ${slots.succeeded} succeeded, ${slots.failed} failed, ${slots.skipped} skipped, ${slots.cancelled} cancelled, ${slots.running} running</span></td>
+        <td class="wide">${html(backfill.requestedBy)}${backfill.reason ? `: ${html(backfill.reason)}` : ""}</td>
+        <td>${backfill.state === "running" ? `<button class="backfill-cancel" data-id="${html(backfill.id)}">Cancel</button>` : ""}</td>
+      </tr>`;
+    })
+    .join("");
+  if (!hasSchedule && !rows) return "";
+  return `<h2>Backfill</h2>
+    ${
+      hasSchedule
+        ? `<form id="backfill-form" class="toolbar">
+      <label>From <input id="bf-from" type="datetime-local" required></label>
+      <label>To <input id="bf-to" type="datetime-local" required></label>
+      <label>Slots <select id="bf-mode"><option value="missing">only missing</option><option value="all">all</option></select></label>
+      <label>At a time <input id="bf-concurrency" type="number" min="1" max="100" value="1"></label>
+      ${deps.downstreams.length ? `<label class="small"><input id="bf-downstream" type="checkbox"> with its downstream tasks</label>` : ""}
+      <label>Reason <input id="bf-reason" type="text" maxlength="500"></label>
+      <button type="submit" id="bf-dry-run" value="dry">Dry run</button>
+      <button type="submit" id="bf-start" class="primary" value="start">Start backfill</button>
+      <span id="bf-result" class="small" aria-live="polite"></span>
+    </form>
+    <div id="bf-plan"></div>`
+        : ""
+    }
+    ${rows ? `<div class="scroll"><table id="backfills"><thead><tr><th>Range</th><th>State</th><th>Progress</th><th class="wide">By</th><th></th></tr></thead><tbody>${rows}</tbody></table></div>` : ""}`;
+}
+
+function wireBackfill(name) {
+  const form = document.getElementById("backfill-form");
+  form?.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const dryRun = event.submitter?.value === "dry";
+    const value = (id) => document.getElementById(id)?.value ?? "";
+    const result = document.getElementById("bf-result");
+    const body = {
+      from: new Date(value("bf-from")).toISOString(),
+      to: new Date(value("bf-to")).toISOString(),
+      mode: value("bf-mode"),
+      concurrency: Number(value("bf-concurrency") || 1),
+      withDownstream: document.getElementById("bf-downstream")?.checked === true,
+      ...(value("bf-reason") ? { reason: value("bf-reason") } : {}),
+      ...(dryRun ? { dryRun: true } : {}),
+    };
+    try {
+      const answer = await api(`/tasks/${encodeURIComponent(name)}/backfills`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(body),
+      });
+      if (dryRun) {
+        result.textContent = `${answer.run} slot(s) would run, ${answer.skip} skipped (nothing started)`;
+        document.getElementById("bf-plan").innerHTML =
+          `<div class="scroll"><table id="bf-slots"><thead><tr><th>Slot</th><th>Would</th></tr></thead><tbody>${answer.slots
+            .slice(0, 500)
+            .map(
+              (slot) =>
+                `<tr><td>${at(slot.slot)}</td><td>${slot.state === "pending" ? "run" : html(`skip: ${slot.detail ?? ""}`)}</td></tr>`,
+            )
+            .join("")}</tbody></table></div>`;
+        return;
+      }
+      result.textContent = `backfill started: ${answer.slots.pending} slot(s) to run`;
+      setTimeout(render, 300);
+    } catch (error) {
+      result.textContent = refusal(error);
+    }
+  });
+  for (const button of document.querySelectorAll(".backfill-cancel"))
+    button.addEventListener("click", async () => {
+      button.disabled = true;
+      try {
+        await api(`/backfills/${encodeURIComponent(button.dataset.id)}/cancel`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: "{}",
+        });
+        render();
+      } catch (error) {
+        button.insertAdjacentText("afterend", ` ${refusal(error)}`);
+        button.disabled = false;
+      }
+    });
+}
+
+/** The run page's re-run form: the slot runs again under its own identity (a succeeded one with force). */
+function rerunSection(run) {
+  if (!run.slot || run.outcome === "running" || run.outcome === "missed") return "";
+  const succeeded = run.outcome === "succeeded";
+  return `<h2>Re-run this slot</h2>
+    <form id="rerun-form" class="toolbar">
+      ${succeeded ? `<label class="small"><input id="rerun-force" type="checkbox"> it succeeded: run it again all the same</label>` : ""}
+      <label class="small"><input id="rerun-downstream" type="checkbox"> with its downstream tasks</label>
+      <label>Reason <input id="rerun-reason" type="text" maxlength="500"></label>
+      <button id="rerun" type="submit" class="primary">Re-run slot</button>
+      <span id="rerun-result" class="small" aria-live="polite"></span>
+    </form>`;
+}
+
+function wireRerun(run) {
+  document.getElementById("rerun-form")?.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const button = document.getElementById("rerun");
+    const result = document.getElementById("rerun-result");
+    const reason = document.getElementById("rerun-reason").value;
+    button.disabled = true;
+    try {
+      const answer = await api(
+        `/tasks/${encodeURIComponent(run.task)}/slots/${encodeURIComponent(new Date(run.slot).toISOString())}/rerun`,
+        {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            force: document.getElementById("rerun-force")?.checked === true,
+            withDownstream: document.getElementById("rerun-downstream").checked,
+            ...(reason ? { reason } : {}),
+          }),
+        },
+      );
+      result.textContent = `re-run queued: ${answer.runKey}`;
+    } catch (error) {
+      result.textContent = refusal(error);
+      button.disabled = false;
+    }
+  });
 }
 
 /**
@@ -441,9 +591,9 @@ async function runView(id) {
       ${row("Ended", run.finishedAt ? at(run.finishedAt) : run.outcome === "running" ? "still running" : "")}
       ${row("Duration", html(duration(run.durationMs)))}
       ${row("Attempt", run.attempt == null ? "" : `${run.attempt}${run.final ? "" : " (retried after this)"}`)}
-      ${row("Trigger", html(run.trigger))}
+      ${row("Trigger", `${html(run.trigger)}${run.requestedBy ? ` by ${html(run.requestedBy)}` : ""}`)}
       ${row("Instance", html(run.instanceId ?? ""))}
-      ${row("Re-run of", run.rerunOf ? `the run started ${run.rerunOf.startedAt ? at(run.rerunOf.startedAt) : "?"} on ${html(run.rerunOf.instanceId ?? "an unknown instance")}, which never finished` : "")}
+      ${row("Re-run of", run.rerunOf ? `the run started ${run.rerunOf.startedAt ? at(run.rerunOf.startedAt) : "?"} on ${html(run.rerunOf.instanceId ?? "an unknown instance")}${run.trigger === "rerun" ? "" : ", which never finished"}` : "")}
       ${row("Note", html(run.reason ?? ""))}
       ${row("Trace", run.traceparent ? `<code id="run-traceparent">${html(run.traceparent)}</code>` : "")}
       ${run.recordId && run.recordId !== run.id ? row("Record", `<a href="#/runs/${html(run.recordId)}">how it ended</a>`) : ""}
@@ -453,7 +603,9 @@ async function runView(id) {
     <h2>Log lines</h2>
     <p class="small">What the handler logged through <code>ctx.logger</code> during this attempt (secrets redacted; up to 200 lines or 64 KB).</p>
     ${logs ? `<div class="scroll"><table id="run-logs"><thead><tr><th>Time</th><th>Level</th><th>Message</th></tr></thead><tbody>${logs}</tbody></table></div>` : `<p id="run-logs-none">None.</p>`}
-    ${run.logsDropped ? `<p class="small" id="run-logs-dropped">${run.logsDropped} more line(s) left out (size limit).</p>` : ""}`;
+    ${run.logsDropped ? `<p class="small" id="run-logs-dropped">${run.logsDropped} more line(s) left out (size limit).</p>` : ""}
+    ${rerunSection(run)}`;
+  wireRerun(run);
   return { refresh: run.outcome === "running" };
 }
 
