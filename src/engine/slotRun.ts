@@ -56,6 +56,19 @@ export function runOfRow(data: unknown): PreviousRun | undefined {
   return { scheduledAt, startedAt: started, instanceId: typeof instanceId === "string" ? instanceId : null };
 }
 
+/**
+ * The slot a dead run's row still owes, as the release of its instance's locks kept it
+ * (src/engine/sql/instances.ts RELEASE_DEAD_LOCK moves `next_run_at` to now to re-run the slot at once).
+ */
+export function owedOfRow(data: unknown): Date | undefined {
+  const run =
+    typeof data === "object" && data !== null ? (data as Record<string, unknown>)[RUN_DATA_KEY] : undefined;
+  const owed = typeof run === "object" && run !== null ? (run as Record<string, unknown>).owed : undefined;
+  if (typeof owed !== "string") return undefined;
+  const at = new Date(owed);
+  return Number.isNaN(at.getTime()) ? undefined : at;
+}
+
 /** What the run recorder reads of a run to write its log rows, and its one step (src/engine/runRecorder.ts). */
 export type RecordedRun = Pick<
   SlotRun,
@@ -170,7 +183,8 @@ export class SlotRun {
       scheduledAt: deadRun?.scheduledAt ?? row.nextRunAt ?? now,
       heldLockAt: row.lockedAt,
       lastRunAtBefore: row.lastRunAt ?? null,
-      nextRunAtBefore: row.nextRunAt,
+      // released by the liveness check, the row is due now: the slot it owes is kept in data.run
+      nextRunAtBefore: (deadRun && owedOfRow(row.data)) ?? row.nextRunAt,
       previousRunUnfinished,
       deadRun,
     });

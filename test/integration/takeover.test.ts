@@ -67,6 +67,52 @@ it("a taken-over run whose slot was already finished is not re-run, and the slot
   expect(outcomes.map((row) => row.slot)).toEqual([finished.toISOString(), owed.toISOString()]);
 }, 40_000);
 
+it("the same when the dead instance's locks are released by the liveness check (due now): the slot it owed still runs, not one at the release's time", async () => {
+  const started: RunStartedEvent[] = [];
+  const harness = await suite.start(
+    [{ name: "owed-released", handler: async () => {} }],
+    [{ name: "owed-released", cron: "0 0 1 1 *" }],
+    { lockLifetimeMs: 1000, livenessCheckMs: 300 },
+  );
+  harness.scheduler.on("run:started", (event) => started.push(event));
+  // as above, but its lock is not expired: only the liveness check, which finds the registered
+  // instance "dead" without its liveness lock, releases it (and makes the row due now)
+  const { rows } = await suite.db().pool.query<{ finished: Date; owed: Date }>(
+    `UPDATE agenda_jobs
+        SET next_run_at = date_trunc('second', now()) - interval '2 seconds',
+            last_run_at = now() - interval '20 seconds', last_finished_at = now() - interval '30 seconds',
+            locked_at = now() + interval '1 hour', last_modified_by = 'dead',
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('run', jsonb_build_object(
+              'slot', to_char((date_trunc('second', now()) - interval '20 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+              'startedAt', now() - interval '20 seconds', 'instanceId', 'dead'))
+      WHERE name = 'owed-released'
+      RETURNING date_trunc('second', now()) - interval '20 seconds' AS finished, next_run_at AS owed`,
+  );
+  const { finished, owed } = rows[0] as { finished: Date; owed: Date };
+  await suite.db().pool.query(
+    `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
+     VALUES (now() - interval '19 seconds', 'info', 'success', 'owed-released', 'job completed',
+             jsonb_build_object('scheduledAt', $1::text, 'outcome', 'succeeded', 'instanceId', 'dead'))`,
+    [finished.toISOString()],
+  );
+  await suite.db().pool.query("INSERT INTO cronwarden_instances (instance_id) VALUES ('dead')");
+
+  await pollUntil(
+    "the owed slot's run",
+    async () => {
+      const { rows: logRows } = await suite
+        .db()
+        .pool.query(
+          `SELECT 1 FROM agenda_logs WHERE job_name = 'owed-released' AND event = 'success' AND meta->>'scheduledAt' = $1`,
+          [owed.toISOString()],
+        );
+      return logRows.length > 0;
+    },
+    { timeoutMs: 20_000, intervalMs: 200 },
+  );
+  expect(started.map((run) => run.scheduledAt.toISOString())).toEqual([owed.toISOString()]);
+}, 40_000);
+
 it("an earlier outcome of the same slot, recorded before the dead run started, does not stop its re-run", async () => {
   // a pre-locked attempt of the slot was skipped for a re-timing whose new schedule has the same
   // slot; the slot was then run again and that run died: the skip is not that run's outcome

@@ -1,3 +1,4 @@
+import { RUN_DATA_KEY } from "../slotRun.js";
 import {
   INSTANCE_DEATHS_TABLE,
   INSTANCES_TABLE,
@@ -110,12 +111,17 @@ export interface ReleasedJobRow {
 /**
  * How a dead instance's lock is released: a run that had started (`last_run_at` after
  * `last_finished_at`) is due now, its start (`last_run_at`, `data.run`) kept, so the next lock
- * re-runs the same slot as a re-run, as after a lock expiry. A job only locked ahead keeps its slot.
+ * re-runs the same slot as a re-run, as after a lock expiry. The slot its start save had moved the
+ * row to is kept as `data.run.owed`: if the dead run had recorded its slot's outcome, the taker only
+ * closes the row, and the row owes that slot, not now (src/engine/slotRun.ts owedOfRow). A job
+ * only locked ahead keeps its slot.
  */
+const STARTED_UNFINISHED =
+  "last_run_at IS NOT NULL AND (last_finished_at IS NULL OR last_run_at > last_finished_at)";
 const RELEASE_DEAD_LOCK = `locked_at = NULL,
-  next_run_at = CASE
-    WHEN last_run_at IS NOT NULL AND (last_finished_at IS NULL OR last_run_at > last_finished_at)
-    THEN now() ELSE next_run_at END`;
+  next_run_at = CASE WHEN ${STARTED_UNFINISHED} THEN now() ELSE next_run_at END,
+  data = CASE WHEN ${STARTED_UNFINISHED} AND next_run_at IS NOT NULL AND jsonb_typeof(data -> '${RUN_DATA_KEY}') = 'object'
+    THEN jsonb_set(data, '{${RUN_DATA_KEY},owed}', to_jsonb(next_run_at)) ELSE data END`;
 
 /** Deaths are kept this long for GET /instances and the timeline, then pruned by the next death. */
 const DEATHS_KEPT = "7 days";
