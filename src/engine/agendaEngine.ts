@@ -142,7 +142,10 @@ export class AgendaEngine {
       jobLogger,
       instanceId,
       this.#logger,
-      new StatementBatch((rows) => sql.insertRunLogRows(pool, rows).then(() => rows.map(() => undefined))),
+      // a start row and the outcome row that replaces it never share a statement
+      new StatementBatch((rows) => sql.writeRunLogRows(pool, rows).then(() => rows.map(() => undefined)), {
+        key: (row) => row.replaces ?? row.id,
+      }),
       this.#clock,
     );
     const dependencies = this.#dependencies();
@@ -510,9 +513,9 @@ export class AgendaEngine {
     return readRunSummaries(this.#options.pool, recent);
   }
 
-  /** Deletes run-log rows older than `before` (one instance at a time); null when another instance is at it. */
-  pruneRunLog(before: Date): Promise<number | null> {
-    return sql.pruneRunLog(this.#options.pool, before);
+  /** Deletes run-log rows past the retention (one instance at a time); null when another instance is at it. */
+  pruneRunLog(retention: sql.RunLogRetention): Promise<number | null> {
+    return sql.pruneRunLog(this.#options.pool, retention);
   }
 
   /** Whether the database answered the last probe. */

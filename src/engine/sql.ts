@@ -10,6 +10,7 @@ export * from "./sql/jobs.js";
 export * from "./sql/missedSlots.js";
 export * from "./sql/runEnd.js";
 export * from "./sql/runLog.js";
+export * from "./sql/runStarts.js";
 export * from "./sql/save.js";
 export * from "./sql/tables.js";
 export * from "./sql/transaction.js";

@@ -624,7 +624,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   /**
-   * Deletes run history older than the retention; returns the rows deleted (null: another
+   * Deletes run history past the retention (by age, and by count per task); returns the rows deleted (null: another
    * instance is at it). stop() waits for every prune in flight, the hourly one and called ones.
    */
   pruneRunHistory(now = new Date(this.#clock())): Promise<number | null> {
@@ -640,12 +640,16 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   async #prune(now: Date): Promise<number | null> {
     const days = this.settings.runLogRetentionDays;
-    if (days <= 0) return 0;
-    const deleted = await this.#engine.pruneRunLog(new Date(now.getTime() - days * 86_400_000));
+    const keepPerTask = this.settings.runLogKeepPerTask;
+    if (days <= 0 && keepPerTask <= 0) return 0;
+    const deleted = await this.#engine.pruneRunLog({
+      before: days > 0 ? new Date(now.getTime() - days * 86_400_000) : null,
+      keepPerTask,
+    });
     if (deleted)
       this.#logger.info(
-        { deleted, retentionDays: days },
-        `pruned ${deleted} run-log row(s) older than ${days} days`,
+        { deleted, retentionDays: days, keepPerTask },
+        `pruned ${deleted} run-log row(s) past the retention (${days > 0 ? `older than ${days} days` : "any age"}, ${keepPerTask > 0 ? `the last ${keepPerTask} records of each task kept` : "any number"})`,
       );
     return deleted;
   }
@@ -655,7 +659,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   #startRetention(): void {
-    if (this.settings.runLogRetentionDays <= 0) return;
+    if (this.settings.runLogRetentionDays <= 0 && this.settings.runLogKeepPerTask <= 0) return;
     this.#retentionTimer = setInterval(() => {
       if (this.#hourlyPrune || this.#state !== "running") return;
       this.#hourlyPrune = this.pruneRunHistory()

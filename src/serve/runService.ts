@@ -152,6 +152,7 @@ export async function runService(options: ServiceOptions): Promise<void> {
       antiEntropyMs: settings.CRONWARDEN_ANTI_ENTROPY_MS,
       maxDisableShare: settings.CRONWARDEN_MAX_DISABLE_SHARE,
       runLogRetentionDays: settings.CRONWARDEN_RUN_LOG_RETENTION_DAYS,
+      runLogKeepPerTask: settings.CRONWARDEN_RUN_LOG_KEEP_PER_TASK,
       migrate: settings.CRONWARDEN_MIGRATE,
     });
     // 3b. operations: metrics, alerts, admin API; created before start() so start-up events count

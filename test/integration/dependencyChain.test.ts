@@ -66,7 +66,7 @@ interface RunRow {
 async function runRows(): Promise<RunRow[]> {
   const { rows } = await suite.db.pool.query<RunRow>(
     `SELECT job_name AS task, meta->>'scheduledAt' AS slot, event, meta->>'outcome' AS outcome,
-            coalesce((meta->>'rerun')::boolean, false) AS rerun, meta->>'instanceId' AS instance,
+            coalesce((meta->>'rerun')::boolean, false) AS rerun, coalesce(meta->>'instanceId', agenda_name) AS instance,
             (meta->>'startedAt')::timestamptz AS started, timestamp AS finished
        FROM agenda_logs WHERE job_name LIKE 'chain-%' AND event IN ('start', 'success', 'fail')
       ORDER BY timestamp`,

@@ -45,7 +45,7 @@ const started = (line: { msg?: unknown }) => /^scheduler started/.test(String(li
 
 async function outcomes(task: string): Promise<Array<{ outcome: string; slot: string; instance: string }>> {
   const { rows } = await db.pool.query<{ outcome: string; slot: string; instance: string }>(
-    `SELECT meta->>'outcome' AS outcome, meta->>'scheduledAt' AS slot, meta->>'instanceId' AS instance
+    `SELECT meta->>'outcome' AS outcome, meta->>'scheduledAt' AS slot, coalesce(meta->>'instanceId', agenda_name) AS instance
        FROM agenda_logs WHERE job_name = $1 AND event IN ('success', 'fail') ORDER BY meta->>'scheduledAt'`,
     [task],
   );

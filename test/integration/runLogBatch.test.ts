@@ -1,6 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
-import { insertRunLogRows, type RunLogInsert } from "../../src/engine/sql/runLog.js";
+import { insertRunLogRows, type RunLogInsert, writeRunLogRows } from "../../src/engine/sql/runLog.js";
 import { StatementBatch } from "../../src/engine/statementBatch.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
@@ -116,4 +117,62 @@ describe("StatementBatch of run-log rows", () => {
       ]);
     },
   );
+
+  it("a run's start waits among the runs in progress; its record takes its id and ends it (one log row per run)", async () => {
+    const runId = randomUUID();
+    const start: RunLogInsert = {
+      ...row("replaced", 1),
+      id: runId,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: "2026-12-01T00:00:00.000Z" },
+    };
+    await writeRunLogRows(db.pool, [start]);
+    const inLog = async () =>
+      (
+        await db.pool.query(
+          "SELECT id, event, job_id, error FROM agenda_logs WHERE job_name = 'replaced' ORDER BY job_id",
+        )
+      ).rows;
+    const inProgress = async () =>
+      (await db.pool.query("SELECT id, job_id FROM cronwarden_run_starts WHERE job_name = 'replaced'")).rows;
+    expect(await inLog()).toEqual([]);
+    expect(await inProgress()).toEqual([{ id: runId, job_id: "job-1" }]);
+    await writeRunLogRows(db.pool, [{ ...row("replaced", 1), replaces: runId }]);
+    expect(await inLog()).toEqual([{ id: runId, event: "success", job_id: "job-1", error: null }]);
+    expect(await inProgress()).toEqual([]);
+    // a start written after its record (retried through an outage) is left out
+    await writeRunLogRows(db.pool, [start]);
+    expect(await inProgress()).toEqual([]);
+  });
+
+  it("a job's next start moves a start whose run never wrote its record into the log", async () => {
+    const dead = randomUUID();
+    const next = randomUUID();
+    const start = (id: string, second: number): RunLogInsert => ({
+      ...row("died", 1),
+      timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, second)),
+      id,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: "2026-12-01T00:00:00.000Z", instanceId: "instance-a" },
+    });
+    await writeRunLogRows(db.pool, [start(dead, 1)]);
+    await writeRunLogRows(db.pool, [start(next, 30)]);
+    const { rows } = await db.pool.query(
+      "SELECT id, event, message, timestamp, meta FROM agenda_logs WHERE job_name = 'died'",
+    );
+    expect(rows).toEqual([
+      {
+        id: dead,
+        event: "start",
+        message: "job started",
+        timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, 1)),
+        // the instance is the row's agenda_name: not repeated in meta (COMPACT_META)
+        meta: { scheduledAt: "2026-12-01T00:00:00.000Z" },
+      },
+    ]);
+    const inProgress = await db.pool.query("SELECT id FROM cronwarden_run_starts WHERE job_name = 'died'");
+    expect(inProgress.rows).toEqual([{ id: next }]);
+  });
 });
