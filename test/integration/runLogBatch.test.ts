@@ -175,4 +175,42 @@ describe("StatementBatch of run-log rows", () => {
     const inProgress = await db.pool.query("SELECT id FROM cronwarden_run_starts WHERE job_name = 'died'");
     expect(inProgress.rows).toEqual([{ id: next }]);
   });
+
+  it("a job's record and its next run's start in one batch: the finished run is one record, the next is in progress", async () => {
+    const first = randomUUID();
+    const second = randomUUID();
+    const start = (id: string, second: number): RunLogInsert => ({
+      ...row("back-to-back", 1),
+      timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, second)),
+      id,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: new Date(Date.UTC(2026, 11, 1, 0, 0, second)).toISOString() },
+    });
+    await writeRunLogRows(db.pool, [start(first, 1)]);
+    await writeRunLogRows(db.pool, [{ ...row("back-to-back", 1), replaces: first }, start(second, 2)]);
+    const { rows } = await db.pool.query("SELECT id, event FROM agenda_logs WHERE job_name = 'back-to-back'");
+    expect(rows).toEqual([{ id: first, event: "success" }]);
+    const inProgress = await db.pool.query(
+      "SELECT id FROM cronwarden_run_starts WHERE job_name = 'back-to-back'",
+    );
+    expect(inProgress.rows).toEqual([{ id: second }]);
+  });
+
+  it("a record whose start was moved into the log by the job's next start (another instance, first) takes its place", async () => {
+    const first = randomUUID();
+    const start = (id: string, second: number): RunLogInsert => ({
+      ...row("overtaken", 1),
+      timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, second)),
+      id,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: new Date(Date.UTC(2026, 11, 1, 0, 0, second)).toISOString() },
+    });
+    await writeRunLogRows(db.pool, [start(first, 1)]);
+    await writeRunLogRows(db.pool, [start(randomUUID(), 2)]); // moves the first start into the log
+    await writeRunLogRows(db.pool, [{ ...row("overtaken", 1), replaces: first }]);
+    const { rows } = await db.pool.query("SELECT id, event FROM agenda_logs WHERE job_name = 'overtaken'");
+    expect(rows).toEqual([{ id: first, event: "success" }]);
+  });
 });

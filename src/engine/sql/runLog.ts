@@ -312,7 +312,9 @@ export interface RunLogInsert {
 /**
  * Writes a batch of the recorder's rows: the starts to the runs in progress
  * (src/engine/sql/runStarts.ts), the others to the log. A start and the record that ends it
- * never share a batch (the recorder's batch keys them apart), so the start is written first.
+ * never share a batch (the recorder's batch keys them apart), so the start was written before.
+ * The records go first: a job's record and its next run's start can share a batch, and that start
+ * would otherwise move the finished run's start into the log as one that never finished.
  */
 export async function writeRunLogRows(db: Queryable, rows: readonly RunLogInsert[]): Promise<void> {
   const starts: RunStartInsert[] = [];
@@ -329,8 +331,8 @@ export async function writeRunLogRows(db: Queryable, rows: readonly RunLogInsert
       });
     else others.push(row);
   }
-  await insertRunStarts(db, starts);
   await insertRunLogRows(db, others);
+  await insertRunStarts(db, starts);
 }
 
 const COLUMNS =
@@ -351,7 +353,13 @@ export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInser
      closed AS (${CLOSE_STARTS})
      INSERT INTO "${LOGS_TABLE}" (id, ${COLUMNS})
      SELECT coalesce(v.replaces, v.id, gen_random_uuid()), timestamp, level, event, job_id, job_name, message,
-            duration, error, fail_count, retry_delay, retry_attempt, agenda_name, ${COMPACT_META} FROM v`,
+            duration, error, fail_count, retry_delay, retry_attempt, agenda_name, ${COMPACT_META} FROM v
+     -- the job's next start, on another instance, came first and moved this run's start into the
+     -- log as one that never finished: the record takes its place
+     ON CONFLICT (id) DO UPDATE SET (${COLUMNS}) = (EXCLUDED.timestamp, EXCLUDED.level, EXCLUDED.event,
+       EXCLUDED.job_id, EXCLUDED.job_name, EXCLUDED.message, EXCLUDED.duration, EXCLUDED.error,
+       EXCLUDED.fail_count, EXCLUDED.retry_delay, EXCLUDED.retry_attempt, EXCLUDED.agenda_name, EXCLUDED.meta)
+       WHERE "${LOGS_TABLE}".event = 'start'`,
     [
       jsonRecords(
         rows.map((row) => ({
