@@ -110,7 +110,9 @@ export async function selectLastStarts(db: Queryable, names: string[]): Promise<
        SELECT * FROM (
          SELECT id, job_name, timestamp, ${metaText("scheduledAt")} AS slot,
                 coalesce(${metaText("instanceId")}, agenda_name) AS instance_id, ${metaText("trigger")} AS trigger
-           FROM "${RUN_STARTS_TABLE}" WHERE job_name = n.name
+           FROM "${RUN_STARTS_TABLE}" s
+          -- of the job as it is now (a start of a job row dropped by hand is no run of this task)
+          WHERE job_name = n.name AND EXISTS (SELECT 1 FROM "${JOBS_TABLE}" j WHERE j.id::text = s.job_id)
          UNION ALL
          (SELECT id, job_name, timestamp, ${metaText("scheduledAt")} AS slot,
                  coalesce(${metaText("instanceId")}, agenda_name) AS instance_id, ${metaText("trigger")} AS trigger

@@ -20,6 +20,9 @@ beforeAll(async () => {
 afterEach(async () => {
   await Promise.all(processes.splice(0).map((child) => child.kill()));
   await db.pool.query("DROP TABLE IF EXISTS agenda_jobs, agenda_logs CASCADE");
+  await db.pool.query(
+    "DO $$ BEGIN IF to_regclass('cronwarden_run_starts') IS NOT NULL THEN TRUNCATE cronwarden_run_starts; END IF; END $$",
+  );
 });
 
 afterAll(async () => {
