@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile] [-- --keep]
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,isolation] [-- --keep]
  *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the contender workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
@@ -18,6 +18,7 @@ import { jsonLine, markdown, type Results } from "./lib/report.js";
 import { runFailover, runPartition } from "./scenarios/failover.js";
 import { runHerd, runHerdShared } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
+import { runIsolation } from "./scenarios/isolation.js";
 import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
@@ -34,6 +35,7 @@ const SCENARIOS = [
   "partition",
   "rolling",
   "reconcile",
+  "isolation",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -180,6 +182,11 @@ async function main(): Promise<void> {
     results.reconcile = await runReconcile(context, sizes.reconcileTasks);
     progress("reconcile with 10 tasks (config write -> stored, for contrast)");
     results.reconcileSmall = await runReconcile(context, 10);
+  }
+
+  if (wanted("isolation")) {
+    progress("isolation: handler dispatch per mode, and the herd isolated");
+    results.isolation = await runIsolation(context);
   }
 
   const report = markdown({

@@ -4,7 +4,8 @@
  * watched file. Each handler writes its start and end to this instance's journal (JSON lines,
  * written synchronously before and after the handler's work, so they survive a SIGKILL and a
  * database outage); the orchestrator loads the journals into the `chaos_handler_runs` table.
- * A handler takes 0-3 s, derived from the seed and the run, so a replay asks for the same work.
+ * A handler takes 0-3 s, derived from the seed and the run, so a replay asks for the same work;
+ * the first `longTaskCount` tasks (none in the chaos run) take `longTaskMs` each.
  */
 import { closeSync, createWriteStream, openSync, writeSync } from "node:fs";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -58,9 +59,10 @@ for (let index = 0; index < spec.taskCount; index++) {
         at: Date.now(),
         rerunOf: context.rerunOf ? (context.rerunOf.scheduledAt?.toISOString() ?? "unknown") : null,
       });
-      const workMs = Math.floor(
-        hashToUnit(`${spec.seed}:${context.runKey}:${context.attempt}`) * spec.maxTaskMs,
-      );
+      const workMs =
+        index < (spec.longTaskCount ?? 0)
+          ? (spec.longTaskMs ?? 0)
+          : Math.floor(hashToUnit(`${spec.seed}:${context.runKey}:${context.attempt}`) * spec.maxTaskMs);
       try {
         await sleep(workMs, undefined, { signal: context.signal });
       } catch (error) {

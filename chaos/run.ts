@@ -8,17 +8,14 @@
  *   npm run chaos -- [--duration=10m] [--quick] [--seed=N] [--tasks=200] [--keep]
  *   npm run chaos -- --recheck=<kept temp dir>     (the check again, on a kept run's record)
  */
-import { type ChildProcess, spawn } from "node:child_process";
-import { closeSync, openSync } from "node:fs";
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import pg from "pg";
-import { repoRoot } from "../bench/lib/children.js";
 import { sleep } from "../bench/lib/common.js";
 import { createLogger } from "../src/core/logger.js";
 import { type EmbeddedPostgres, startEmbeddedPostgres } from "../src/infra/embeddedPostgres/index.js";
-import { type AuditRow, checkRecord, type HandlerRun, type LogRow, type ProcessRecord } from "./lib/check.js";
+import { checkRecord, type HandlerRun, type ProcessRecord } from "./lib/check.js";
 import {
   editState,
   HOSTILE_KINDS,
@@ -29,8 +26,10 @@ import {
   revisionOf,
   writeDocument,
 } from "./lib/documents.js";
+import { ChaosInstance } from "./lib/instanceProcess.js";
 import { createRandom } from "./lib/random.js";
-import type { InstanceSpec, JournalLine } from "./lib/spec.js";
+import { readAudit, readJournals, readLogRows } from "./lib/record.js";
+import type { InstanceSpec } from "./lib/spec.js";
 
 interface Options {
   durationMs: number;
@@ -96,79 +95,6 @@ const iso = (ms: number) => new Date(ms).toISOString();
 const out = (line: string) => process.stdout.write(`${line}\n`);
 const elapsed = (began: number) => `${((Date.now() - began) / 1000).toFixed(1).padStart(6)} s`;
 
-class Instance {
-  readonly record: ProcessRecord;
-  readonly child: ChildProcess;
-  readonly ready: Promise<void>;
-  readonly exited: Promise<void>;
-  expected: "killed" | "stopped" | null = null;
-
-  constructor(label: string, spec: InstanceSpec, stderrFile: string, onCrash: (instance: Instance) => void) {
-    const fd = openSync(stderrFile, "a");
-    this.child = spawn(process.execPath, ["--import", "tsx", path.join(repoRoot, "chaos", "instance.ts")], {
-      cwd: repoRoot,
-      env: { ...process.env, TZ: "UTC", CHAOS_SPEC: JSON.stringify(spec) },
-      stdio: ["ignore", fd, fd, "ipc"],
-    });
-    closeSync(fd);
-    const pid = this.child.pid ?? -1;
-    this.record = {
-      label,
-      pid,
-      instance: `${label}:${pid}`,
-      spawnedAt: Date.now(),
-      readyAt: null,
-      endedAt: null,
-      end: null,
-      code: null,
-      signal: null,
-      stderrFile,
-    };
-    this.ready = new Promise((resolve, reject) => {
-      this.child.on("message", (message: { type?: string; at?: number }) => {
-        if (message.type !== "ready") return;
-        this.record.readyAt = message.at ?? Date.now();
-        resolve();
-      });
-      this.child.once("exit", () => reject(new Error(`${this.record.instance} exited before it was ready`)));
-    });
-    this.ready.catch(() => {});
-    this.exited = new Promise((resolve) => {
-      this.child.once("exit", (code, signal) => {
-        this.record.endedAt = Date.now();
-        this.record.code = code;
-        this.record.signal = signal;
-        this.record.end = this.expected ?? "crashed";
-        if (this.expected === null) onCrash(this);
-        resolve();
-      });
-    });
-  }
-
-  get alive(): boolean {
-    return this.record.endedAt === null;
-  }
-
-  kill(): void {
-    this.expected = "killed";
-    this.child.kill("SIGKILL");
-  }
-
-  async stop(): Promise<void> {
-    if (!this.alive) return;
-    this.expected = "stopped";
-    this.child.kill("SIGTERM");
-    const timer = setTimeout(() => {
-      this.expected = null;
-      this.record.note = `no exit within ${STOP_TIMEOUT_MS / 1000} s of SIGTERM; killed`;
-      this.child.kill("SIGKILL");
-    }, STOP_TIMEOUT_MS);
-    await this.exited;
-    clearTimeout(timer);
-    if (this.record.note?.startsWith("no exit")) this.record.end = "hung";
-  }
-}
-
 async function tail(file: string, lines = 15): Promise<string> {
   const text = await readFile(file, "utf8").catch(() => "");
   return text.trimEnd().split("\n").slice(-lines).join("\n");
@@ -208,8 +134,8 @@ async function main(): Promise<number> {
   const databaseUrl = server.connectionString;
   const began = Date.now();
   const log = (message: string) => out(`${elapsed(began)}  ${message}`);
-  const instances = new Map<string, Instance>();
-  const allProcesses: Instance[] = [];
+  const instances = new Map<string, ChaosInstance>();
+  const allProcesses: ChaosInstance[] = [];
   const restartAt = new Map<string, number>();
   const pgDown: Array<{ from: number; to: number }> = [];
   const hostileRevisions = new Map<string, string>();
@@ -218,7 +144,7 @@ async function main(): Promise<number> {
 
   await mkdir(logDir, { recursive: true });
 
-  const launch = (label: string): Instance => {
+  const launch = (label: string): ChaosInstance => {
     generation++;
     const spec: InstanceSpec = {
       label,
@@ -230,7 +156,7 @@ async function main(): Promise<number> {
       seed: options.seed,
       ...SETTINGS,
     };
-    const instance = new Instance(
+    const instance = new ChaosInstance(
       label,
       spec,
       path.join(logDir, `${label}-${generation}.stderr.log`),
@@ -240,6 +166,7 @@ async function main(): Promise<number> {
         );
         restartAt.set(label, Date.now() + 2_000);
       },
+      STOP_TIMEOUT_MS,
     );
     instances.set(label, instance);
     allProcesses.push(instance);
@@ -427,56 +354,8 @@ async function verify(run: RunRecord): Promise<boolean> {
   let verdictInput: Parameters<typeof checkRecord>[0];
   try {
     const handlerRuns = await importJournals(client, run.logDir);
-    const logRows = (
-      await client.query<{
-        job_name: string;
-        event: string;
-        timestamp: Date;
-        meta: Record<string, unknown> | null;
-        error: string | null;
-        agenda_name: string | null;
-      }>(
-        // the run log, and every start as a start row: a record whose handler started stands for its
-        // start (`meta.started`, at `meta.startedAt`), and the runs still in progress have theirs in
-        // cronwarden_run_starts (src/engine/sql/runStarts.ts)
-        `SELECT job_name, event, timestamp, meta, error, agenda_name FROM agenda_logs
-         UNION ALL
-         SELECT job_name, 'start', (meta->>'startedAt')::timestamptz, meta - 'outcome', NULL, agenda_name
-           FROM agenda_logs WHERE event IN ('success', 'fail') AND meta->>'started' = 'true'
-         UNION ALL
-         SELECT job_name, 'start', timestamp, meta, NULL, agenda_name FROM cronwarden_run_starts`,
-      )
-    ).rows.map(
-      (row): LogRow => ({
-        task: row.job_name,
-        event: row.event,
-        timestamp: row.timestamp.getTime(),
-        slot: typeof row.meta?.scheduledAt === "string" ? Date.parse(row.meta.scheduledAt) : null,
-        // absent when it is the row's agenda_name (src/engine/sql/runStarts.ts COMPACT_META)
-        instance: typeof row.meta?.instanceId === "string" ? row.meta.instanceId : row.agenda_name,
-        outcome: typeof row.meta?.outcome === "string" ? row.meta.outcome : null,
-        rerun: row.meta?.rerun === true,
-        duplicateOf: row.meta?.duplicateOf !== undefined,
-        error: row.error,
-      }),
-    );
-    const audit = (
-      await client.query<{
-        task: string;
-        at: Date;
-        field: string;
-        new_value: string | null;
-        revision: string;
-      }>("SELECT task, at, field, new_value, revision FROM cronwarden_audit ORDER BY at, id")
-    ).rows.map(
-      (row): AuditRow => ({
-        task: row.task,
-        at: row.at.getTime(),
-        field: row.field,
-        newValue: row.new_value,
-        revision: row.revision,
-      }),
-    );
+    const logRows = await readLogRows(client);
+    const audit = await readAudit(client);
     let unhandledRejections = 0;
     for (const file of await readdir(run.logDir)) {
       if (!file.endsWith(".log") || file.endsWith(".stderr.log")) continue;
@@ -597,49 +476,7 @@ async function recheck(dir: string): Promise<number> {
 
 /** Loads every instance's journal into `chaos_handler_runs` (one row per handler execution) and returns the rows. */
 async function importJournals(client: pg.Client, logDir: string): Promise<HandlerRun[]> {
-  const all: HandlerRun[] = [];
-  const latest = new Map<string, HandlerRun>();
-  for (const file of await readdir(logDir)) {
-    if (!file.startsWith("journal-")) continue;
-    const text = await readFile(path.join(logDir, file), "utf8");
-    for (const line of text.split("\n")) {
-      if (!line.trim()) continue;
-      let entry: JournalLine;
-      try {
-        entry = JSON.parse(line) as JournalLine;
-      } catch {
-        continue; // a line cut by a SIGKILL mid-write
-      }
-      // the same instance can run the same slot twice (that is a duplicate): an end belongs to the latest start
-      const k = `${entry.instance}|${entry.task}|${entry.slot}|${entry.attempt}`;
-      if (entry.event === "start") {
-        const run: HandlerRun = {
-          task: entry.task,
-          slot: Date.parse(entry.slot),
-          instance: entry.instance,
-          pid: entry.pid,
-          attempt: entry.attempt,
-          startedAt: entry.at,
-          finishedAt: null,
-          error: null,
-          rerunOf:
-            entry.rerunOf === null
-              ? null
-              : entry.rerunOf === "unknown"
-                ? Number.NaN
-                : Date.parse(entry.rerunOf),
-        };
-        all.push(run);
-        latest.set(k, run);
-      } else {
-        const run = latest.get(k);
-        if (run) {
-          run.finishedAt = entry.at;
-          run.error = entry.error;
-        }
-      }
-    }
-  }
+  const all = await readJournals(logDir);
   await client.query(`DROP TABLE IF EXISTS chaos_handler_runs`);
   await client.query(`CREATE TABLE chaos_handler_runs (
       task TEXT NOT NULL, slot TIMESTAMPTZ NOT NULL, instance TEXT NOT NULL, pid INTEGER NOT NULL,

@@ -15,6 +15,7 @@ export {
   type WebhookChannelOptions,
 } from "./alerts/index.js";
 export type { DesiredState } from "./config/desiredState.js";
+export type { Clock, ClockTimer } from "./core/clock.js";
 export { CronwardenError, type CronwardenErrorCode } from "./core/errors.js";
 export { createLogger, type Logger, type LoggerOptions } from "./core/logger.js";
 export type { ChainSlot, DependencyDecisionEvent, RunRecord, TaskJob } from "./engine/engineApi.js";

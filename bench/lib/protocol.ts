@@ -28,6 +28,11 @@ export interface ContenderSpec {
   logFile?: string;
   /** cronwarden only: the module to import the API from (file: URL of dist/index.js); absent: src/index.ts. */
   cronwardenEntry?: string;
+  /**
+   * cronwarden only: the tasks' handler is this module's (absolute path), run with `isolation:
+   * "worker"` (docs/isolation.md); absent: an in-process handler function.
+   */
+  isolatedModule?: string;
 }
 
 /** The reconcile worker's setup (cronwarden only). */

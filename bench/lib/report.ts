@@ -2,6 +2,7 @@
 import type { FailoverTrial } from "../scenarios/failover.js";
 import type { HerdFigures } from "../scenarios/herd.js";
 import type { IdleResult } from "../scenarios/idle.js";
+import type { IsolationFigures } from "../scenarios/isolation.js";
 import { LATENESS_POLLS, type LatenessFigures, type LatenessResult } from "../scenarios/lateness.js";
 import {
   MINUTE_LATE_MS,
@@ -40,6 +41,8 @@ export interface Results {
   reconcile?: ReconcileFigures;
   /** config write -> stored with a small (10-task) config, for contrast. */
   reconcileSmall?: ReconcileFigures;
+  /** cronwarden only: isolated handlers against in-process ones (docs/isolation.md). */
+  isolation?: IsolationFigures;
 }
 
 type Figure = number | null;
@@ -149,6 +152,18 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     ? { ...floorJson(floor.fromIdle), engine_wait: floorJson(floor.engineWait) }
     : null;
   figures.rolling = rollingJson(results.rolling);
+  const isolation = results.isolation;
+  figures.isolation = isolation
+    ? {
+        dispatch_median_ms: Object.fromEntries(
+          Object.entries(isolation.dispatch).map(([mode, each]) => [mode, each.medianMs]),
+        ),
+        herd_last_ms: {
+          none: round(isolation.herd.none.lastMs),
+          worker: round(isolation.herd.worker.lastMs),
+        },
+      }
+    : null;
   figures.rolling_tuned = rollingJson(results.rollingTuned);
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
@@ -227,6 +242,7 @@ export function markdown(options: {
       );
   if (results.herd) herdRows(row, results.herd);
   if (results.herdShared) herdRows(row, results.herdShared);
+  if (results.isolation) isolationRows(row, results.isolation);
   if (results.idle) idleRows(row, results.idle, sizes);
   if (results.failover) failoverRows(row, results.failover);
   if (results.partition) {
@@ -327,6 +343,36 @@ function herdRows(row: Row, herd: Record<Contender, HerdFigures>): void {
     "CPU per run, 10 s before the boundary -> last start (ms): contender + PostgreSQL",
     cpu(cw),
     cpu(agenda),
+  );
+}
+
+function isolationRows(row: Row, isolation: IsolationFigures): void {
+  const { dispatch, herd } = isolation;
+  const each = (mode: keyof IsolationFigures["dispatch"]) =>
+    `${show(dispatch[mode].medianMs, 3)} / ${show(dispatch[mode].p99Ms, 3)}`;
+  row(
+    `isolation (a handler that returns at once, ${dispatch.worker.runs} runs back to back, warm pool)`,
+    "handler call, median / p99 (ms): in-process function",
+    each("function"),
+    "–",
+  );
+  row("", "module export, isolation none", each("none"), "–");
+  row("", "isolation worker", each("worker"), "–");
+  row("", "isolation process", each("process"), "–");
+  const overhead = (dispatch.worker.medianMs ?? Number.NaN) - (dispatch.function.medianMs ?? Number.NaN);
+  row("", "worker over in-process, at the median (ms; goal <= 5)", show(overhead, 3), "–");
+  row(
+    `isolation herd (${herd.none.tasks} tasks due in one second)`,
+    "last start after the boundary (ms): none / worker (end of the last run)",
+    `${show(herd.none.lastMs)} / ${show(herd.worker.lastMs)}`,
+    "–",
+  );
+  row("", "worker / none (goal <= 2)", show(herd.worker.lastMs / herd.none.lastMs, 2), "–");
+  row(
+    "",
+    "tasks not run exactly once: none / worker",
+    `${herd.none.wrongTasks} / ${herd.worker.wrongTasks}`,
+    "–",
   );
 }
 

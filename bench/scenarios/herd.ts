@@ -98,6 +98,34 @@ function noFigures(tasks: number, instances: number): HerdFigures {
   };
 }
 
+/**
+ * The herd of cronwarden tasks once in-process (`none`) and once with `isolation: "worker"`
+ * (bench/scenarios/isolation.ts), one process each, at the same settings.
+ */
+export async function herdIsolation(
+  context: BenchContext,
+  count: number,
+  isolatedModule: string,
+): Promise<{ none: HerdFigures; worker: HerdFigures }> {
+  const result: Partial<Record<"none" | "worker", HerdFigures>> = {};
+  for (const mode of ["none", "worker"] as const) {
+    let margin = 8_000 + count * 6;
+    for (let attempt = 1; ; attempt++) {
+      const figures = await herdOnce(context, "cronwarden", count, 1, margin, attempt, {
+        isolatedModule: mode === "worker" ? isolatedModule : undefined,
+        tag: `iso_${mode}`,
+      });
+      if (figures) {
+        result[mode] = figures;
+        break;
+      }
+      if (attempt >= 3) throw new Error(`herd ${mode}: set-up never finished before the boundary`);
+      margin *= 2;
+    }
+  }
+  return result as { none: HerdFigures; worker: HerdFigures };
+}
+
 async function herdOnce(
   context: BenchContext,
   contender: Contender,
@@ -105,8 +133,9 @@ async function herdOnce(
   instances: number,
   marginMs: number,
   attempt: number,
+  isolation: { isolatedModule: string | undefined; tag: string } | undefined = undefined,
 ): Promise<HerdFigures | undefined> {
-  const database = `bench_herd${instances > 1 ? instances : ""}_${contender}`;
+  const database = `bench_herd${instances > 1 ? instances : ""}_${contender}${isolation ? `_${isolation.tag}` : ""}`;
   const boundary = boundaryAfter(marginMs);
   const tasks = { prefix: "herd", count, cron: dailyCronAt(boundary) };
   const launch = await prepareContender(context, contender, database, tasks);
@@ -115,6 +144,7 @@ async function herdOnce(
       processEveryMs: DEFAULT_PROCESS_EVERY_MS,
       minIntervalMs: 60_000,
       taskMs: 0,
+      ...(isolation?.isolatedModule ? { isolatedModule: isolation.isolatedModule } : {}),
     });
   // the first process alone creates the schema (raw Agenda's processes race on creating its indexes)
   const workers = [spawn(0)];

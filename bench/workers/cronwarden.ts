@@ -32,16 +32,27 @@ const scheduler = createScheduler({
   ...(spec.maxConcurrency === undefined ? {} : { maxConcurrency: spec.maxConcurrency }),
 });
 
+const isolatedModule = spec.isolatedModule;
 for (let index = 0; index < spec.tasks.count; index++) {
+  const name = taskName(spec.tasks.prefix, index);
+  if (isolatedModule) {
+    scheduler.register({ name, isolation: "worker", module: isolatedModule });
+    continue;
+  }
   scheduler.register({
-    name: taskName(spec.tasks.prefix, index),
+    name,
     handler: async (context) => {
       worker.started(context.taskName, context.scheduledAt.getTime(), context.rerunOf !== undefined);
       if (spec.taskMs > 0) await sleep(spec.taskMs, undefined, { signal: context.signal });
     },
   });
 }
-scheduler.on("run:finished", (event) => worker.finished(event.taskName, event.error?.message ?? null));
+scheduler.on("run:finished", (event) => {
+  // an isolated handler runs in a worker thread, which cannot reach the orchestrator: its "start"
+  // is reported when its run ends (a handler that returns at once: an upper bound of its start)
+  if (isolatedModule) worker.started(event.taskName, event.scheduledAt.getTime(), event.rerun);
+  worker.finished(event.taskName, event.error?.message ?? null);
+});
 
 await worker.run({
   start: () => scheduler.start(),

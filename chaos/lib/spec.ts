@@ -18,6 +18,9 @@ export interface InstanceSpec {
   poolMax: number;
   /** Handlers take between 0 and this many ms. */
   maxTaskMs: number;
+  /** The first this many tasks are long runs instead: each takes `longTaskMs` (default none). */
+  longTaskCount?: number;
+  longTaskMs?: number;
 }
 
 /** Which handler run a journal line is about. */

@@ -1,9 +1,9 @@
 import type { AddressInfo } from "node:net";
 import type { FastifyInstance } from "fastify";
+import { EventLoopMonitor } from "../core/eventLoopMonitor.js";
 import type { Logger } from "../core/logger.js";
 import { redactSecrets, registerSecret } from "../observability/redact.js";
 import { AccessPolicy, type Caller } from "./auth.js";
-import { EventLoopMonitor } from "./eventLoopMonitor.js";
 import { errorHandler, notFoundHandler } from "./httpErrors.js";
 import { MissedSlotTracker } from "./missedSlots.js";
 import type { MetricsSource } from "./probeRoutes.js";

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
+import type { EventLoopMonitor } from "../core/eventLoopMonitor.js";
 import { toError } from "../core/logger.js";
-import type { EventLoopMonitor } from "./eventLoopMonitor.js";
 import { HttpError } from "./httpErrors.js";
 import type { AdminScheduler } from "./schedulerApi.js";
 

@@ -34,8 +34,9 @@ export const runsQuery = z
       .transform((text) => text.split(",").filter((value) => value.length > 0))
       .pipe(
         z.array(
-          z.enum(["succeeded", "failed", "skipped", "interrupted"], {
-            error: "outcome must be succeeded, failed, skipped or interrupted (several separated by commas)",
+          z.enum(["succeeded", "failed", "skipped", "interrupted", "lock-lost"], {
+            error:
+              "outcome must be succeeded, failed, skipped, interrupted or lock-lost (several separated by commas)",
           }),
         ),
       )

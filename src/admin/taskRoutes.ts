@@ -1,6 +1,8 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { nextRunTimes } from "../config/cronValidator.js";
+import type { DesiredState } from "../config/desiredState.js";
+import type { Calendar } from "../core/policies/calendar.js";
 import type { TaskStatus } from "../status/statusModel.js";
 import { type Caller, callerName } from "./auth.js";
 import { HttpError } from "./httpErrors.js";
@@ -27,7 +29,7 @@ export function taskRoutes(
     const { name } = parseOr400(taskParams, request.params, "path");
     const task = await scheduler.taskStatus(name);
     if (!task) throw new HttpError(404, `no task named "${name}" (neither registered nor in the database)`);
-    return { ...withMissed(task), nextRuns: nextRuns(task) };
+    return { ...withMissed(task), nextRuns: nextRuns(task, scheduler.desiredState()) };
   });
 
   app.get("/tasks/:name/runs", async (request, reply) => {
@@ -51,6 +53,15 @@ export function taskRoutes(
     return page.runs;
   });
 
+  taskActionRoutes(app, scheduler, callerOf);
+}
+
+/** An operator's actions on one task: run now, resume; each recorded with the caller's name. */
+function taskActionRoutes(
+  app: FastifyInstance,
+  scheduler: AdminScheduler,
+  callerOf: (request: { raw: object }) => Caller,
+): void {
   app.post("/tasks/:name/run", async (request, reply) => {
     const { name } = parseOr400(taskParams, request.params, "path");
     parseOr400(runNowBody, request.body, "body");
@@ -108,14 +119,27 @@ export function taskRoutes(
 }
 
 /** The next run times of the schedule in force, none while the task is disabled or has no cron. */
-function nextRuns(task: TaskStatus): Date[] {
+function nextRuns(task: TaskStatus, desired: DesiredState | undefined): Date[] {
   const enabled = task.job?.enabled ?? task.configured?.enabled ?? false;
   const cron = task.job?.cron ?? task.configured?.cron;
   const timezone = task.job?.timezone ?? task.configured?.timezone ?? "UTC";
   if (!enabled || !cron) return [];
   try {
-    return nextRunTimes(cron, timezone, new Date(), NEXT_RUNS);
+    return nextRunTimes(cron, timezone, new Date(), NEXT_RUNS, calendarsNamed(task, desired));
   } catch {
     return [];
   }
+}
+
+/**
+ * The calendars the task's job row names (the config entry's while it has no row), as the config
+ * in force defines them: the reconciler stored that definition in the row (docs/calendars.md).
+ */
+function calendarsNamed(task: TaskStatus, desired: DesiredState | undefined): Calendar[] {
+  const names = task.job?.exclude ?? task.configured?.exclude ?? [];
+  if (names.length === 0 || !desired) return [];
+  const defined = new Map(
+    desired.tasks.flatMap((entry) => entry.exclude ?? []).map((calendar) => [calendar.name, calendar]),
+  );
+  return names.flatMap((name) => defined.get(name) ?? []);
 }

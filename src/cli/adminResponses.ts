@@ -34,7 +34,7 @@ export const taskStatusSchema = z.looseObject({
   state: z.string().optional(),
   running: z.boolean(),
   runningOn: z.string().nullable(),
-  lastOutcome: z.enum(["succeeded", "failed", "skipped", "interrupted"]).nullable(),
+  lastOutcome: z.enum(["succeeded", "failed", "skipped", "interrupted", "lock-lost"]).nullable(),
   lastError: z.string().nullable(),
   consecutiveFailures: z.number(),
   consecutiveFailedAttempts: z.number().optional(),

@@ -2,6 +2,7 @@ import { DEFAULT_MIN_INTERVAL_MS } from "../config/cronValidator.js";
 import type { DesiredState } from "../config/desiredState.js";
 import { describeProblems, describeRejection, parseDesiredState } from "../config/desiredState.js";
 import { describeSpec } from "../core/dependencies/spec.js";
+import { describeCalendars } from "../core/policies/calendar.js";
 import { readTaskJobs } from "../engine/jobReads.js";
 import { unregisteredUpstreams } from "../reconcile/dependencyPlan.js";
 import { type LiveJob, planReconcile, type ReconcileAction } from "../reconcile/reconcilePlan.js";
@@ -77,58 +78,10 @@ export async function validateCommand(
     }));
   });
   const indexesOf = entryIndexes(desired.document);
-  // a rejected entry that shares its name with another: the parser names duplicates among valid entries only
-  for (const entry of desired.rejected) {
-    const indexes = entry.name === undefined ? [] : (indexesOf.get(entry.name) ?? []);
-    if (indexes.length < 2 || (entry.problems ?? [entry]).some((problem) => problem.field === "name"))
-      continue;
-    const reason = `appears ${indexes.length} times (tasks[${indexes.join("], tasks[")}]); keep exactly one entry per task`;
-    problems.push({
-      index: entry.index,
-      task: entry.name ?? null,
-      field: "name",
-      value: entry.name,
-      reason,
-      message: `config tasks[${entry.index}] "${entry.name}": name ${JSON.stringify(entry.name)} is invalid: ${reason}`,
-    });
-  }
-  const refusedInCode = new Set<string>();
-  if (registered) {
-    const named = new Set<string>();
-    const inCode = (name: string, index: number) => {
-      if (registered.has(name)) return true;
-      if (named.has(name)) return false;
-      named.add(name);
-      const reason = "no task of that name is registered in code";
-      problems.push({
-        index,
-        task: name,
-        field: "name",
-        value: name,
-        reason,
-        message: `config entry "${name}": ${reason}`,
-      });
-      return false;
-    };
-    const upstreamProblems = unregisteredUpstreams(desired.tasks, registered);
-    for (const task of desired.tasks) {
-      const index = indexesOf.get(task.name)?.[0] ?? -1;
-      if (!inCode(task.name, index)) refusedInCode.add(task.name);
-      const upstream = upstreamProblems.get(task.name);
-      if (upstream !== undefined) {
-        refusedInCode.add(task.name);
-        problems.push({
-          index,
-          task: task.name,
-          field: "after",
-          value: task.after?.upstreams,
-          reason: upstream,
-          message: `config entry "${task.name}": after ${upstream}`,
-        });
-      }
-    }
-    for (const entry of desired.rejected) if (entry.name !== undefined) inCode(entry.name, entry.index);
-  }
+  problems.push(...sharedNameProblems(desired, indexesOf));
+  const refusedInCode = registered
+    ? codeProblems(desired, registered, indexesOf, problems)
+    : new Set<string>();
   // by entry, each entry's problems in the order found
   const ordered = problems.map((problem, at) => ({ problem, at }));
   ordered.sort((a, b) => a.problem.index - b.problem.index || a.at - b.at);
@@ -164,6 +117,77 @@ export async function validateCommand(
   if (!registered)
     io.out("task names not checked: pass --tasks or --tasks-module to check them against the code");
   return sorted.length > 0 ? 1 : 0;
+}
+
+/** A rejected entry that shares its name with another: the parser names duplicates among valid entries only. */
+function sharedNameProblems(
+  desired: DesiredState,
+  indexesOf: ReadonlyMap<string, number[]>,
+): ValidateProblem[] {
+  const problems: ValidateProblem[] = [];
+  for (const entry of desired.rejected) {
+    const indexes = entry.name === undefined ? [] : (indexesOf.get(entry.name) ?? []);
+    if (indexes.length < 2 || (entry.problems ?? [entry]).some((problem) => problem.field === "name"))
+      continue;
+    const reason = `appears ${indexes.length} times (tasks[${indexes.join("], tasks[")}]); keep exactly one entry per task`;
+    problems.push({
+      index: entry.index,
+      task: entry.name ?? null,
+      field: "name",
+      value: entry.name,
+      reason,
+      message: `config tasks[${entry.index}] "${entry.name}": name ${JSON.stringify(entry.name)} is invalid: ${reason}`,
+    });
+  }
+  return problems;
+}
+
+/**
+ * With the names registered in code: the entries whose task or upstream is not among them (each
+ * name once), added to `problems`. Returns the valid entries they refuse.
+ */
+function codeProblems(
+  desired: DesiredState,
+  registered: ReadonlySet<string>,
+  indexesOf: ReadonlyMap<string, number[]>,
+  problems: ValidateProblem[],
+): Set<string> {
+  const refusedInCode = new Set<string>();
+  const named = new Set<string>();
+  const inCode = (name: string, index: number) => {
+    if (registered.has(name)) return true;
+    if (named.has(name)) return false;
+    named.add(name);
+    const reason = "no task of that name is registered in code";
+    problems.push({
+      index,
+      task: name,
+      field: "name",
+      value: name,
+      reason,
+      message: `config entry "${name}": ${reason}`,
+    });
+    return false;
+  };
+  const upstreamProblems = unregisteredUpstreams(desired.tasks, registered);
+  for (const task of desired.tasks) {
+    const index = indexesOf.get(task.name)?.[0] ?? -1;
+    if (!inCode(task.name, index)) refusedInCode.add(task.name);
+    const upstream = upstreamProblems.get(task.name);
+    if (upstream !== undefined) {
+      refusedInCode.add(task.name);
+      problems.push({
+        index,
+        task: task.name,
+        field: "after",
+        value: task.after?.upstreams,
+        reason: upstream,
+        message: `config entry "${task.name}": after ${upstream}`,
+      });
+    }
+  }
+  for (const entry of desired.rejected) if (entry.name !== undefined) inCode(entry.name, entry.index);
+  return refusedInCode;
 }
 
 /** Each name's entries (their indexes in `tasks`), read from the document as written. */
@@ -226,6 +250,10 @@ export async function planCommand(
           changesPending: changes.length > 0,
           actions: plan.actions.map((action) => ({
             ...action,
+            // a calendar's days can be thousands of events: the plan names the calendars
+            ...(action.kind === "exclude"
+              ? { exclude: describeCalendars(action.exclude), from: describeCalendars(action.from) }
+              : {}),
             task: action.task ?? null,
             detail: describe(action),
           })),

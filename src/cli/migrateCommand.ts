@@ -1,5 +1,6 @@
 import { CronwardenError } from "../core/errors.js";
 import { inspectSchema, MIGRATE_COMMAND, migrateSchema, SCHEMA_VERSION } from "../engine/schema.js";
+import { requireSessionPooling } from "../engine/sessionPooling.js";
 import { CliError, type CliIo, databasePool } from "./common.js";
 
 /**
@@ -44,6 +45,8 @@ export async function migrateCommand(
       );
       return 1;
     }
+    // the schema lock is a session lock: a transaction-mode pooler would not keep it
+    await requireSessionPooling(pool);
     const result = await migrateSchema(pool);
     if (options.json) {
       io.out(

@@ -1,4 +1,5 @@
 import { CronExpressionParser } from "cron-parser";
+import type { Calendar } from "../core/policies/calendar.js";
 import { nextSlots, scheduleOf } from "../core/policies/schedule.js";
 
 /**
@@ -135,10 +136,17 @@ function decideSchedule(
  * with the DST rule of src/core/policies/schedule.ts where cron-parser departs from it; for an
  * `every:` interval, its epoch-anchored slots.
  */
-export function nextRunTimes(cron: string, timezone: string, from: Date, count: number): Date[] {
+export function nextRunTimes(
+  cron: string,
+  timezone: string,
+  from: Date,
+  count: number,
+  /** Calendars whose slots are skipped, left out (docs/calendars.md). */
+  exclude: readonly Calendar[] = [],
+): Date[] {
   // an `every:` interval as stored in the job row ("15 minutes") is not a cron expression
   if (scheduleOf(cron).kind === "cron") CronExpressionParser.parse(cron, { currentDate: from, tz: timezone }); // throws on a bad expression, as before
-  return nextSlots(cron, timezone, from.getTime(), count).map((time) => new Date(time));
+  return nextSlots(cron, timezone, from.getTime(), count, exclude).map((time) => new Date(time));
 }
 
 function checkSyntax(expression: string): string | undefined {

@@ -1,11 +1,19 @@
 import { z } from "zod";
 import type { DependencyCondition, DependencySpec } from "../core/dependencies/spec.js";
 import { CronwardenError } from "../core/errors.js";
+import type { Calendar } from "../core/policies/calendar.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { formatDuration } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { atSchedule, storedEvery } from "../core/policies/schedule.js";
 import { TASK_NAME_PATTERN } from "../core/taskName.js";
+import {
+  checkExclude,
+  type ParsedCalendars,
+  parseCalendars,
+  type ReadCalendarFile,
+  readCalendarFile,
+} from "./calendarConfig.js";
 import { type CronRules, checkSchedule } from "./cronValidator.js";
 import {
   applyDependencies,
@@ -13,6 +21,7 @@ import {
   type EntryDependency,
   readDependency,
 } from "./dependencyEntries.js";
+import { checkLimitFields } from "./limitConfig.js";
 import { checkPolicyFields } from "./policyConfig.js";
 
 /** One task's entry in the desired state, after validation. */
@@ -40,11 +49,17 @@ export interface DesiredTask {
   catchUp?: CatchUpPolicy;
   /** Pause after this many failed slots in a row (docs/behaviour.md, "Pause on failure"); absent: never. */
   pauseOnFailure?: number;
+  /** A lower timeout than the registration's (docs/isolation.md, "Limits from the config"). */
+  timeoutMs?: number;
+  /** A lower heap limit than the registration's, for an isolated task. */
+  memoryLimitMb?: number;
   /**
    * Set for a task that runs after others (docs/dependencies.md): it has no cron of its own, and
    * `cron`/`timezone` are its upstreams' shared schedule (the slots it runs for).
    */
   after?: DependencySpec;
+  /** The calendars its `exclude` names, compiled (docs/calendars.md); absent: none. */
+  exclude?: Calendar[];
 }
 
 /** An entry of a snapshot that was refused, with the reason; the task keeps its previous state. */
@@ -86,7 +101,11 @@ export interface DesiredState {
  */
 
 const documentSchema = z.object(
-  { tasks: z.array(z.unknown()), confirmDisableAll: z.boolean().optional() },
+  {
+    tasks: z.array(z.unknown()),
+    confirmDisableAll: z.boolean().optional(),
+    calendars: z.unknown().optional(), // checked by parseCalendars (src/config/calendarConfig.ts)
+  },
   { error: "expected an object" },
 );
 
@@ -107,6 +126,10 @@ const entrySchema = z.strictObject({
   overlap: z.unknown().optional(),
   jitter: z.unknown().optional(),
   pauseOnFailure: z.unknown().optional(),
+  exclude: z.unknown().optional(),
+  // checked by checkLimitFields (src/config/limitConfig.ts)
+  timeout: z.unknown().optional(),
+  memoryLimit: z.unknown().optional(),
   ...DEPENDENCY_FIELDS,
 });
 
@@ -116,6 +139,8 @@ export interface ParseOptions {
   now: Date;
   source: string;
   revision: string;
+  /** Reads an `ics:` calendar's file; default: from the file system (src/config/calendarConfig.ts). */
+  readCalendarFile?: ReadCalendarFile;
 }
 
 export function parseDesiredState(document: unknown, options: ParseOptions): DesiredState {
@@ -138,124 +163,26 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   const rejected: RejectedEntry[] = [];
   const indexesByName = new Map<string, number[]>();
   const dependencies = new Map<number, EntryDependency>();
+  const calendars = parseCalendars(top.data.calendars, options.readCalendarFile ?? readCalendarFile);
 
   top.data.tasks.forEach((raw, index) => {
     const name = readableName(raw);
     const entry = entrySchema.safeParse(raw);
     if (!entry.success) {
-      // every problem of the entry, so that one round of fixes is enough
-      const problems: EntryProblem[] = entry.error.issues.map((issue) => ({
-        field: issue.path.join(".") || "(entry)",
-        value: shortenName(issue.path.length ? valueAt(raw, issue.path) : raw, issue.path, name),
-        reason:
-          issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
-      }));
-      if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
-        const fields = raw as Record<string, unknown>;
-        for (const problem of checkPolicyFields(fields, options.rules).problems)
-          if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
-        for (const problem of looseDependency(fields))
-          if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
-      }
-      const rawCron = valueAt(raw, ["cron"]);
-      const rawTimezone = valueAt(raw, ["timezone"]);
-      if (
-        typeof rawCron === "string" &&
-        rawCron !== "" &&
-        !problems.some((problem) => problem.field === "cron")
-      ) {
-        const timezone = typeof rawTimezone === "string" ? rawTimezone : options.defaultTimezone;
-        const check = checkSchedule(rawCron, timezone, options.rules, options.now);
-        if (!check.ok) problems.push({ field: check.field, value: check.value, reason: check.reason });
-      }
-      const [first] = problems;
-      rejected.push({
-        index,
-        name,
-        field: first?.field ?? "entry",
-        value: first ? first.value : raw,
-        reason: first?.reason ?? "invalid",
-        problems,
-      });
+      rejected.push(invalidEntry(raw, index, name, entry.error.issues, options, calendars));
       return;
     }
-    const dependency = readDependency(entry.data);
-    const policy = checkPolicyFields(entry.data, options.rules);
-    const timezone = entry.data.timezone ?? options.defaultTimezone;
-    const check =
-      entry.data.cron === undefined
-        ? undefined
-        : checkSchedule(entry.data.cron, timezone, options.rules, options.now);
-    // every problem of the entry, so that one round of fixes is enough; a dependency problem first
-    // (the policy check's "a schedule is required" says the same as its own, with less)
-    const problems = policy.problems.filter(
-      (problem) => dependency.ok || !dependency.problems.some((known) => known.field === problem.field),
-    );
-    if (check && !check.ok)
-      problems.unshift({ field: check.field, value: check.value, reason: check.reason });
-    if (!dependency.ok) problems.unshift(...dependency.problems);
-    // a downstream (after) has no schedule of its own: its upstreams' is filled in below
-    const schedule = check?.ok
-      ? { cron: check.cron, timezone: check.timezone }
-      : policy.fields.every !== undefined
-        ? { cron: storedEvery(policy.fields.every), timezone, every: formatDuration(policy.fields.every) }
-        : policy.fields.at !== undefined
-          ? { cron: atSchedule(policy.fields.at), timezone, at: new Date(policy.fields.at).toISOString() }
-          : dependency.ok && dependency.spec
-            ? { cron: "", timezone }
-            : undefined;
-    // a jitter as long as the gap between two slots would let one slot's run start after the next one's
-    const shortestGapMs = check?.ok ? check.shortestGapMs : policy.fields.every;
-    if (
-      policy.fields.jitterMs !== undefined &&
-      shortestGapMs !== undefined &&
-      policy.fields.jitterMs >= shortestGapMs
-    )
-      problems.push({
-        field: "jitter",
-        value: entry.data.jitter,
-        reason: `must be shorter than the schedule's shortest gap between two runs (${formatDuration(shortestGapMs)})`,
-      });
-    if (problems.length > 0 || !schedule) {
-      const [first] = problems;
-      rejected.push({
-        index,
-        name,
-        field: first?.field ?? "cron",
-        value: first?.value,
-        reason: first?.reason ?? "invalid",
-        ...(problems.length > 1 ? { problems } : {}),
-      });
+    const read = readEntry(entry.data, index, name, options, calendars);
+    if ("rejected" in read) {
+      rejected.push(read.rejected);
       return;
     }
     indexesByName.set(entry.data.name, [...(indexesByName.get(entry.data.name) ?? []), index]);
-    tasks.push({
-      name: entry.data.name,
-      enabled: entry.data.enabled,
-      ...schedule,
-      ...(policy.fields.jitterMs ? { jitterMs: policy.fields.jitterMs } : {}),
-      ...(policy.fields.overlap ? { overlap: policy.fields.overlap } : {}),
-      ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
-      ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
-    });
-    if (dependency.ok && dependency.spec) dependencies.set(index, dependency.spec);
+    tasks.push(read.task);
+    if (read.after) dependencies.set(index, read.after);
   });
 
-  const duplicates = new Set(
-    [...indexesByName].filter(([, indexes]) => indexes.length > 1).map(([name]) => name),
-  );
-  for (const name of duplicates) {
-    const indexes = indexesByName.get(name) ?? [];
-    for (const index of indexes) {
-      rejected.push({
-        index,
-        name,
-        field: "name",
-        value: name,
-        reason: `appears ${indexes.length} times (tasks[${indexes.join("], tasks[")}]); keep exactly one entry per task`,
-      });
-    }
-  }
+  const duplicates = rejectDuplicates(indexesByName, rejected);
   const accepted = applyDependencies(
     tasks.filter((task) => !duplicates.has(task.name)),
     indexesByName,
@@ -272,6 +199,170 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
     document,
     confirmDisableAll: top.data.confirmDisableAll === true,
   };
+}
+
+function excludeOf(
+  fields: Record<string, unknown>,
+  calendars: ParsedCalendars,
+): ReturnType<typeof checkExclude> {
+  return checkExclude(fields.exclude, calendars, fields.after !== undefined);
+}
+
+/** An entry that failed the schema: every problem of it, so that one round of fixes is enough. */
+function invalidEntry(
+  raw: unknown,
+  index: number,
+  name: string | undefined,
+  issues: readonly z.core.$ZodIssue[],
+  options: ParseOptions,
+  calendars: ParsedCalendars,
+): RejectedEntry {
+  const problems: EntryProblem[] = issues.map((issue) => ({
+    field: issue.path.join(".") || "(entry)",
+    value: shortenName(issue.path.length ? valueAt(raw, issue.path) : raw, issue.path, name),
+    reason: issue.code === "unrecognized_keys" ? `unknown key(s) ${issue.keys.join(", ")}` : issue.message,
+  }));
+  if (typeof raw === "object" && raw !== null && !Array.isArray(raw)) {
+    const fields = raw as Record<string, unknown>;
+    for (const problem of [
+      ...checkPolicyFields(fields, options.rules).problems,
+      ...checkLimitFields(fields).problems,
+    ])
+      if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
+    for (const problem of looseDependency(fields))
+      if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
+    for (const problem of excludeOf(fields, calendars).problems)
+      if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
+  }
+  const rawCron = valueAt(raw, ["cron"]);
+  const rawTimezone = valueAt(raw, ["timezone"]);
+  if (
+    typeof rawCron === "string" &&
+    rawCron !== "" &&
+    !problems.some((problem) => problem.field === "cron")
+  ) {
+    const timezone = typeof rawTimezone === "string" ? rawTimezone : options.defaultTimezone;
+    const check = checkSchedule(rawCron, timezone, options.rules, options.now);
+    if (!check.ok) problems.push({ field: check.field, value: check.value, reason: check.reason });
+  }
+  const [first] = problems;
+  return {
+    index,
+    name,
+    field: first?.field ?? "entry",
+    value: first ? first.value : raw,
+    reason: first?.reason ?? "invalid",
+    problems,
+  };
+}
+
+/** A valid entry's task (and its upstreams), or why it is rejected: its schedule, policies and dependency checked together. */
+function readEntry(
+  data: z.output<typeof entrySchema>,
+  index: number,
+  name: string | undefined,
+  options: ParseOptions,
+  calendars: ParsedCalendars,
+): { task: DesiredTask; after?: DependencySpec } | { rejected: RejectedEntry } {
+  const dependency = readDependency(data);
+  const policy = checkPolicyFields(data, options.rules);
+  const limits = checkLimitFields(data);
+  const timezone = data.timezone ?? options.defaultTimezone;
+  const check =
+    data.cron === undefined ? undefined : checkSchedule(data.cron, timezone, options.rules, options.now);
+  // every problem of the entry, so that one round of fixes is enough; a dependency problem first
+  // (the policy check's "a schedule is required" says the same as its own, with less)
+  const problems = policy.problems.filter(
+    (problem) => dependency.ok || !dependency.problems.some((known) => known.field === problem.field),
+  );
+  if (check && !check.ok) problems.unshift({ field: check.field, value: check.value, reason: check.reason });
+  problems.push(...limits.problems);
+  if (!dependency.ok) problems.unshift(...dependency.problems);
+  const exclude = excludeOf(data, calendars);
+  problems.push(...exclude.problems);
+  const schedule = entrySchedule(
+    check,
+    policy.fields,
+    dependency.ok && dependency.spec !== undefined,
+    timezone,
+  );
+  // a jitter as long as the gap between two slots would let one slot's run start after the next one's
+  const shortestGapMs = check?.ok ? check.shortestGapMs : policy.fields.every;
+  if (
+    policy.fields.jitterMs !== undefined &&
+    shortestGapMs !== undefined &&
+    policy.fields.jitterMs >= shortestGapMs
+  )
+    problems.push({
+      field: "jitter",
+      value: data.jitter,
+      reason: `must be shorter than the schedule's shortest gap between two runs (${formatDuration(shortestGapMs)})`,
+    });
+  if (problems.length > 0 || !schedule) {
+    const [first] = problems;
+    return {
+      rejected: {
+        index,
+        name,
+        field: first?.field ?? "cron",
+        value: first?.value,
+        reason: first?.reason ?? "invalid",
+        ...(problems.length > 1 ? { problems } : {}),
+      },
+    };
+  }
+  return {
+    task: {
+      name: data.name,
+      enabled: data.enabled,
+      ...schedule,
+      ...(policy.fields.jitterMs ? { jitterMs: policy.fields.jitterMs } : {}),
+      ...(policy.fields.overlap ? { overlap: policy.fields.overlap } : {}),
+      ...(policy.fields.catchUp ? { catchUp: policy.fields.catchUp } : {}),
+      ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
+      ...(exclude.calendars ? { exclude: exclude.calendars } : {}),
+      ...limits.fields,
+    },
+    ...(dependency.ok && dependency.spec ? { after: dependency.spec } : {}),
+  };
+}
+
+/** The entry's schedule: cron, `every`, `at`, or none of its own for a downstream (its upstreams' is filled in later). */
+function entrySchedule(
+  check: ReturnType<typeof checkSchedule> | undefined,
+  fields: ReturnType<typeof checkPolicyFields>["fields"],
+  downstream: boolean,
+  timezone: string,
+): Pick<DesiredTask, "cron" | "timezone" | "every" | "at"> | undefined {
+  if (check?.ok) return { cron: check.cron, timezone: check.timezone };
+  if (fields.every !== undefined)
+    return { cron: storedEvery(fields.every), timezone, every: formatDuration(fields.every) };
+  if (fields.at !== undefined)
+    return { cron: atSchedule(fields.at), timezone, at: new Date(fields.at).toISOString() };
+  return downstream ? { cron: "", timezone } : undefined;
+}
+
+/** Every entry of a name that appears more than once is rejected; returns those names. */
+function rejectDuplicates(
+  indexesByName: ReadonlyMap<string, number[]>,
+  rejected: RejectedEntry[],
+): Set<string> {
+  const duplicates = new Set(
+    [...indexesByName].filter(([, indexes]) => indexes.length > 1).map(([name]) => name),
+  );
+  for (const name of duplicates) {
+    const indexes = indexesByName.get(name) ?? [];
+    for (const index of indexes) {
+      rejected.push({
+        index,
+        name,
+        field: "name",
+        value: name,
+        reason: `appears ${indexes.length} times (tasks[${indexes.join("], tasks[")}]); keep exactly one entry per task`,
+      });
+    }
+  }
+  return duplicates;
 }
 
 /**

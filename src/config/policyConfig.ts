@@ -45,58 +45,11 @@ export function checkPolicyFields(entry: Record<string, unknown>, rules: CronRul
   const problems: EntryProblem[] = [];
   const fields: PolicyFields = {};
 
-  const kinds = (["cron", "every", "at"] as const).filter((key) => entry[key] !== undefined);
-  if (kinds.length > 1) {
-    problems.push({
-      field: kinds.join("+"),
-      value: Object.fromEntries(kinds.map((key) => [key, entry[key]])),
-      reason: `${kinds.join(" and ")} are both set; a task has one schedule: keep exactly one of cron, every, at`,
-    });
-  } else if (entry.after !== undefined && (entry.every !== undefined || entry.at !== undefined)) {
-    // `after` with `cron` is the dependency graph's to refuse (src/core/dependencies/graph.ts)
-    const kind = entry.every !== undefined ? "every" : "at";
-    problems.push({
-      field: kind,
-      value: entry[kind],
-      reason: `a task with "after" runs for its upstreams' slots and has no schedule of its own; remove "${kind}" or "after"`,
-    });
-  } else if (kinds.length === 0 && entry.after === undefined) {
-    problems.push({
-      field: "cron",
-      value: undefined,
-      reason:
-        'a schedule is required: cron (e.g. "*/5 * * * *"), every (e.g. "15m") or at (e.g. "2026-12-01T03:00:00Z")',
-    });
-  }
-
-  if (entry.after !== undefined) {
-    // a downstream runs when its upstreams settle a slot (docs/dependencies.md): these policies of
-    // a schedule of its own have nothing to act on
-    for (const key of ["catchUp", "overlap", "jitter"] as const)
-      if (entry[key] !== undefined)
-        problems.push({
-          field: key,
-          value: entry[key],
-          reason: `applies to a task with a schedule of its own; a task with "after" runs once per slot when its upstreams settle: remove "${key}"`,
-        });
-  }
+  checkScheduleKinds(entry, problems);
 
   if (entry.every !== undefined) {
-    const every = parseDuration(entry.every);
-    if (!every.ok) problems.push({ field: "every", value: entry.every, reason: every.reason });
-    else if (every.ms <= 0)
-      problems.push({ field: "every", value: entry.every, reason: "must be longer than 0" });
-    else if (every.ms % 1_000 !== 0)
-      problems.push({ field: "every", value: entry.every, reason: "must be a whole number of seconds" });
-    else if (every.ms < rules.minIntervalMs)
-      problems.push({
-        field: "every",
-        value: entry.every,
-        reason: `is shorter than the minimum interval of ${formatMs(rules.minIntervalMs)}`,
-      });
-    else if (every.ms > MAX_EVERY_MS)
-      problems.push({ field: "every", value: entry.every, reason: "is over a year (365d)" });
-    else fields.every = every.ms;
+    const every = checkEvery(entry.every, rules, problems);
+    if (every !== undefined) fields.every = every;
   }
 
   // an `at` in the past is refused by the planner, which knows whether the task already holds it
@@ -147,6 +100,63 @@ export function checkPolicyFields(entry: Record<string, unknown>, rules: CronRul
     else fields.pauseOnFailure = value;
   }
   return { fields, problems };
+}
+
+/** One schedule per task (cron, every or at), none for a downstream (`after`), and no schedule policy on a downstream. */
+function checkScheduleKinds(entry: Record<string, unknown>, problems: EntryProblem[]): void {
+  const kinds = (["cron", "every", "at"] as const).filter((key) => entry[key] !== undefined);
+  if (kinds.length > 1) {
+    problems.push({
+      field: kinds.join("+"),
+      value: Object.fromEntries(kinds.map((key) => [key, entry[key]])),
+      reason: `${kinds.join(" and ")} are both set; a task has one schedule: keep exactly one of cron, every, at`,
+    });
+  } else if (entry.after !== undefined && (entry.every !== undefined || entry.at !== undefined)) {
+    // `after` with `cron` is the dependency graph's to refuse (src/core/dependencies/graph.ts)
+    const kind = entry.every !== undefined ? "every" : "at";
+    problems.push({
+      field: kind,
+      value: entry[kind],
+      reason: `a task with "after" runs for its upstreams' slots and has no schedule of its own; remove "${kind}" or "after"`,
+    });
+  } else if (kinds.length === 0 && entry.after === undefined) {
+    problems.push({
+      field: "cron",
+      value: undefined,
+      reason:
+        'a schedule is required: cron (e.g. "*/5 * * * *"), every (e.g. "15m") or at (e.g. "2026-12-01T03:00:00Z")',
+    });
+  }
+
+  if (entry.after !== undefined) {
+    // a downstream runs when its upstreams settle a slot (docs/dependencies.md): these policies of
+    // a schedule of its own have nothing to act on
+    for (const key of ["catchUp", "overlap", "jitter"] as const)
+      if (entry[key] !== undefined)
+        problems.push({
+          field: key,
+          value: entry[key],
+          reason: `applies to a task with a schedule of its own; a task with "after" runs once per slot when its upstreams settle: remove "${key}"`,
+        });
+  }
+}
+
+/** An `every:` duration: whole seconds, at least the minimum interval, at most a year. */
+function checkEvery(value: unknown, rules: CronRules, problems: EntryProblem[]): number | undefined {
+  const every = parseDuration(value);
+  if (!every.ok) problems.push({ field: "every", value, reason: every.reason });
+  else if (every.ms <= 0) problems.push({ field: "every", value, reason: "must be longer than 0" });
+  else if (every.ms % 1_000 !== 0)
+    problems.push({ field: "every", value, reason: "must be a whole number of seconds" });
+  else if (every.ms < rules.minIntervalMs)
+    problems.push({
+      field: "every",
+      value,
+      reason: `is shorter than the minimum interval of ${formatMs(rules.minIntervalMs)}`,
+    });
+  else if (every.ms > MAX_EVERY_MS) problems.push({ field: "every", value, reason: "is over a year (365d)" });
+  else return every.ms;
+  return undefined;
 }
 
 function checkCatchUp(value: unknown, problems: EntryProblem[]): CatchUpPolicy | undefined {

@@ -18,6 +18,8 @@ export const SCHEDULER_DEFAULTS = {
   missedSlotCheckMs: 15_000,
   healthProbeMs: 2_000,
   livenessCheckMs: 2_000,
+  /** An event-loop stall this long is logged and counted: longer than a GC pause, short enough to name a blocking handler. */
+  stallWarnMs: 2_000,
   migrate: true,
   drainTimeoutMs: 30_000,
 } as const;

@@ -15,7 +15,9 @@ export type CronwardenErrorCode =
   | "SCHEDULER_STATE"
   /** start() was cut short by stop(); the scheduler is stopped (docs/operations.md, "Stopping"). */
   | "SCHEDULER_STOPPED"
-  | "SCHEMA_NOT_CURRENT";
+  | "SCHEMA_NOT_CURRENT"
+  /** The pool's connections go through a pooler in transaction or statement mode (src/engine/sessionPooling.ts). */
+  | "POOLER_MODE_UNSUPPORTED";
 
 export class CronwardenError extends Error {
   readonly code: CronwardenErrorCode;

@@ -1,6 +1,9 @@
+import { type Clock, type ClockTimer, systemClock } from "./clock.js";
+
 /**
  * An interval timer whose ticks are shifted by `phaseMs`: the first comes `everyMs + phaseMs` after
- * start(), the next ones every `everyMs`. Unref'd: it never keeps a process alive.
+ * start(), the next ones every `everyMs`, on `clock`'s timers (src/core/clock.ts). Unref'd: it
+ * never keeps a process alive.
  *
  * Why a phase: an idle instance's periodic statements (the claim loop's poll, the missed-slot
  * check, the anti-entropy digest, the dependency look) all start within a few milliseconds, and
@@ -14,9 +17,11 @@ export class PeriodicTimer {
   readonly #everyMs: number;
   readonly #phaseMs: number;
   readonly #tick: () => void;
-  #timer: NodeJS.Timeout | undefined;
+  readonly #clock: Clock;
+  #timer: ClockTimer | undefined;
 
-  constructor(everyMs: number, phaseMs: number, tick: () => void) {
+  constructor(everyMs: number, phaseMs: number, tick: () => void, clock: Clock = systemClock) {
+    this.#clock = clock;
     this.#everyMs = everyMs;
     this.#phaseMs = Math.max(0, phaseMs);
     this.#tick = tick;
@@ -29,10 +34,10 @@ export class PeriodicTimer {
   start(): void {
     if (this.#timer || this.#everyMs <= 0) return;
     if (this.#phaseMs === 0) {
-      this.#timer = setInterval(this.#tick, this.#everyMs);
+      this.#timer = this.#clock.setInterval(this.#tick, this.#everyMs);
     } else {
-      this.#timer = setTimeout(() => {
-        this.#timer = setInterval(this.#tick, this.#everyMs);
+      this.#timer = this.#clock.setTimeout(() => {
+        this.#timer = this.#clock.setInterval(this.#tick, this.#everyMs);
         this.#timer.unref();
         this.#tick();
       }, this.#everyMs + this.#phaseMs);
@@ -41,8 +46,8 @@ export class PeriodicTimer {
   }
 
   stop(): void {
-    // clearTimeout and clearInterval clear either kind of Node timer
-    clearTimeout(this.#timer);
+    // the phase's timeout or the interval: both clocks' clearInterval clear either kind
+    this.#clock.clearInterval(this.#timer);
     this.#timer = undefined;
   }
 }

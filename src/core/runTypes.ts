@@ -4,9 +4,14 @@
 
 /**
  * How a slot's run ended. `interrupted`: cut off at shutdown and handed to another instance, which
- * re-runs its slot (not a failure).
+ * re-runs its slot (not a failure). `lock-lost`: another instance took the run's lock while it ran
+ * (this process was stopped or cut off for longer than the lock lifetime) and re-runs the slot; the
+ * run's own end does not count (docs/locks-and-failover.md). Neither is a slot's final outcome.
  */
-export type RunOutcome = "succeeded" | "failed" | "skipped" | "interrupted";
+export type RunOutcome = "succeeded" | "failed" | "skipped" | "interrupted" | "lock-lost";
+
+/** How one attempt ended (a skip is no attempt). */
+export type AttemptOutcome = Exclude<RunOutcome, "skipped">;
 
 /** The run a re-run repeats: it started and never finished (its instance died or lost the lock). */
 export interface PreviousRun {

@@ -1,79 +1,39 @@
-import { PostgresJobLogger } from "@agendajs/postgres-backend";
-import { Agenda, type AgendaBackend, Job, type JobId } from "agenda";
+import { Job, type JobId } from "agenda";
 import { type Clock, systemClock } from "../core/clock.js";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
+import { EventLoopMonitor } from "../core/eventLoopMonitor.js";
 import type { Logger } from "../core/logger.js";
-import { POLL_PHASES } from "../core/periodic.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
-import { loadRunTracer, type RunTracer } from "../observability/tracing.js";
-import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
-import { DependencyCoordinator } from "./dependencies.js";
 import type {
   ChainSlot,
   DrainOutcome,
-  EngineHooks,
   EngineOptions,
-  EngineRun,
   RunHandler,
-  RunRecord,
-  RunSummary,
   TaskDefinitionOptions,
   TaskJob,
 } from "./engineApi.js";
 import { EngineErrors } from "./engineErrors.js";
-import { readRunSummaries, readTaskJobs, runRecordOfRow } from "./jobReads.js";
-import { CronwardenJobRepository } from "./jobRepository.js";
-import { JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
-import { InstanceLiveness } from "./liveness.js";
-import { MissedSlotDetector } from "./missedSlotDetector.js";
-import { JobNotificationChannel } from "./notificationChannel.js";
-import { RunChecks } from "./runChecks.js";
-import { RunRecorder } from "./runRecorder.js";
+import { DEFAULT_MAX_CONCURRENCY, type EngineParts, EngineWiring } from "./engineWiring.js";
+import { readTaskJobs } from "./jobReads.js";
+import { type JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
 import { checkSchema, migrateSchema } from "./schema.js";
-import { SkippedSlots } from "./skippedSlots.js";
-import type { SlotRunnerPorts } from "./slotRunner.js";
+import { requireSessionPooling } from "./sessionPooling.js";
 import * as sql from "./sql.js";
-import { StatementBatch } from "./statementBatch.js";
-import { TaskRunner } from "./taskRunner.js";
-import { Watchdog } from "./watchdog.js";
 
 export type * from "./engineApi.js";
 
 /**
- * The only module that knows Agenda. It owns the Agenda instance on a `pg` Pool it is given
- * (and does not close), defines one Agenda job per task, and offers the scheduler a narrow
- * surface: define, start, drain, read the job rows, and change them in place.
+ * The only module that knows Agenda, and the engine's lifecycle: prepare (the schema, then the
+ * parts of src/engine/engineWiring.ts), start, drain. It owns the Agenda instance on a `pg` Pool
+ * it is given (and does not close), defines one Agenda job per task, and offers the scheduler a
+ * narrow surface: define, start, drain, read the job rows for the planner, and change them in
+ * place (src/engine/jobWrites.ts). The read models read its tables from src/status/.
  */
 
-const DEFAULT_TIMEOUT_GRACE_MS = SCHEDULER_DEFAULTS.timeoutGraceMs;
 const DEFAULT_HEALTH_PROBE_MS = SCHEDULER_DEFAULTS.healthProbeMs;
-const DEFAULT_MISSED_SLOT_GRACE_MS = SCHEDULER_DEFAULTS.missedSlotGraceMs;
-/** How many recent outcomes a status listing carries (the dashboard's strip). */
-const RECENT_OUTCOMES = 10;
-const DEFAULT_MISSED_SLOT_CHECK_MS = SCHEDULER_DEFAULTS.missedSlotCheckMs;
-const DEFAULT_LIVENESS_CHECK_MS = SCHEDULER_DEFAULTS.livenessCheckMs;
-const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
-/**
- * The notification channel's longest wait between reconnects while the database is down
- * (src/engine/notificationChannel.ts): at most a poll, past which the claim loop's own pass has
- * looked for what a lost notification would have woken it for.
- */
-const channelReconnectMaxMs = (processEveryMs: number) => Math.max(1_000, processEveryMs);
-
-/** What prepare() builds, once. */
-interface EngineParts {
-  agenda: Agenda;
-  recorder: RunRecorder;
-  dependencies: DependencyCoordinator;
-  channel: JobNotificationChannel;
-  repository: CronwardenJobRepository;
-  runs: ClaimedRuns;
-  liveness: InstanceLiveness | undefined;
-  missedSlots: MissedSlotDetector;
-  writes: JobWrites;
-}
+const DEFAULT_STALL_WARN_MS = SCHEDULER_DEFAULTS.stallWarnMs;
 
 export class AgendaEngine {
   readonly #options: EngineOptions;
@@ -81,6 +41,8 @@ export class AgendaEngine {
   readonly #clock: Clock;
   readonly #errors: EngineErrors;
   readonly #health: DatabaseHealth;
+  /** Logs and counts event-loop stalls while started. */
+  #stalls: EventLoopMonitor | undefined;
   #parts: EngineParts | undefined;
   #started = false;
 
@@ -97,6 +59,7 @@ export class AgendaEngine {
       pool: options.pool,
       logger: this.#logger,
       probeEveryMs: options.healthProbeMs ?? DEFAULT_HEALTH_PROBE_MS,
+      clock: this.#clock,
       onChange: (up) => {
         if (up) this.#parts?.repository.holdTakeovers(options.lockLifetimeMs);
       },
@@ -105,6 +68,7 @@ export class AgendaEngine {
       logger: this.#logger,
       health: this.#health,
       maxConcurrency: options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      clock: this.#clock,
     });
     // An idle pooled connection that dies (database restart) is an 'error' event on the pool:
     // unhandled, it would end the process. The health probe reports the outage.
@@ -131,70 +95,27 @@ export class AgendaEngine {
 
   /**
    * Creates or upgrades the schema (once, under an advisory lock), or with `migrate: false` only
-   * checks that it is current; then builds the engine's parts around one Agenda instance.
+   * checks that it is current; then builds the engine's parts around one Agenda instance
+   * (src/engine/engineWiring.ts).
    */
   async prepare(): Promise<void> {
     if (this.#parts) return;
     await this.#schema();
-    const { pool, instanceId } = this.#options;
-    const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
-    const recorder = new RunRecorder(
-      jobLogger,
-      instanceId,
-      this.#logger,
-      // a start row and the outcome row that replaces it never share a statement
-      new StatementBatch((rows) => sql.writeRunLogRows(pool, rows).then(() => rows.map(() => undefined)), {
-        key: (row) => row.replaces ?? row.id,
-      }),
-      this.#clock,
-    );
-    const dependencies = this.#dependencies();
-    // OpenTelemetry, an optional peer, is imported here once (docs/tracing.md)
-    const tracer = await loadRunTracer(instanceId);
-    recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
-    const channel = this.#notificationChannel();
-    const repository = this.#repository();
-    const agenda = await this.#agenda({ repository, channel, jobLogger });
-    const runs = new ClaimedRuns({
-      agenda,
-      repository,
-      ports: this.#runPorts(repository, recorder, dependencies, tracer),
-      instanceId,
-      processEveryMs: this.#options.processEveryMs,
-      lockLifetimeMs: this.#options.lockLifetimeMs,
-      maxConcurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
-      clock: this.#clock,
+    this.#parts = await new EngineWiring({
+      options: this.#options,
       logger: this.#logger,
-      hooks: this.#options.hooks ?? {},
+      clock: this.#clock,
+      errors: this.#errors,
+      health: this.#health,
+      parts: () => this.#parts,
       wake: (job) => this.#wake(job),
-      onRunError: (error) => this.#errors.runError(error),
-    });
-    channel.subscribe((notification) => {
-      const due = notification.nextRunAt;
-      if (!due || new Date(due).getTime() <= this.#clock() + runs.lookAheadMs) runs.claimNow();
-    });
-    this.#parts = {
-      agenda,
-      recorder,
-      dependencies,
-      channel,
-      repository,
-      runs,
-      liveness: this.#liveness(),
-      missedSlots: this.#missedSlotDetector(() => [...runs.definedTasks]),
-      writes: new JobWrites({
-        pool,
-        agenda,
-        dependencies,
-        instanceId,
-        clock: this.#clock,
-        wake: (job) => this.#wake(job),
-      }),
-    };
+    }).build();
   }
 
   async #schema(): Promise<void> {
     const { pool } = this.#options;
+    // before the schema lock, the first session-level lock this instance takes
+    await requireSessionPooling(pool);
     if (this.#options.migrate === false) {
       const state = await checkSchema(pool);
       this.#logger.info({ schemaVersion: state.version }, "schema is current (schema changes are off)");
@@ -206,172 +127,6 @@ export class AgendaEngine {
         { from: migrated.from, to: migrated.to },
         `schema migrated from version ${migrated.from ?? "(none)"} to ${migrated.to}`,
       );
-  }
-
-  #dependencies(): DependencyCoordinator {
-    const { pool, instanceId, processEveryMs } = this.#options;
-    return new DependencyCoordinator({
-      pool,
-      instanceId,
-      logger: this.#logger,
-      hooks: this.#options.hooks ?? {},
-      sweepEveryMs: this.#options.dependencySweepMs,
-      sweepPhaseMs: POLL_PHASES.dependencySweep * processEveryMs,
-      wake: (rows) => {
-        this.#parts?.runs.claimNow();
-        for (const row of rows)
-          void this.#wake({ id: row.id, name: row.name, nextRunAt: row.next_run_at, priority: 0 }).catch(
-            () => {},
-          );
-      },
-    });
-  }
-
-  #notificationChannel(): JobNotificationChannel {
-    const channel = new JobNotificationChannel({
-      pool: this.#options.pool,
-      reconnect: { enabled: true, maxDelayMs: channelReconnectMaxMs(this.#options.processEveryMs) },
-    });
-    // The channel is an EventEmitter that emits 'error' when its LISTEN connection drops (a
-    // database restart); without a listener that is an uncaught exception. It reconnects itself.
-    channel.on("error", (error: Error) => this.#errors.componentError(error, "notification channel"));
-    return channel;
-  }
-
-  #repository(): CronwardenJobRepository {
-    const { pool, lockLifetimeMs, processEveryMs } = this.#options;
-    return new CronwardenJobRepository(pool, this.#logger, {
-      lockLifetimeMs,
-      clock: this.#clock,
-      onRowGivenBack: () => this.#parts?.runs.claimNow(),
-      onHandedOff: (jobId, taskName) => {
-        // the other instances lock it now, not at their next poll
-        void this.#wake({ id: jobId, name: taskName, nextRunAt: new Date(this.#clock()), priority: 0 }).catch(
-          () => {},
-        );
-      },
-      catchUpGraceMs: Math.max(
-        this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,
-        2 * processEveryMs,
-      ),
-      onPaused: (_jobId, taskName, pause) => {
-        this.#logger.warn(
-          { task: taskName, failures: pause.failures, slot: pause.slot, lastError: pause.lastError },
-          `task "${taskName}" paused after ${pause.failures} failed slot(s) in a row (pauseOnFailure); it resumes when its config entry changes or by POST /tasks/${taskName}/resume`,
-        );
-        this.#options.hooks?.taskPaused?.({ taskName, ...pause });
-      },
-    });
-  }
-
-  /** Agenda on our backend: the job documents, `create`/`save`, the job log, the notifications. */
-  async #agenda(parts: {
-    repository: CronwardenJobRepository;
-    channel: JobNotificationChannel;
-    jobLogger: PostgresJobLogger;
-  }): Promise<Agenda> {
-    const backend: AgendaBackend = {
-      name: "PostgreSQL (cronwarden)",
-      repository: parts.repository,
-      notificationChannel: parts.channel,
-      logger: parts.jobLogger,
-      ownsConnection: false,
-      connect: async () => {},
-      disconnect: async () => {},
-    };
-    const agenda = new Agenda({
-      backend,
-      name: this.#options.instanceId,
-      processEvery: this.#options.processEveryMs,
-      defaultLockLifetime: this.#options.lockLifetimeMs,
-      defaultConcurrency: 1,
-      maxConcurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
-      logging: true,
-    });
-    agenda.on("error", (error: Error) => this.#errors.runError(error));
-    await agenda.ready;
-    return agenda;
-  }
-
-  /** What each run's owner (src/engine/slotRunner.ts) uses: the rows, the recorder, the checks and attempts. */
-  #runPorts(
-    repository: CronwardenJobRepository,
-    recorder: RunRecorder,
-    dependencies: DependencyCoordinator,
-    tracer: RunTracer,
-  ): SlotRunnerPorts {
-    const { pool, lockLifetimeMs, instanceId } = this.#options;
-    const hooks = this.#options.hooks ?? {};
-    const runHooks: EngineHooks = {
-      ...hooks,
-      runStarted: (run: EngineRun) => {
-        hooks.runStarted?.(run);
-        dependencies.runStarted(run);
-      },
-    };
-    const logger = this.#logger;
-    const clock = this.#clock;
-    const skipped = new SkippedSlots({ recorder, logger, hooks: runHooks, clock });
-    const runner = new TaskRunner({
-      watchdog: new Watchdog({ renewer: repository, lockLifetimeMs, logger, now: () => new Date(clock()) }),
-      recorder,
-      logger,
-      hooks: runHooks,
-      checks: new RunChecks({ pool, logger, lockLifetimeMs, clock, skipped, dependencies }),
-      skipped,
-      timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
-      lockLifetimeMs,
-      clock,
-      startAheadMs: startAheadOf(lockLifetimeMs),
-      tracer,
-    });
-    return { rows: repository, recorder, runner, logger, clock, instanceId };
-  }
-
-  #liveness(): InstanceLiveness | undefined {
-    const { pool, instanceId, processEveryMs } = this.#options;
-    const livenessCheckMs = this.#options.livenessCheckMs ?? DEFAULT_LIVENESS_CHECK_MS;
-    if (livenessCheckMs <= 0) return undefined;
-    return new InstanceLiveness({
-      pool,
-      instanceId,
-      checkEveryMs: livenessCheckMs,
-      logger: this.#logger,
-      // the check's answer is the health probe's; a failed check asks the pool at once
-      onChecked: (answered) => {
-        if (answered) this.#health.confirmUp();
-        else void this.#health.probe();
-      },
-      onReleased: (rows) => {
-        this.#parts?.runs.claimNow();
-        const soon = this.#clock() + processEveryMs;
-        for (const row of rows)
-          if (row.next_run_at && row.next_run_at.getTime() <= soon)
-            void this.#wake({
-              id: row.id,
-              name: row.name,
-              nextRunAt: row.next_run_at,
-              priority: row.priority,
-            }).catch(() => {});
-      },
-    });
-  }
-
-  #missedSlotDetector(taskNames: () => string[]): MissedSlotDetector {
-    const { pool, processEveryMs, lockLifetimeMs } = this.#options;
-    return new MissedSlotDetector({
-      pool,
-      taskNames,
-      graceMs: Math.max(this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS, 2 * processEveryMs),
-      lockLifetimeMs,
-      checkEveryMs: this.#options.missedSlotCheckMs ?? DEFAULT_MISSED_SLOT_CHECK_MS,
-      phaseMs: POLL_PHASES.missedSlotCheck * processEveryMs,
-      logger: this.#logger,
-      onMissed: (missed) => this.#options.hooks?.missedSlot?.(missed),
-      nudge: (row) =>
-        this.#wake({ id: row.id, name: row.name, nextRunAt: row.next_run_at, priority: row.priority }),
-      repairLostNextRun: async () => this.#options.repairLostNextRun?.(),
-    });
   }
 
   /** The parts prepare() built. */
@@ -395,16 +150,40 @@ export class AgendaEngine {
     this.#errors.drained = false;
     // live before the first lock: a lock under this id must never look like a dead instance's
     await parts.liveness?.start();
+    parts.locks.start();
     await parts.channel.connect();
     parts.runs.start();
     this.#health.start();
     parts.missedSlots.start();
     parts.dependencies.start();
+    this.#watchStalls(parts.runs);
     this.#started = true;
     this.#logger.info(
       { processEveryMs: this.#options.processEveryMs, lockLifetimeMs: this.#options.lockLifetimeMs },
       "engine started: polling for due runs",
     );
+  }
+
+  /**
+   * Each stall of the event loop (a handler's synchronous work, on the main thread) is logged once,
+   * with its length and the runs going, when it ends. The runs' locks are kept meanwhile by the
+   * lock keeper's thread (src/engine/lockKeeper.ts), but nothing else runs on this instance.
+   */
+  #watchStalls(runs: EngineParts["runs"]): void {
+    const stallMs = this.#options.stallWarnMs ?? DEFAULT_STALL_WARN_MS;
+    if (stallMs <= 0) return;
+    this.#stalls?.close();
+    this.#stalls = new EventLoopMonitor({
+      stallMs,
+      onStall: ({ durationMs }) => {
+        const runningTasks = runs.runningTasks();
+        this.#logger.warn(
+          { durationMs, runningTasks },
+          `event loop blocked for ${(durationMs / 1000).toFixed(1)} s${runningTasks.length > 0 ? ` while running ${[...new Set(runningTasks)].join(", ")}` : ""}: nothing else ran on this instance meanwhile; a handler doing synchronous work should run with isolation "worker" or "process" (docs/locks-and-failover.md, "Busy is not dead")`,
+        );
+        this.#options.hooks?.eventLoopStalled?.({ durationMs, runningTasks });
+      },
+    });
   }
 
   /**
@@ -422,9 +201,12 @@ export class AgendaEngine {
     }
     this.#started = false;
     this.#errors.drained = true;
+    this.#stalls?.close();
+    this.#stalls = undefined;
     await this.#health.stop();
     await parts.missedSlots.stop();
     const drained = await parts.runs.drain(timeoutMs);
+    await parts.locks.close();
     await parts.dependencies.stop();
     await parts.channel.disconnect().catch(() => {});
     await parts.recorder.flush();
@@ -467,6 +249,10 @@ export class AgendaEngine {
     return this.#writes().setJitter(...args);
   }
 
+  setExclude(...args: Parameters<JobWrites["setExclude"]>): Promise<void> {
+    return this.#writes().setExclude(...args);
+  }
+
   setOverlap(...args: Parameters<JobWrites["setOverlap"]>): Promise<void> {
     return this.#writes().setOverlap(...args);
   }
@@ -489,7 +275,7 @@ export class AgendaEngine {
 
   /** Runs `work` while holding a database-wide lock, so instances reconcile one at a time. */
   withReconcileLock<T>(work: () => Promise<T>): Promise<T> {
-    return withReconcileLock(this.#options.pool, work);
+    return withReconcileLock(this.#options.pool, work, this.#clock);
   }
 
   /** Per slot, the state of each downstream's wait for its upstreams, newest first. */
@@ -500,17 +286,6 @@ export class AgendaEngine {
   /** Runs the dependency sweeper now (tests; it also runs every second). */
   sweepDependencies(): Promise<void> {
     return this.#require().dependencies.sweep();
-  }
-
-  /** Finished runs of a task, newest first, from Agenda's run log. */
-  async listRuns(taskName: string, limit = 50): Promise<RunRecord[]> {
-    const rows = await sql.selectRuns(this.#options.pool, taskName, limit);
-    return rows.map(runRecordOfRow);
-  }
-
-  /** Latest outcome, error, start instance and recent outcomes of every task, for status listings. */
-  runSummaries(recent = RECENT_OUTCOMES): Promise<RunSummary[]> {
-    return readRunSummaries(this.#options.pool, recent);
   }
 
   /** Deletes run-log rows past the retention (one instance at a time); null when another instance is at it. */

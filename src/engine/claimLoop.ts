@@ -34,6 +34,8 @@
  * (test/unit/claimLoop.test.ts).
  */
 
+import type { Clock, ClockTimer } from "../core/clock.js";
+
 export interface ClaimedJob {
   readonly id: string;
   readonly name: string;
@@ -90,7 +92,8 @@ export interface ClaimLoopDeps<J extends ClaimedJob> {
    */
   maxClaimed: number;
   lockLifetimeMs: number;
-  now?: () => number;
+  /** Slots, claim times and the loop's timers (src/core/clock.ts). */
+  clock: Clock;
 }
 
 /** A run's use of the loop's workers. */
@@ -121,9 +124,9 @@ const MIN_TURN_MS = 0.1;
 
 export class ClaimLoop<J extends ClaimedJob> {
   readonly #deps: ClaimLoopDeps<J>;
-  readonly #now: () => number;
+  readonly #clock: Clock;
   /** Claimed and waiting for their slot (a timer) or for a worker (the queue). */
-  readonly #waiting = new Map<string, { job: J; timer?: NodeJS.Timeout }>();
+  readonly #waiting = new Map<string, { job: J; timer?: ClockTimer | undefined }>();
   readonly #queue: J[] = [];
   /** Runs not over yet, their final save included. */
   readonly #running = new Map<string, J>();
@@ -142,14 +145,14 @@ export class ClaimLoop<J extends ClaimedJob> {
   /** How long a handler holds its worker, averaged over the runs so far (none before the first). */
   #turnMs: number | undefined;
   readonly #runEnded = new Set<() => void>();
-  #interval: NodeJS.Timeout | undefined;
+  #interval: ClockTimer | undefined;
   #pass: Promise<void> | undefined;
   #passAgain = false;
   #started = false;
 
   constructor(deps: ClaimLoopDeps<J>) {
     this.#deps = deps;
-    this.#now = deps.now ?? Date.now;
+    this.#clock = deps.clock;
   }
 
   get started(): boolean {
@@ -172,7 +175,7 @@ export class ClaimLoop<J extends ClaimedJob> {
   start(): void {
     if (this.#started) return;
     this.#started = true;
-    this.#interval = setInterval(() => this.claimNow(), this.#deps.processEveryMs);
+    this.#interval = this.#clock.setInterval(() => this.claimNow(), this.#deps.processEveryMs);
     this.claimNow();
   }
 
@@ -213,7 +216,7 @@ export class ClaimLoop<J extends ClaimedJob> {
     const limit = this.#claimLimit() - held;
     if (limit <= 0) return;
     const atLeast = (this.#deps.baseClaimed ?? this.#deps.maxClaimed) - held;
-    const now = this.#now();
+    const now = this.#clock.now();
     const holding = [...this.#waiting.values()].map((waiting) => waiting.job.name);
     for (const job of this.#running.values()) holding.push(job.name);
     const jobs = await this.#deps.claim({
@@ -239,13 +242,13 @@ export class ClaimLoop<J extends ClaimedJob> {
   #arm(job: J): void {
     const held = this.#waiting.get(job.id);
     if (!held) return;
-    const left = job.dueAt - (this.#deps.startAheadMs ?? 0) - this.#now();
+    const left = job.dueAt - (this.#deps.startAheadMs ?? 0) - this.#clock.now();
     if (left <= 0) {
       held.timer = undefined;
       this.#enqueue(job);
       return;
     }
-    held.timer = setTimeout(() => {
+    held.timer = this.#clock.setTimeout(() => {
       this.#arm(job);
       this.#startDue();
     }, left + AFTER_SLOT_MS);
@@ -271,7 +274,7 @@ export class ClaimLoop<J extends ClaimedJob> {
   #expectedTurnMs(): number | undefined {
     const going = this.#workerSince.size;
     if (this.#turnMs === undefined && going === 0) return undefined;
-    const meanAge = going > 0 ? this.#now() - this.#workerSinceSum / going : 0;
+    const meanAge = going > 0 ? this.#clock.now() - this.#workerSinceSum / going : 0;
     return Math.max(this.#turnMs ?? 0, meanAge, MIN_TURN_MS);
   }
 
@@ -314,7 +317,7 @@ export class ClaimLoop<J extends ClaimedJob> {
       if (!job) break;
       this.#waiting.delete(job.id);
       const expiredAt = job.lockedAt + this.#deps.lockLifetimeMs;
-      if (this.#now() > expiredAt) {
+      if (this.#clock.now() > expiredAt) {
         this.#deps.onStale(job, job.dueAt - (this.#deps.startAheadMs ?? 0) > expiredAt ? "slot" : "worker");
         dropped = true;
         continue;
@@ -354,7 +357,7 @@ export class ClaimLoop<J extends ClaimedJob> {
   #grantWorker(id: string): void {
     this.#onDeck.delete(id);
     this.#working.add(id);
-    const now = this.#now();
+    const now = this.#clock.now();
     this.#workerSince.set(id, now);
     this.#workerSinceSum += now;
   }
@@ -366,7 +369,7 @@ export class ClaimLoop<J extends ClaimedJob> {
     if (since !== undefined) {
       this.#workerSince.delete(id);
       this.#workerSinceSum = this.#workerSince.size === 0 ? 0 : this.#workerSinceSum - since;
-      const turn = this.#now() - since;
+      const turn = this.#clock.now() - since;
       this.#turnMs = this.#turnMs === undefined ? turn : this.#turnMs + TURN_WEIGHT * (turn - this.#turnMs);
     }
     let freed = this.#working.delete(id);
@@ -397,19 +400,19 @@ export class ClaimLoop<J extends ClaimedJob> {
    */
   async drain(timeoutMs: number): Promise<LoopDrainResult> {
     this.#started = false;
-    clearInterval(this.#interval);
+    this.#clock.clearInterval(this.#interval);
     this.#interval = undefined;
     await this.settled(); // a pass in flight releases what it claims once it sees the stop
     const unstarted = [...this.#waiting.values()];
     this.#waiting.clear();
     this.#queue.length = 0;
-    for (const held of unstarted) clearTimeout(held.timer);
+    for (const held of unstarted) this.#clock.clearTimeout(held.timer);
     await Promise.all(unstarted.map((held) => this.#release(held.job)));
     let completed = 0;
     if (this.#running.size > 0) {
       await new Promise<void>((resolve) => {
         const finish = () => {
-          clearTimeout(deadline);
+          this.#clock.clearTimeout(deadline);
           this.#runEnded.delete(ended);
           resolve();
         };
@@ -417,7 +420,7 @@ export class ClaimLoop<J extends ClaimedJob> {
           completed += 1;
           if (this.#running.size === 0) finish();
         };
-        const deadline = setTimeout(finish, timeoutMs);
+        const deadline = this.#clock.setTimeout(finish, timeoutMs);
         this.#runEnded.add(ended);
       });
     }

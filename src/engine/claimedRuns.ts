@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { type Agenda, Job } from "agenda";
 import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
@@ -78,6 +77,11 @@ export class ClaimedRuns {
   readonly #runs = new Set<SlotRunner>();
   readonly lookAheadMs: number;
 
+  /** The tasks of the runs going now. */
+  runningTasks(): string[] {
+    return [...this.#runs].map((owner) => owner.run.taskName);
+  }
+
   constructor(deps: ClaimedRunsDeps) {
     this.#deps = deps;
     const { processEveryMs, lockLifetimeMs, maxConcurrency } = deps;
@@ -91,7 +95,7 @@ export class ClaimedRuns {
       baseClaimed: HELD_LOCKS_PER_WORKER * maxConcurrency,
       maxClaimed: MOST_HELD_LOCKS_PER_WORKER * maxConcurrency,
       lockLifetimeMs,
-      now: deps.clock,
+      clock: deps.clock,
       claim: async (request) => {
         const rows = await deps.repository.claimDue({
           until: request.until,
@@ -154,9 +158,10 @@ export class ClaimedRuns {
     const result = await this.#loop.drain(timeoutMs);
     const cutOff = [...this.#runs];
     for (const owner of cutOff) owner.cutOff();
-    const waitUntil = Date.now() + HANDOFF_WAIT_MS;
-    while ((this.#runs.size > 0 || this.#deps.repository.pendingEnds > 0) && Date.now() < waitUntil)
-      await sleep(50);
+    const { clock } = this.#deps;
+    const waitUntil = clock.monotonic() + HANDOFF_WAIT_MS;
+    while ((this.#runs.size > 0 || this.#deps.repository.pendingEnds > 0) && clock.monotonic() < waitUntil)
+      await clock.sleep(50);
     const abandoned = [...this.#runs].map((owner) => owner.run.taskName);
     const handedOff = cutOff.map((owner) => owner.run.taskName).filter((name) => !abandoned.includes(name));
     return { completed: result.completed, handedOff, abandoned };

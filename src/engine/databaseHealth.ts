@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import type { Clock, ClockTimer } from "../core/clock.js";
 import { type Logger, toError } from "../core/logger.js";
 
 export interface DatabaseHealthOptions {
@@ -6,6 +7,8 @@ export interface DatabaseHealthOptions {
   logger: Logger;
   /** How often the database is probed. */
   probeEveryMs: number;
+  /** The probe's timer and the outage's length (src/core/clock.ts). */
+  clock: Clock;
   onChange?: (up: boolean) => void;
 }
 
@@ -19,7 +22,7 @@ export class DatabaseHealth {
   readonly #options: DatabaseHealthOptions;
   #up = true;
   #downSince: number | undefined;
-  #timer: NodeJS.Timeout | undefined;
+  #timer: ClockTimer | undefined;
   #probing: Promise<boolean> | undefined;
   #confirmedAt = Number.NEGATIVE_INFINITY;
   #stopped = false;
@@ -35,24 +38,25 @@ export class DatabaseHealth {
   start(): void {
     this.#stopped = false;
     if (this.#timer) return;
-    this.#timer = setInterval(() => {
+    this.#timer = this.#options.clock.setInterval(() => {
       // a recent confirmation says the same as the probe would (half a period of slack: the
       // liveness check runs on a timer of the same period, which drifts against this one)
-      if (Date.now() - this.#confirmedAt >= 1.5 * this.#options.probeEveryMs) void this.probe();
+      if (this.#options.clock.monotonic() - this.#confirmedAt >= 1.5 * this.#options.probeEveryMs)
+        void this.probe();
     }, this.#options.probeEveryMs);
     this.#timer.unref();
   }
 
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearInterval(this.#timer);
+    this.#options.clock.clearInterval(this.#timer);
     this.#timer = undefined;
     await this.#probing;
   }
 
   /** The database just answered a statement of another component: it is up, no probe needed this period. */
   confirmUp(): void {
-    this.#confirmedAt = Date.now();
+    this.#confirmedAt = this.#options.clock.monotonic();
     this.#set(true);
   }
 
@@ -80,13 +84,13 @@ export class DatabaseHealth {
   #set(up: boolean, error?: Error): void {
     if (up === this.#up) return;
     this.#up = up;
-    const { logger, onChange } = this.#options;
+    const { logger, onChange, clock } = this.#options;
     if (up) {
-      const seconds = Math.round((Date.now() - (this.#downSince ?? Date.now())) / 1000);
+      const seconds = Math.round((clock.monotonic() - (this.#downSince ?? clock.monotonic())) / 1000);
       logger.info({ outageSeconds: seconds }, `database reachable again after ${seconds} s; runs resume`);
       this.#downSince = undefined;
     } else {
-      this.#downSince = Date.now();
+      this.#downSince = clock.monotonic();
       logger.error(
         { err: error },
         `database unreachable (${error?.message}); no runs start until it is back, retrying every ${this.#options.probeEveryMs} ms`,

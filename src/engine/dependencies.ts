@@ -1,13 +1,10 @@
 import type { Pool } from "pg";
+import type { Clock } from "../core/clock.js";
 import { decideDependency, notDoneReason, type UpstreamStanding } from "../core/dependencies/decide.js";
-import {
-  type DependencyCondition,
-  type DependencySpec,
-  specOf,
-  type UpstreamRun,
-} from "../core/dependencies/spec.js";
+import type { DependencyCondition, DependencySpec, UpstreamRun } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import { PeriodicTimer } from "../core/periodic.js";
+import { type Downstream, DownstreamCache } from "./downstreamCache.js";
 import type { ChainSlot, EngineHooks, EngineRun } from "./engineApi.js";
 import type { RunLogMeta } from "./runLogMeta.js";
 import {
@@ -15,7 +12,6 @@ import {
   finishWait,
   openWait,
   pumpQueuedWaits,
-  selectDownstreamRows,
   selectExpiredWaits,
   selectOpenWaits,
   selectRecentWaits,
@@ -39,34 +35,19 @@ export interface DependencyOptions {
   sweepEveryMs?: number;
   /** The sweeps' shift against the poll (src/core/periodic.ts); default 0. */
   sweepPhaseMs?: number;
-}
-
-interface Downstream {
-  name: string;
-  spec: DependencySpec;
-  disabled: boolean;
+  /** The sweep's timer and the downstream rows' age (src/core/clock.ts). */
+  clock: Clock;
 }
 
 const DEFAULT_SWEEP_MS = 1_000;
 /** Open waits are decided again this often (an upstream disabled, an evaluation lost to a crash). */
 const REEVALUATE_EVERY_SWEEPS = 5;
-/** How long the downstream rows read from the database are reused. */
-const DOWNSTREAMS_TTL_MS = 1_000;
-/** With no downstream at all, how long before looking again (keeps an idle instance's load flat). */
-const NO_DOWNSTREAMS_TTL_MS = 5_000;
 /**
  * The same for the periodic sweep, which has nothing to do without downstreams: an idle instance
  * then sends one statement every 15 s, not every 5 s (issue 19: at most 1 statement/s in all). A
- * run start still looks again after NO_DOWNSTREAMS_TTL_MS, so its downstreams' waits open as before.
+ * run start still looks again after NO_DOWNSTREAMS_TTL_MS (src/engine/downstreamCache.ts), so its downstreams' waits open as before.
  */
 const NO_DOWNSTREAMS_SWEEP_TTL_MS = 15_000;
-
-/** The downstream rows as last read, by upstream name; `any`: there was at least one. */
-interface DownstreamRows {
-  at: number;
-  byUpstream: Map<string, Downstream[]>;
-  any: boolean;
-}
 
 /**
  * The engine side of task dependencies (docs/dependencies.md). A downstream's job row has no
@@ -86,24 +67,29 @@ export class DependencyCoordinator {
   /** Runs (by run key) whose downstreams follow this very run: a manual run with its downstreams, and their chain. */
   readonly #manualChains = new Set<string>();
   readonly #pending = new Set<Promise<unknown>>();
-  #downstreams: DownstreamRows | undefined;
-  #downstreamsRead: Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> | undefined;
-  #downstreamsGeneration = 0;
   #timer: PeriodicTimer | undefined;
   #sweeps = 0;
   #sweeping = false;
 
+  readonly #downstreams: DownstreamCache;
+
   constructor(options: DependencyOptions) {
     this.#options = options;
+    this.#downstreams = new DownstreamCache(options.pool, options.clock);
     this.#logger = options.logger.child({ component: "dependencies" });
   }
 
   start(): void {
     if (this.#timer) return;
     const every = this.#options.sweepEveryMs ?? DEFAULT_SWEEP_MS;
-    this.#timer = new PeriodicTimer(every, (this.#options.sweepPhaseMs ?? 0) % every, () => {
-      void this.sweep(NO_DOWNSTREAMS_SWEEP_TTL_MS);
-    });
+    this.#timer = new PeriodicTimer(
+      every,
+      (this.#options.sweepPhaseMs ?? 0) % every,
+      () => {
+        void this.sweep(NO_DOWNSTREAMS_SWEEP_TTL_MS);
+      },
+      this.#options.clock,
+    );
     this.#timer.start();
   }
 
@@ -134,7 +120,7 @@ export class DependencyCoordinator {
 
   /** An upstream's run starts: its downstreams' waits for the slot open (the waitAtMost clock is the slot's). */
   runStarted(run: EngineRun): void {
-    if (run.attempt !== 1 || this.#withoutDownstreams(run.taskName)) return;
+    if (run.attempt !== 1 || this.#downstreams.without(run.taskName)) return;
     const key = runKey(run.taskName, run.scheduledAt);
     const chain = this.#manualChains.has(key);
     if (run.trigger === "manual" && !chain) return;
@@ -154,7 +140,7 @@ export class DependencyCoordinator {
     if (!slot) return;
     // a downstream's run of a queued slot carries its upstream runs in its record
     const ranAsDownstream = meta.upstreams !== undefined;
-    if (!ranAsDownstream && this.#manualChains.size === 0 && this.#withoutDownstreams(taskName)) return;
+    if (!ranAsDownstream && this.#manualChains.size === 0 && this.#downstreams.without(taskName)) return;
     const key = runKey(taskName, slot);
     const chain = this.#manualChains.has(key);
     this.#manualChains.delete(key);
@@ -169,7 +155,7 @@ export class DependencyCoordinator {
   async setDependency(taskName: string, spec: DependencySpec | null): Promise<void> {
     const { pool } = this.#options;
     await setDependencyRow(pool, taskName, spec);
-    this.#forgetDownstreams();
+    this.#downstreams.forget();
     for (const wait of await selectWaitsOf(pool, taskName, ["waiting", "queued"])) {
       const removed = wait.upstreams.filter((name) => !spec?.upstreams.includes(name));
       if (removed.length === 0) continue;
@@ -185,11 +171,11 @@ export class DependencyCoordinator {
    * One sweep: expired waits skipped, open waits re-decided now and then, queued runs made due.
    * `noneTtlMs`: how old a "no downstream" answer may be before it is asked again.
    */
-  async sweep(noneTtlMs = NO_DOWNSTREAMS_TTL_MS): Promise<void> {
+  async sweep(noneTtlMs?: number): Promise<void> {
     if (this.#sweeping) return;
     this.#sweeping = true;
     try {
-      const downstreams = await this.#downstreamsByUpstream(noneTtlMs);
+      const downstreams = await this.#downstreams.byUpstream(noneTtlMs);
       if (!downstreams.any) return;
       const { pool } = this.#options;
       for (const wait of await selectExpiredWaits(pool)) {
@@ -243,7 +229,7 @@ export class DependencyCoordinator {
 
   async #openDownstreams(upstream: string, slot: Date, chain: boolean): Promise<Downstream[]> {
     const opened: Downstream[] = [];
-    for (const downstream of (await this.#downstreamsByUpstream()).byUpstream.get(upstream) ?? []) {
+    for (const downstream of (await this.#downstreams.byUpstream()).byUpstream.get(upstream) ?? []) {
       if (downstream.disabled) continue;
       const created = await openWait(this.#options.pool, {
         task: downstream.name,
@@ -354,64 +340,6 @@ export class DependencyCoordinator {
   async #pump(): Promise<void> {
     const rows = await pumpQueuedWaits(this.#options.pool);
     if (rows.length > 0) this.#options.wake(rows);
-  }
-
-  /**
-   * The downstream rows by upstream name, cached; calls that come while they are read share the
-   * read (a herd's run starts would each send it). A read started before an invalidation
-   * (setDependency) is not kept.
-   */
-  #downstreamsByUpstream(
-    noneTtlMs = NO_DOWNSTREAMS_TTL_MS,
-  ): Promise<{ byUpstream: Map<string, Downstream[]>; any: boolean }> {
-    const cached = this.#freshDownstreams(noneTtlMs);
-    if (cached) return Promise.resolve(cached);
-    if (this.#downstreamsRead) return this.#downstreamsRead;
-    const generation = this.#downstreamsGeneration;
-    const read = (async () => {
-      const byUpstream = new Map<string, Downstream[]>();
-      const rows = await selectDownstreamRows(this.#options.pool);
-      for (const row of rows) {
-        const spec = specOf(row.after);
-        if (!spec) continue;
-        for (const upstream of new Set(spec.upstreams)) {
-          const list = byUpstream.get(upstream) ?? [];
-          list.push({ name: row.name, spec, disabled: row.disabled });
-          byUpstream.set(upstream, list);
-        }
-      }
-      const fresh = { at: Date.now(), byUpstream, any: rows.length > 0 };
-      if (generation === this.#downstreamsGeneration) this.#downstreams = fresh;
-      return fresh;
-    })().finally(() => {
-      if (this.#downstreamsRead === read) this.#downstreamsRead = undefined;
-    });
-    this.#downstreamsRead = read;
-    return read;
-  }
-
-  /**
-   * The task has no downstream by rows read recently enough: its run's start and outcome cost no
-   * promise and no statement (a herd's runs ask at every start and every outcome).
-   */
-  #withoutDownstreams(taskName: string): boolean {
-    const cached = this.#freshDownstreams(NO_DOWNSTREAMS_TTL_MS);
-    return cached !== undefined && !cached.byUpstream.has(taskName);
-  }
-
-  /** The downstream rows last read, if recent enough to use: DOWNSTREAMS_TTL_MS, or `noneTtlMs` when there were none. */
-  #freshDownstreams(noneTtlMs: number): DownstreamRows | undefined {
-    const cached = this.#downstreams;
-    return cached && Date.now() - cached.at < (cached.any ? DOWNSTREAMS_TTL_MS : noneTtlMs)
-      ? cached
-      : undefined;
-  }
-
-  /** The downstream rows changed: the cache and any read in flight are not used again. */
-  #forgetDownstreams(): void {
-    this.#downstreams = undefined;
-    this.#downstreamsRead = undefined;
-    this.#downstreamsGeneration += 1;
   }
 
   #track(work: Promise<unknown>): void {

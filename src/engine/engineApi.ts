@@ -2,19 +2,20 @@ import type { Pool } from "pg";
 import type { Clock } from "../core/clock.js";
 import type { DependencySpec, SkipKind, UpstreamRun } from "../core/dependencies/index.js";
 import type { Logger } from "../core/logger.js";
+import type { Calendar } from "../core/policies/calendar.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { PauseMark } from "../core/policies/pauseOnFailure.js";
-import type { PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
+import type { AttemptOutcome, PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
 import type { RunJournal } from "./runJournal.js";
 
 export interface EngineOptions {
   pool: Pool;
   instanceId: string;
   /**
-   * The time the engine's own decisions and records read: the claim, a run's slot and start, the
-   * start save's lock time, the takeover hold, the run log's retry rows (src/core/clock.ts).
-   * Agenda's Job stamps a run's `lastRunAt` and `lastFinishedAt` from the system clock itself.
+   * The engine's one clock (src/core/clock.ts): the time its decisions and records read (the
+   * claim, a run's slot and start, the lock times, the takeover hold, the run log's rows) and the
+   * timers that wake its loops; the system clock by default. engine/ reads no other.
    */
   clock?: Clock;
   processEveryMs: number;
@@ -36,6 +37,8 @@ export interface EngineOptions {
    * change it; start-up fails (SCHEMA_NOT_CURRENT) unless `cronwarden migrate` brought it current.
    */
   migrate?: boolean;
+  /** An event-loop stall this long or longer is logged and counted (default 2 s; 0 turns it off). */
+  stallWarnMs?: number;
   /** How often the dependency sweeper runs (waitAtMost, queued downstream runs); default 1 s. */
   dependencySweepMs?: number;
   logger: Logger;
@@ -69,8 +72,11 @@ export interface EngineRun {
 }
 
 export interface RunResult {
-  /** `interrupted`: cut off at shutdown and handed to another instance (not a failure). */
-  outcome: "succeeded" | "failed" | "interrupted";
+  /**
+   * `interrupted`: cut off at shutdown and handed to another instance (not a failure). `lock-lost`:
+   * another instance took the lock while it ran, and re-runs the slot.
+   */
+  outcome: AttemptOutcome;
   durationMs: number;
   error?: Error;
   /** False when the retry policy schedules another attempt of the same slot. */
@@ -92,6 +98,8 @@ export interface EngineHooks {
   retryScheduled?(run: EngineRun, error: Error, delayMs: number): void;
   lockRenewed?(taskName: string): void;
   lockLost?(run: EngineRun, reason: string): void;
+  /** The event loop was blocked for at least EngineOptions.stallWarnMs (once per stall, when it ended). */
+  eventLoopStalled?(stall: { durationMs: number; runningTasks: string[] }): void;
   abandoned?(run: EngineRun, reason: string): void;
   missedSlot?(missed: MissedSlot): void;
   /** Slots were skipped by the task's catchUp or overlap policy (one call per decision). */
@@ -178,6 +186,8 @@ export interface TaskJob {
   jitterMs?: number;
   /** The stored pauseOnFailure (absent: never pauses). */
   pauseOnFailure?: number;
+  /** The calendars whose slots are skipped (`data.policy.exclude`, docs/calendars.md); absent: none. */
+  exclude?: Calendar[];
   /** Set while the task is paused by failure (its row is disabled). */
   pausedByFailure?: PauseMark;
   /** A downstream's dependency (docs/dependencies.md); null for a task with its own cron. */

@@ -1,3 +1,4 @@
+import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import type { DatabaseHealth } from "./databaseHealth.js";
 import { DatabaseUnreachableBeforeStartError, STALE_START_MESSAGE, StaleStartError } from "./staleStart.js";
@@ -10,6 +11,8 @@ export interface EngineErrorsDeps {
   /** Asked before an error is logged: while the database is down the outage has its own line. */
   health: Pick<DatabaseHealth, "probe">;
   maxConcurrency: number;
+  /** The windows' clock (src/core/clock.ts). */
+  clock: Pick<Clock, "monotonic">;
 }
 
 /**
@@ -57,7 +60,7 @@ export class EngineErrors {
   }
 
   #firstInWindow(key: string): boolean {
-    const now = Date.now();
+    const now = this.#deps.clock.monotonic();
     const last = this.#lastLogged.get(key);
     if (last !== undefined && now - last < ERROR_LOG_WINDOW_MS) return false;
     this.#lastLogged.set(key, now);

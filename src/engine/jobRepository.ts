@@ -1,38 +1,26 @@
 import { PostgresJobRepository } from "@agendajs/postgres-backend";
 import type { JobParameters } from "agenda";
 import type { Pool } from "pg";
-import { type Clock, systemClock } from "../core/clock.js";
+import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
-import { POLICY_DATA_KEY, planRunStart } from "../core/policies/catchUpAtStart.js";
-import {
-  decidePause,
-  errorSummary,
-  type PauseMark,
-  pauseOfData,
-  storedPause,
-  streakOfData,
-  thresholdOf,
-} from "../core/policies/pauseOnFailure.js";
-import { nextSlot, rowSchedule } from "../core/policies/schedule.js";
-import { redactSecrets } from "../observability/redact.js";
+import { type PauseMark, streakOfData } from "../core/policies/pauseOnFailure.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
+import { knowSlotAfterDue, planStart, saveSlotEnd } from "./slotPolicies.js";
 import { type RowAtStart, SlotRun } from "./slotRun.js";
 import {
   claimDueJobs,
   closeFinishedSlot,
   handOffRun,
-  inTransaction,
   JOBS_TABLE,
   type JobRowSave,
+  type LockRenewal,
   PREVIOUS_LOCK,
   PREVIOUS_OWNER,
   releaseLocks,
   releaseUnstartedRun,
   renewLock,
   restoreLock,
-  saveJobRow,
   saveJobRows,
-  selectEndState,
 } from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, StaleStartError } from "./staleStart.js";
 import { StatementBatch } from "./statementBatch.js";
@@ -71,7 +59,7 @@ export interface JobRepositoryLimits {
   /** A slot at most this late is on time; older ones are missed and follow the task's catchUp policy. */
   catchUpGraceMs?: number;
   /** The engine's clock (src/core/clock.ts): the start save's lock time, the takeover hold, a re-run's due time. */
-  clock?: Clock;
+  clock: Clock;
 }
 
 export interface ClaimedRow {
@@ -97,7 +85,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#db = pool;
     this.#logger = logger;
     this.#limits = limits;
-    this.#clock = limits.clock ?? systemClock;
+    this.#clock = limits.clock;
     this.#saves = new StatementBatch((saves) => saveJobRows(pool, saves), {
       key: (save) => String(save.job._id),
     });
@@ -195,7 +183,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
 
   /** After an outage no lock counts as expired for a while (see holdTakeovers). */
   #takeoverDeadline(lockDeadline: Date): Date {
-    return this.#clock() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
+    return this.#clock.now() < this.#takeoversHeldUntil ? new Date(0) : lockDeadline;
   }
 
   /** Runs whose end (or hand-off) is being saved. */
@@ -203,7 +191,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     return this.#finalSavesPending.size;
   }
 
-  async renewLock(jobId: string, expected: Date, next: Date): Promise<boolean> {
+  async renewLock(jobId: string, expected: Date, next: Date): Promise<LockRenewal> {
     return renewLock(this.#db, jobId, expected, next);
   }
 
@@ -212,7 +200,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
    * during the outage, so "expired" says nothing yet about whether the owner is alive.
    */
   holdTakeovers(forMs: number): void {
-    this.#takeoversHeldUntil = this.#clock() + forMs;
+    this.#takeoversHeldUntil = this.#clock.now() + forMs;
   }
 
   /**
@@ -226,9 +214,9 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   async startRun(run: SlotRun, job: JobParameters): Promise<void> {
     const heldLock = run.heldLockAt; // the claim's lock
     if (!heldLock) throw new StaleStartError(job.name);
-    const renewed = new Date(this.#clock());
+    const renewed = new Date(this.#clock.now());
     const deadline = run.startDeadline(this.#limits.lockLifetimeMs, renewed.getTime());
-    this.#planStart(run, job, renewed);
+    if (this.#limits.catchUpGraceMs !== undefined) planStart(run, job, renewed, this.#limits.catchUpGraceMs);
     let row: RowAtStart | undefined;
     try {
       // a retry (after a connection error) also accepts its own lock time: the first try may have
@@ -241,7 +229,11 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
           const fence = tries === 1 ? [heldLock] : [heldLock, renewed];
           return this.#save(run, { ...job, lockedAt: renewed }, fence, run.scheduledAt);
         },
-        { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - this.#clock()) },
+        {
+          ...BEFORE_START_RETRY,
+          clock: this.#clock,
+          maxElapsedMs: Math.max(0, deadline - this.#clock.now()),
+        },
       );
     } catch (error) {
       if (!isConnectionError(error)) throw error;
@@ -267,6 +259,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     this.#finalSavesPending.add(job.name);
     try {
       await retryWhileDisconnected(() => this.#save(run, { ...job, lockedAt: undefined }, fence), {
+        clock: this.#clock,
         maxElapsedMs: FINAL_SAVE_RETRY_MS,
         // short waits: once the database is back the end lands before the lock can expire and the
         // slot be taken for a dead run's
@@ -286,58 +279,6 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
   }
 
   /**
-   * Policies at a run's start (src/core/policies/catchUpAtStart.ts): which slot runs when slots
-   * were missed (the run's slot, and the decision for the checks to record), and the next run
-   * under the DST rule, written by this start save and by the run's final save.
-   */
-  #planStart(run: SlotRun, job: JobParameters, now: Date): void {
-    if (this.#limits.catchUpGraceMs === undefined) return;
-    const data = job.data as Record<string, unknown> | undefined;
-    const plan = planRunStart({
-      taskName: job.name,
-      cron: rowSchedule(
-        job.repeatInterval === undefined || job.repeatInterval === null ? null : String(job.repeatInterval),
-        data?.[POLICY_DATA_KEY] ?? null,
-      ),
-      timezone: job.repeatTimezone ?? null,
-      data,
-      storedSlot: run.scheduledAt,
-      now: job.lastRunAt ?? now,
-      graceMs: this.#limits.catchUpGraceMs,
-      previousRunEndedAt: job.lastFinishedAt ?? null,
-      rerunOrManual:
-        run.previousRunUnfinished || (data !== undefined && data !== null && "manualRun" in data),
-    });
-    if (!plan) return;
-    // the slot, not its jittered due time (a re-run keeps the dead run's)
-    const slot = run.previousRunUnfinished ? run.scheduledAt : plan.slot;
-    run.planned(
-      plan.decision,
-      plan.decision.kind === "catch-up"
-        ? new Date(plan.decision.run ?? plan.decision.skipped[0] ?? slot.getTime())
-        : slot,
-    );
-    if (plan.nextRunAt) job.nextRunAt = plan.nextRunAt;
-  }
-
-  /**
-   * The slot after a claimed job's due time, asked at the claim so that its start (#planStart)
-   * finds it known (src/core/policies/schedule.ts, nextCronSlot) instead of computing it between
-   * the slot and the handler.
-   */
-  #slotAfterDue(job: JobParameters): void {
-    if (!job.nextRunAt || job.repeatInterval === undefined || job.repeatInterval === null) return;
-    const data = job.data as Record<string, unknown> | undefined;
-    const schedule = rowSchedule(String(job.repeatInterval), data?.[POLICY_DATA_KEY] ?? null);
-    if (!schedule) return;
-    try {
-      nextSlot(schedule, job.repeatTimezone ?? "UTC", job.nextRunAt.getTime());
-    } catch {
-      // a timezone this runtime does not know: the start leaves the next run to Agenda
-    }
-  }
-
-  /**
    * A run whose handler never started (the database was unreachable before it, or the drain or a
    * lost lock came first) gives its slot back untouched (src/engine/sql/runEnd.ts
    * releaseUnstartedRun). `fences`: the lock times that may be this run's.
@@ -347,7 +288,7 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     fences: Date[] = run.heldLockAt ? [run.heldLockAt] : [],
   ): Promise<void> {
     // a takeover re-run is due at once (see #locked); any other slot is due at its own time
-    const slot = run.previousRunUnfinished ? new Date(this.#clock()) : run.scheduledAt;
+    const slot = run.previousRunUnfinished ? new Date(this.#clock.now()) : run.scheduledAt;
     const released = await this.#giveBack(
       run,
       () =>
@@ -419,7 +360,11 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     let answer: T | undefined;
     this.#finalSavesPending.add(run.taskName);
     try {
-      answer = await retryWhileDisconnected(statement, { maxElapsedMs: options.retryMs, maxDelayMs: 500 });
+      answer = await retryWhileDisconnected(statement, {
+        clock: this.#clock,
+        maxElapsedMs: options.retryMs,
+        maxDelayMs: 500,
+      });
     } catch (error) {
       this.#logger.warn({ err: error, task: run.taskName }, options.failed);
     } finally {
@@ -444,8 +389,12 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
       !starting &&
       fence &&
       (run.outcome === "failed" || (run.outcome === "succeeded" && streakOfData(job.data) > 0))
-    )
-      return this.#saveSlotEnd(run, job, fence);
+    ) {
+      const { row, pause } = await saveSlotEnd(this.#db, this.#clock, run, job, fence);
+      run.fenced(undefined);
+      if (pause) this.#limits.onPaused?.(run.jobId, job.name, pause);
+      return row;
+    }
     const row = await this.#saves.submit({
       job,
       lastModifiedBy: job.lastModifiedBy ?? null,
@@ -465,62 +414,15 @@ export class CronwardenJobRepository extends PostgresJobRepository implements Lo
     return row;
   }
 
-  /**
-   * The save that ends a failed slot (or the first succeeded one after failures), with the pause
-   * on failure decided under the row lock in the same transaction (src/core/policies/pauseOnFailure.ts):
-   * the failure streak and, when it reaches the task's `pauseOnFailure`, the pause (row disabled,
-   * marked) are written by the save itself, so the save cannot undo the pause, and only the
-   * holder of the lock (one instance, one save per slot) can pause: once.
-   */
-  async #saveSlotEnd(run: SlotRun, job: JobParameters, fence: Date[]): Promise<RowAtStart | undefined> {
-    const notHeld = () =>
-      new Error(`job ${run.jobId} (${job.name}): not saved, this instance no longer holds its lock`);
-    const { row, mark } = await inTransaction(this.#db, async (client) => {
-      const state = await selectEndState(client, run.jobId, fence);
-      if (!state) throw notHeld();
-      const data = state.data as Record<string, unknown> | null;
-      const policy = data?.[POLICY_DATA_KEY] as Record<string, unknown> | undefined;
-      const decision = decidePause({
-        threshold: thresholdOf(policy?.pauseOnFailure),
-        streak: streakOfData(data),
-        outcome: run.outcome ?? "succeeded",
-        paused: pauseOfData(data) !== undefined,
-        disabled: state.disabled,
-      });
-      let pause: PauseMark | undefined;
-      if (decision.pause) {
-        const message = run.error?.message ?? run.detail;
-        pause = {
-          at: new Date(this.#clock()),
-          failures: decision.streak,
-          slot: run.scheduledAt,
-          lastError: errorSummary(message === undefined ? undefined : redactSecrets(message)),
-        };
-      }
-      const saved = await saveJobRow(client, {
-        job,
-        lastModifiedBy: job.lastModifiedBy ?? null,
-        fence,
-        startingSlot: null,
-        end: { streak: decision.streak, pause: pause ? storedPause(pause) : null },
-      });
-      if (!saved) throw notHeld();
-      return { row: saved, mark: pause };
-    });
-    run.fenced(undefined);
-    if (mark) this.#limits.onPaused?.(run.jobId, job.name, mark);
-    return row;
-  }
-
   /** Agenda's own mapping of a job row (private in @agendajs/postgres-backend 3.0.6, pinned). */
   #rowToJob(row: Record<string, unknown>): JobParameters {
     return (this as unknown as { rowToJob(row: Record<string, unknown>): JobParameters }).rowToJob(row);
   }
 
   #locked(job: JobParameters): ClaimedRow {
-    const now = new Date(this.#clock());
+    const now = new Date(this.#clock.now());
     const run = SlotRun.claimed({ id: String(job._id), name: job.name }, job, now);
-    this.#slotAfterDue(job);
+    knowSlotAfterDue(job);
     if (run.previousRunUnfinished && job.nextRunAt && job.nextRunAt > now) {
       // the dead run had already computed its next slot; re-run now instead of waiting for it
       return { job: { ...job, nextRunAt: now }, run };

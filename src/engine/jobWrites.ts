@@ -1,7 +1,7 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import type { Agenda, Job } from "agenda";
 import type { Pool, PoolClient } from "pg";
 import type { Clock } from "../core/clock.js";
+import type { Calendar } from "../core/policies/calendar.js";
 import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import { POLICY_DATA_KEY } from "../core/policies/catchUpAtStart.js";
 import { dueAt } from "../core/policies/jitter.js";
@@ -74,7 +74,7 @@ export class JobWrites {
         await job.save();
         return;
       }
-      repeatFrom(job, cron, timezone, new Date(this.#deps.clock()));
+      repeatFrom(job, cron, timezone, new Date(this.#deps.clock.now()));
     }
     if (!enabled) job.disable();
     await job.save();
@@ -149,6 +149,11 @@ export class JobWrites {
 
   async setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void> {
     await sql.setPolicy(this.#deps.pool, taskName, { overlap });
+  }
+
+  /** Stores the calendars whose slots a task skips (docs/calendars.md; empty: none), read by each run. */
+  async setExclude(taskName: string, calendars: Calendar[]): Promise<void> {
+    await sql.setPolicy(this.#deps.pool, taskName, { exclude: calendars });
   }
 
   async setEnabled(taskName: string, enabled: boolean): Promise<void> {
@@ -231,7 +236,7 @@ export class JobWrites {
  * reconciles waiting on connections of the same pool (several schedulers on one pool, or a config
  * change, a repair and an anti-entropy pass at once) could leave it none.
  */
-export async function withReconcileLock<T>(pool: Pool, work: () => Promise<T>): Promise<T> {
+export async function withReconcileLock<T>(pool: Pool, work: () => Promise<T>, clock: Clock): Promise<T> {
   for (let attempt = 0; ; attempt++) {
     const client = await pool.connect();
     let outcome: { acquired: true; value: T } | { acquired: false };
@@ -241,7 +246,7 @@ export async function withReconcileLock<T>(pool: Pool, work: () => Promise<T>): 
       client.release();
     }
     if (outcome.acquired) return outcome.value;
-    await sleep(Math.min(RECONCILE_LOCK_RETRY_MS * 2 ** attempt, RECONCILE_LOCK_RETRY_MAX_MS));
+    await clock.sleep(Math.min(RECONCILE_LOCK_RETRY_MS * 2 ** attempt, RECONCILE_LOCK_RETRY_MAX_MS));
   }
 }
 

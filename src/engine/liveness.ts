@@ -24,6 +24,12 @@ export interface InstanceLivenessOptions {
   confirmAfterMs?: number;
   /** After each check: whether its statement was answered (the database health, without a probe of its own). */
   onChecked?: (answered: boolean) => void;
+  /**
+   * The liveness session ended, and again when it is taken back: the server may have restarted
+   * or failed over to a standby whose start time predates the failover (docs/locks-and-failover.md,
+   * "Failover of the primary"), so the engine holds takeovers for a lock lifetime.
+   */
+  onSessionInterrupted?: () => void;
 }
 
 /**
@@ -158,6 +164,7 @@ export class InstanceLiveness {
     this.#client = client;
     this.#reconnectDelayMs = 250;
     this.#suspects.clear();
+    if (!first) this.#options.onSessionInterrupted?.();
   }
 
   #lost(client: pg.Client, error?: Error): void {
@@ -166,6 +173,7 @@ export class InstanceLiveness {
     client.removeAllListeners("end");
     void client.end().catch(() => {});
     if (this.#stopped) return;
+    this.#options.onSessionInterrupted?.();
     this.#options.logger.warn(
       { err: error },
       "instance liveness: the liveness session ended; taking the lock again",

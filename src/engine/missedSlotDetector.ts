@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import type { Clock } from "../core/clock.js";
 import { type Logger, toError } from "../core/logger.js";
 import { PeriodicTimer } from "../core/periodic.js";
 import type { MissedSlot } from "./engineApi.js";
@@ -19,6 +20,8 @@ export interface MissedSlotDetectorOptions {
   checkEveryMs: number;
   /** The checks' shift against the poll (src/core/periodic.ts); default 0. */
   phaseMs?: number;
+  /** The checks' timer (src/core/clock.ts). */
+  clock: Clock;
   logger: Logger;
   onMissed: (missed: MissedSlot) => void;
   /** Makes the workers look at a job now (an overdue, unlocked job). */
@@ -47,16 +50,21 @@ export class MissedSlotDetector {
 
   start(): void {
     if (this.#timer || this.#options.checkEveryMs <= 0) return;
-    this.#timer = new PeriodicTimer(this.#options.checkEveryMs, this.#options.phaseMs ?? 0, () => {
-      this.#checking ??= this.check()
-        .then(() => undefined)
-        .catch((error: unknown) =>
-          this.#options.logger.debug({ err: toError(error) }, "missed-slot check failed"),
-        )
-        .finally(() => {
-          this.#checking = undefined;
-        });
-    });
+    this.#timer = new PeriodicTimer(
+      this.#options.checkEveryMs,
+      this.#options.phaseMs ?? 0,
+      () => {
+        this.#checking ??= this.check()
+          .then(() => undefined)
+          .catch((error: unknown) =>
+            this.#options.logger.debug({ err: toError(error) }, "missed-slot check failed"),
+          )
+          .finally(() => {
+            this.#checking = undefined;
+          });
+      },
+      this.#options.clock,
+    );
     this.#timer.start();
   }
 

@@ -67,6 +67,8 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
   protected override scheduleReconnect(): void {
     const { enabled, initialDelayMs, maxDelayMs } = this.config.reconnect;
     if (!enabled || this.#closed) return;
+    // Node's timers, not the engine's clock (src/core/clock.ts): `reconnectTimeout` belongs to the
+    // parent class (@agendajs/postgres-backend), which clears it itself with clearTimeout
     clearTimeout(this.reconnectTimeout);
     const delayMs = reconnectDelayMs(this.#failures, initialDelayMs, maxDelayMs);
     this.#failures += 1;

@@ -1,5 +1,5 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { backoffDelay, jittered } from "../core/backoff.js";
+import type { Clock } from "../core/clock.js";
 
 const CONNECTION_ERROR_CODES = new Set([
   "ECONNREFUSED",
@@ -32,6 +32,8 @@ export interface RetryOptions {
   maxElapsedMs: number;
   initialDelayMs?: number;
   maxDelayMs?: number;
+  /** The waits and the time spent (src/core/clock.ts). */
+  clock: Clock;
   /** Called before each wait, e.g. to log once. */
   onRetry?: (error: Error, attempt: number) => void;
 }
@@ -41,16 +43,18 @@ export async function retryWhileDisconnected<T>(
   operation: () => Promise<T>,
   options: RetryOptions,
 ): Promise<T> {
-  const startedAt = Date.now();
+  const { clock } = options;
+  const startedAt = clock.monotonic();
   const backoff = { initialMs: options.initialDelayMs ?? 250, maxMs: options.maxDelayMs ?? 2_000 };
   for (let attempt = 1; ; attempt++) {
     try {
       return await operation();
     } catch (error) {
       const delay = backoffDelay(attempt, backoff);
-      if (!isConnectionError(error) || Date.now() - startedAt + delay > options.maxElapsedMs) throw error;
+      if (!isConnectionError(error) || clock.monotonic() - startedAt + delay > options.maxElapsedMs)
+        throw error;
       options.onRetry?.(error as Error, attempt);
-      await sleep(jittered(delay));
+      await clock.sleep(jittered(delay));
     }
   }
 }

@@ -3,6 +3,8 @@ import type { Pool } from "pg";
 import type { Clock } from "../core/clock.js";
 import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
+import { calendarsOf, excludedBy, exclusionReason } from "../core/policies/calendar.js";
+import { POLICY_DATA_KEY } from "../core/policies/catchUpAtStart.js";
 import type { PreviousRun } from "./engineApi.js";
 import { BEFORE_START_RETRY } from "./jobRepository.js";
 import { isConnectionError, retryWhileDisconnected } from "./retry.js";
@@ -54,7 +56,11 @@ export class RunChecks {
     const { logger, pool, clock } = this.#deps;
     const deadline = run.startDeadline(this.#deps.lockLifetimeMs, preparedAt.getTime());
     const beforeStart: BeforeStart = (query) =>
-      retryWhileDisconnected(query, { ...BEFORE_START_RETRY, maxElapsedMs: Math.max(0, deadline - clock()) });
+      retryWhileDisconnected(query, {
+        ...BEFORE_START_RETRY,
+        clock,
+        maxElapsedMs: Math.max(0, deadline - clock.now()),
+      });
     try {
       if (!this.#deps.skipped.catchUp(run)) return { kind: "skipped" };
       const skipReason = await this.#whySkip(run, job, beforeStart);
@@ -163,7 +169,7 @@ export class RunChecks {
     ) {
       return `the schedule changed to "${guard.repeat_interval}" (${guard.repeat_timezone}) after this slot was locked; the next run follows the new schedule`;
     }
-    return undefined;
+    return excludedSlot(run, job);
   }
 
   /** The run that died: the last start recorded before this run's own. */
@@ -178,6 +184,20 @@ export class RunChecks {
       ...(meta.traceparent ? { traceparent: meta.traceparent } : {}),
     };
   }
+}
+
+/**
+ * A scheduled slot that a calendar of the task's `exclude` excludes (docs/calendars.md): recorded
+ * skipped with the calendar's name. A run-now is an operator's explicit request: it runs.
+ */
+function excludedSlot(run: SlotRun, job: Job): string | undefined {
+  const data = job.attrs.data as Record<string, unknown> | undefined;
+  if (manualRunOf(data)) return undefined;
+  const policy = data?.[POLICY_DATA_KEY] as Record<string, unknown> | undefined;
+  const calendars = calendarsOf(policy?.exclude);
+  const timezone = job.attrs.repeatTimezone ?? "UTC";
+  const calendar = excludedBy(calendars, run.scheduledAt.getTime(), timezone);
+  return calendar === undefined ? undefined : exclusionReason(calendar);
 }
 
 /** The run-now request the job row carries, if any, with who asked (absent in rows from older versions). */

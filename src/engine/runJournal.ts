@@ -1,3 +1,4 @@
+import type { Clock } from "../core/clock.js";
 import { redactSecrets } from "../observability/redact.js";
 import type { RunLogMeta } from "./runLogMeta.js";
 
@@ -26,13 +27,23 @@ export class RunJournal {
   readonly lines: RunLogLine[] = [];
   dropped = 0;
   #bytes = 0;
+  readonly #clock: Pick<Clock, "now">;
+
+  /** `clock` stamps each line (src/core/clock.ts). */
+  constructor(clock: Pick<Clock, "now">) {
+    this.#clock = clock;
+  }
 
   record(level: string, msg: string, data?: Record<string, unknown>): void {
     if (this.lines.length >= RUN_LOG_MAX_LINES) {
       this.dropped += 1;
       return;
     }
-    const line: RunLogLine = { at: new Date().toISOString(), level, msg: clip(redactSecrets(msg)) };
+    const line: RunLogLine = {
+      at: new Date(this.#clock.now()).toISOString(),
+      level,
+      msg: clip(redactSecrets(msg)),
+    };
     const json = data && Object.keys(data).length > 0 ? safeJson(data) : undefined;
     if (json !== undefined) line.data = clip(redactSecrets(json));
     const size = line.msg.length + (line.data?.length ?? 0) + 40;

@@ -76,7 +76,12 @@ export const RUN_META = {
   started: "started",
 } as const satisfies { [K in MetaKey]-?: K };
 
-const OUTCOMES: readonly RunOutcome[] = ["succeeded", "failed", "skipped", "interrupted"];
+const OUTCOMES: readonly RunOutcome[] = ["succeeded", "failed", "skipped", "interrupted", "lock-lost"];
+
+/** One of the outcomes a run record may hold (a row's `meta.outcome`). */
+export function isRunOutcome(value: unknown): value is RunOutcome {
+  return OUTCOMES.includes(value as RunOutcome);
+}
 
 function column(alias: string | undefined): string {
   return alias ? `${alias}.meta` : "meta";

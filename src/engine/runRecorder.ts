@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { PostgresJobLogger } from "@agendajs/postgres-backend";
 import type { JobLogEntry } from "agenda";
-import { type Clock, systemClock } from "../core/clock.js";
+import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { redactSecrets, redactValue } from "../observability/redact.js";
 import { retryWhileDisconnected } from "./retry.js";
@@ -56,8 +56,8 @@ export class RunRecorder {
     inner: PostgresJobLogger,
     instanceId: string,
     logger: Logger,
-    batch?: StatementBatch<RunLogInsert, unknown>,
-    clock: Clock = systemClock,
+    batch: StatementBatch<RunLogInsert, unknown> | undefined,
+    clock: Clock,
   ) {
     this.#clock = clock;
     this.#inner = inner;
@@ -68,7 +68,7 @@ export class RunRecorder {
 
   /** The handler of a run is about to start (its first attempt): the run's `start` row. */
   recordStart(run: RecordedRun): void {
-    const startedAt = run.startedAt ?? new Date(this.#clock());
+    const startedAt = run.startedAt ?? new Date(this.#clock.now());
     const id = randomUUID();
     this.#startRows.set(run, id);
     void this.#write({
@@ -133,7 +133,7 @@ export class RunRecorder {
    * start. `more` is the count of skipped slots not listed, named on the last record.
    */
   recordSkippedSlots(run: RecordedRun, slots: Date[], reason: string, more: string | null): Promise<void> {
-    const finishedAt = new Date(this.#clock());
+    const finishedAt = new Date(this.#clock.now());
     const writes = slots.map((slot, index) => {
       const detail = more && index === slots.length - 1 ? `${reason} (${more})` : reason;
       return this.#write({
@@ -164,11 +164,12 @@ export class RunRecorder {
       ...(entry.meta === undefined ? {} : { meta: redactValue(entry.meta) }),
     };
     const batch = this.#batch;
+    // its id is chosen once (a start's is its run's, a record that replaces a start takes the
+    // start's): a retry after a lost answer does not write the row twice (src/engine/sql/runLog.ts)
+    const row: RunLogInsert = { ...redacted, id: redacted.replaces ?? redacted.id ?? randomUUID() };
     const write = retryWhileDisconnected(
-      () => (batch ? batch.submit(redacted).then(() => {}) : this.#inner.log(withoutIds(redacted))),
-      {
-        maxElapsedMs: LOG_RETRY_MS,
-      },
+      () => (batch ? batch.submit(row).then(() => {}) : this.#inner.log(withoutIds(redacted))),
+      { clock: this.#clock, maxElapsedMs: LOG_RETRY_MS },
     ).catch((error: unknown) => {
       this.#logger.warn(
         { err: error, task: entry.jobName, event: entry.event },
@@ -194,7 +195,7 @@ export class RunRecorder {
   ): void {
     const finishedAt = attempt.endedAt;
     void this.#write({
-      timestamp: new Date(this.#clock()),
+      timestamp: new Date(this.#clock.now()),
       level: "warn",
       event: "retry",
       jobId: run.jobId,
@@ -219,16 +220,15 @@ export class RunRecorder {
 
   /** Waits for the rows being written, up to `timeoutMs` (they are retried while the database is down). */
   async flush(timeoutMs = 10_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (this.#pending.size > 0 && Date.now() < deadline) {
-      let timer: NodeJS.Timeout | undefined;
+    const clock = this.#clock;
+    const deadline = clock.monotonic() + timeoutMs;
+    while (this.#pending.size > 0 && clock.monotonic() < deadline) {
+      const waited = new AbortController();
       await Promise.race([
         Promise.allSettled([...this.#pending]),
-        new Promise((resolve) => {
-          timer = setTimeout(resolve, deadline - Date.now());
-        }),
+        clock.sleep(deadline - clock.monotonic(), waited.signal),
       ]);
-      clearTimeout(timer);
+      waited.abort(); // the sleep's timer goes
     }
     if (this.#pending.size > 0)
       this.#logger.warn({ rows: this.#pending.size }, "run log rows still unwritten at shutdown");

@@ -77,7 +77,7 @@ export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunR
   const after = (ms: number): Promise<Event> =>
     new Promise((resolve) => timers.push(setTimeout(() => resolve({ kind: "deadline" }), ms)));
   const finish = (error?: Error): Omit<RunResult, "final"> => ({
-    outcome: error ? "failed" : "succeeded",
+    outcome: error instanceof LockLostError ? "lock-lost" : error ? "failed" : "succeeded",
     durationMs: (settledAt ?? now()) - options.startedAt.getTime(),
     ...(error ? { error } : {}),
   });

@@ -92,7 +92,7 @@ export class SkippedSlots {
             ? run.scheduledAt.getTime()
             : dueAt(taskName, run.scheduledAt.getTime(), jitterMs),
         ...(run.rerun ? { rerunOf: { slot: run.scheduledAt.getTime() } } : {}),
-        now: this.#deps.clock(),
+        now: this.#deps.clock.now(),
         pendingSlot,
         schedule: slotSource(schedule, timezone),
       });

@@ -68,7 +68,7 @@ export class SlotRunner {
    */
   async execute(turn: RunTurn): Promise<void> {
     const attrs = this.#job.attrs;
-    attrs.lastRunAt = new Date(this.#ports.clock());
+    attrs.lastRunAt = new Date(this.#ports.clock.now());
     attrs.lastModifiedBy = this.#ports.instanceId;
     computeNextRunAt(this.#job);
     await this.#ports.rows.startRun(this.run, attrs);
@@ -123,7 +123,7 @@ export class SlotRunner {
   /** The outcome row, with the job document's end fields set as Agenda sets them. */
   #record(error: Error | undefined): Promise<void> {
     const attrs = this.#job.attrs;
-    const reportedAt = new Date(this.#ports.clock());
+    const reportedAt = new Date(this.#ports.clock.now());
     attrs.lastFinishedAt = reportedAt;
     if (error) {
       attrs.failReason = error.message;

@@ -10,16 +10,18 @@ import type { RunTurn } from "./claimLoop.js";
 import type { EngineHooks, EngineRun, RunHandler, RunResult, TaskDefinitionOptions } from "./engineApi.js";
 import type { BeforeHandler, RunChecks } from "./runChecks.js";
 import { RunJournal } from "./runJournal.js";
+import { RunLock } from "./runLock.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js";
 import type { SkippedSlots } from "./skippedSlots.js";
 import type { SlotRun } from "./slotRun.js";
 import { QUIET_AFTER_SLOT_MS, slotWaitStep } from "./slotWait.js";
 import { RunNotStartedError } from "./staleStart.js";
-import type { Watchdog } from "./watchdog.js";
+import type { LockWatcher } from "./watchdog.js";
 
 export interface TaskRunnerDeps {
-  watchdog: Watchdog;
+  /** Renews the run's lock while it runs (src/engine/lockKeeper.ts). */
+  watchdog: LockWatcher;
   recorder: RunRecorder;
   logger: Logger;
   hooks: EngineHooks;
@@ -59,13 +61,6 @@ const WAIT_SLACK_MS = 1_000;
 const NEVER_ABORTED = new AbortController().signal;
 const NEVER_LOST = new Promise<string>(() => {});
 
-/** One run's lock watch: the reason once lost, and a promise that resolves with it. */
-interface LockWatch {
-  readonly lost: Promise<string>;
-  readonly reason: () => string | undefined;
-  stop(): Promise<void>;
-}
-
 /**
  * The part of a slot's run between its start save and its final save (the owner,
  * src/engine/slotRunner.ts, makes both): the checks before the handler (the catch-up decision,
@@ -85,7 +80,7 @@ export class TaskRunner {
   }
 
   async run(entry: SlotRun, given: HandlerTurn): Promise<HandlerEnd> {
-    const preparedAt = new Date(this.#clock());
+    const preparedAt = new Date(this.#clock.now());
     entry.starting(preparedAt);
     let prepared: BeforeHandler;
     try {
@@ -105,7 +100,8 @@ export class TaskRunner {
     }
     entry.repeats(prepared.rerunOf);
     const policy = policyOfData(given.job.attrs.data);
-    const lock = this.#watchLock(entry);
+    const { watchdog: watcher, logger, hooks } = this.#deps;
+    const lock = new RunLock(entry, { watcher, logger, hooks });
     let slotStartedAt: Date | undefined;
     try {
       slotStartedAt = await this.#untilWorker(entry, given, lock);
@@ -115,7 +111,7 @@ export class TaskRunner {
       given.turn.handlerDone();
       // a run that lost its lock, was cut off or never called its handler does not decide the
       // row's next run: the lock's owner does
-      if (slotStartedAt && lock.reason() === undefined && !entry.cutOffAtShutdown)
+      if (slotStartedAt && lock.reason === undefined && !entry.cutOffAtShutdown)
         // the skipped records land before the run's final save moves the row past their slots: a
         // process killed in between leaves its slot to the taker, not a slot without a record
         await this.#deps.skipped.overlapAtEnd(entry, given.job, slotStartedAt, policy);
@@ -123,38 +119,21 @@ export class TaskRunner {
     }
   }
 
-  /** Renews the run's lock while it runs (src/engine/watchdog.ts), through the run itself. */
-  #watchLock(entry: SlotRun): LockWatch {
-    let reason: string | undefined;
-    let loseLock: (reason: string) => void = () => {};
-    const lost = new Promise<string>((resolve) => {
-      loseLock = (lostFor) => {
-        reason = lostFor;
-        resolve(lostFor);
-      };
-    });
-    const stop = this.#deps.watchdog.watch(entry, {
-      onRenewed: () => this.#deps.hooks.lockRenewed?.(entry.taskName),
-      onLost: (lostFor) => loseLock(lostFor),
-    });
-    return { lost, reason: () => reason, stop };
-  }
-
   /**
    * Waits for the slot and a worker; the handler's start time. Cut off at the drain, or the lock
    * lost, meanwhile: nothing ran here, the run did not start (the owner gives the slot back).
    */
-  async #untilWorker(entry: SlotRun, given: HandlerTurn, lock: LockWatch): Promise<Date> {
+  async #untilWorker(entry: SlotRun, given: HandlerTurn, lock: RunLock): Promise<Date> {
     const signal = given.slot.signal;
     await this.#untilHandlerTime(entry, signal, lock.lost);
-    const worker = signal.aborted || lock.reason() !== undefined ? undefined : given.turn.worker();
+    const worker = signal.aborted || lock.reason !== undefined ? undefined : given.turn.worker();
     if (worker) await Promise.race([worker, lock.lost, aborted(signal)]);
-    const lostFor = lock.reason();
+    const lostFor = lock.reason;
     if (signal.aborted || lostFor !== undefined)
       throw new RunNotStartedError(
         `${entry.taskName}: ${lostFor === undefined ? "the shutdown's drain deadline came" : `the lock was lost (${lostFor})`} before its slot; the handler did not start and the slot was given back`,
       );
-    return new Date(this.#clock());
+    return new Date(this.#clock.now());
   }
 
   /** The handler once per attempt, until one succeeds or the retry policy gives up (then it throws). */
@@ -162,7 +141,7 @@ export class TaskRunner {
     entry: SlotRun,
     given: HandlerTurn,
     withDownstream: boolean,
-    lock: LockWatch,
+    lock: RunLock,
     slotStartedAt: Date,
     policy: StoredPolicy,
   ): Promise<void> {
@@ -184,19 +163,20 @@ export class TaskRunner {
           slot,
           withDownstream,
         );
-        const result = await this.#tracedAttempt(run, entry, given, lock, slotStartedAt, cancel.fired);
-        entry.attemptEnded(run.journal, result.error, new Date(run.startedAt.getTime() + result.durationMs));
+        let result = await this.#tracedAttempt(run, entry, given, lock, slotStartedAt, cancel.fired);
         const delayMs =
-          result.error && retryDelay && isRetryable(result.error, lock.reason(), slot.signal)
+          result.error && retryDelay && isRetryable(result.error, lock.reason, slot.signal)
             ? retryDelay({ attempt, error: result.error, jobName: entry.taskName, jobData: job.attrs.data })
             : null;
+        if (delayMs === null) result = await lock.keptThrough(run, result);
+        entry.attemptEnded(run.journal, result.error, new Date(run.startedAt.getTime() + result.durationMs));
         this.#deps.hooks.runFinished?.(run, { ...result, final: delayMs === null });
         if (!result.error) {
           entry.settle("succeeded");
           return;
         }
         if (delayMs === null) {
-          entry.settle("failed", result.error.message);
+          entry.settle(result.outcome === "lock-lost" ? "lock-lost" : "failed", result.error.message);
           throw result.error;
         }
         await this.#beforeRetry(entry, run, result.error, delayMs, slot.signal, lock);
@@ -214,14 +194,14 @@ export class TaskRunner {
     run: EngineRun,
     entry: SlotRun,
     given: HandlerTurn,
-    lock: LockWatch,
+    lock: RunLock,
     slotStartedAt: Date,
     overlapCancelled: () => boolean,
   ): Promise<Omit<RunResult, "final">> {
     const span = this.#startSpan(entry, run);
     let result: Omit<RunResult, "final"> | undefined;
     try {
-      result = await this.#attempt(run, entry, given, { lockLost: lock.lost, slotStartedAt, span });
+      result = await this.#attempt(run, entry, given, { lock, slotStartedAt, span });
       this.#endOfInterruption(entry, run, result, overlapCancelled());
     } catch (error) {
       span.end(result ? "interrupted" : "failed", toError(error));
@@ -258,13 +238,13 @@ export class TaskRunner {
       taskName: entry.taskName,
       jobId: entry.jobId,
       scheduledAt: entry.scheduledAt,
-      startedAt: startedAt ?? new Date(this.#clock()),
+      startedAt: startedAt ?? new Date(this.#clock.now()),
       attempt,
       trigger: entry.trigger ?? "schedule",
       ...(entry.requestedBy === undefined ? {} : { requestedBy: entry.requestedBy }),
       signal: slot.signal,
       rerunOf: entry.rerunOf,
-      journal: new RunJournal(),
+      journal: new RunJournal(this.#clock),
       ...(entry.upstreams ? { upstreams: entry.upstreams } : {}),
       ...(withDownstream ? { withDownstream: true } : {}),
     };
@@ -307,12 +287,12 @@ export class TaskRunner {
     error: Error,
     delayMs: number,
     signal: AbortSignal,
-    lock: LockWatch,
+    lock: RunLock,
   ): Promise<void> {
     this.#deps.recorder.recordFailedAttempt(entry, {
       attempt: run.attempt,
       startedAt: run.startedAt,
-      endedAt: entry.endedAt ?? new Date(this.#clock()),
+      endedAt: entry.endedAt ?? new Date(this.#clock.now()),
       error,
       retryDelayMs: delayMs,
       ...(run.journal ? { journal: run.journal } : {}),
@@ -325,7 +305,7 @@ export class TaskRunner {
     if (waited === "waited") return;
     const reason =
       waited === "lost"
-        ? `lock lost before retry ${run.attempt + 1}: ${lock.reason()}`
+        ? `lock lost before retry ${run.attempt + 1}: ${lock.reason}`
         : "shutdown before the retry";
     entry.settle("failed", reason);
     throw new Error(`${error.message} (${reason})`);
@@ -356,7 +336,7 @@ export class TaskRunner {
                 ),
               );
             },
-            Math.max(0, cancelTime - this.#clock()),
+            Math.max(0, cancelTime - this.#clock.now()),
           );
     return { fired: () => fired, clear: () => clearTimeout(timer) };
   }
@@ -379,7 +359,7 @@ export class TaskRunner {
     void lockLost.then(() => {
       lost = true;
     });
-    for (let step = slotWaitStep(at - this.#clock()); step !== "done" && !lost && !signal.aborted; ) {
+    for (let step = slotWaitStep(at - this.#clock.now()); step !== "done" && !lost && !signal.aborted; ) {
       const bound = giveUpAt - performance.now();
       if (bound <= 0) return;
       if (step === "turn") await new Promise<void>((resolve) => setImmediate(resolve));
@@ -388,7 +368,7 @@ export class TaskRunner {
           sleep(Math.min(step.timerMs, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
           lockLost,
         ]);
-      step = slotWaitStep(at - this.#clock());
+      step = slotWaitStep(at - this.#clock.now());
     }
   }
 
@@ -401,7 +381,7 @@ export class TaskRunner {
     run: EngineRun,
     entry: SlotRun,
     given: HandlerTurn,
-    { lockLost, slotStartedAt, span }: { lockLost: Promise<string>; slotStartedAt: Date; span: RunSpan },
+    { lock, slotStartedAt, span }: { lock: RunLock; slotStartedAt: Date; span: RunSpan },
   ): Promise<Omit<RunResult, "final">> {
     const { hooks, logger, recorder } = this.#deps;
     const { handler, options, slot } = given;
@@ -429,20 +409,14 @@ export class TaskRunner {
           hooks.runStarted?.(attemptRun);
         },
         quietMs,
-        now: this.#clock,
+        now: () => this.#clock.now(),
         abort: (error) => attempt.abort(error),
-        lockLost,
+        lockLost: lock.lost,
         timeoutMs: options.timeoutMs,
         graceMs: this.#deps.timeoutGraceMs,
         taskName: run.taskName,
         startedAt: run.startedAt,
-        onLockLost: (reason) => {
-          logger.error(
-            { task: run.taskName, slot: run.scheduledAt, reason },
-            `lock lost: ${reason}; the run's signal fired`,
-          );
-          hooks.lockLost?.(attemptRun, reason);
-        },
+        onLockLost: (reason) => lock.reportLost(attemptRun, reason),
         onAbandoned: (reason) => {
           logger.error({ task: run.taskName, slot: run.scheduledAt, reason }, `run abandoned: ${reason}`);
           hooks.abandoned?.(attemptRun, reason);

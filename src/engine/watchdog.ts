@@ -1,10 +1,21 @@
 import type { Logger } from "../core/logger.js";
 import { toError } from "../core/logger.js";
+import { type LockRenewal, lockTakenReason } from "./sql/claim.js";
 
-/** The one database operation the watchdog needs: a fenced lock renewal. */
+/** The one database operation the watchdog needs: a fenced lock renewal (src/engine/sql/claim.ts RENEW_LOCK_SQL). */
 export interface LockRenewer {
-  /** Moves the lock from `expected` to `next`; false when the row no longer holds `expected`. */
-  renewLock(jobId: string, expected: Date, next: Date): Promise<boolean>;
+  /** Moves the lock from `expected` to `next`, or says who holds the row now. */
+  renewLock(jobId: string, expected: Date, next: Date): Promise<LockRenewal>;
+}
+
+/**
+ * Keeps the locks of running jobs: `watch` starts renewing one; the function it returns stops and
+ * waits until the lock time in the row is known, so that the caller's final save is fenced on it.
+ * Two kinds: the lock keeper's thread (src/engine/lockKeeper.ts, the default) and the in-process
+ * Watchdog below.
+ */
+export interface LockWatcher {
+  watch(lock: WatchedLock, events: WatchEvents): () => Promise<void>;
 }
 
 export interface WatchdogOptions {
@@ -34,13 +45,14 @@ export interface WatchEvents {
 }
 
 /**
+ * The in-process lock watcher (used when the lock keeper's thread cannot be: src/engine/lockKeeper.ts).
  * Renews the lock of each running job so that a long run is never taken over while it is alive
  * (Agenda re-runs a job whose lock expired even while the first run goes on). Each renewal is a
  * compare-and-set on the lock time this instance last wrote: "0 rows" means another instance
  * holds the lock now. A renewal that keeps failing (database unreachable) past the lock lifetime
  * counts as lost too, since another instance may take the job over from then on.
  */
-export class Watchdog {
+export class Watchdog implements LockWatcher {
   readonly #options: Required<Omit<WatchdogOptions, "logger">> & { logger: Logger };
 
   constructor(options: WatchdogOptions) {
@@ -76,13 +88,12 @@ export class Watchdog {
       const next = now();
       const expected = lock.heldLockAt;
       try {
-        if (expected && (await renewer.renewLock(lock.jobId, expected, next))) {
+        const renewal = expected ? await renewer.renewLock(lock.jobId, expected, next) : undefined;
+        if (renewal?.renewed) {
           lastRenewal = next.getTime();
           lock.renewed(next);
           events.onRenewed?.();
-        } else {
-          lose("the lock was taken by another instance (or the job row was changed or removed)");
-        }
+        } else lose(lockTakenReason(renewal?.found));
       } catch (thrown) {
         const silentFor = now().getTime() - lastRenewal;
         if (silentFor >= lockLifetimeMs) {

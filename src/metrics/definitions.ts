@@ -149,6 +149,12 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
       labelNames: ["task"] as const,
       registers,
     }),
+    eventLoopStalls: new Histogram({
+      name: "cronwarden_event_loop_stall_seconds",
+      help: "Stalls of this instance's event loop (synchronous work on the main thread) of at least the stall threshold, by length.",
+      buckets: [1, 2, 5, 10, 30, 60, 300],
+      registers,
+    }),
     lockLosses: new Counter({
       name: "cronwarden_lock_losses_total",
       help: "Runs that lost their lock (another instance could take the job over).",

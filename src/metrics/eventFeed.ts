@@ -36,6 +36,7 @@ export class EventFeed {
     });
     events.on("run:retry", (event) => this.#metrics.retries.inc({ task: event.taskName }));
     events.on("run:lock-lost", (event) => this.#metrics.lockLosses.inc({ task: event.taskName }));
+    events.on("event-loop:stall", (stall) => this.#metrics.eventLoopStalls.observe(stall.durationMs / 1000));
     events.on("run:abandoned", (event) => this.#metrics.abandoned.inc({ task: event.taskName }));
     events.on("lock:renewed", (event) => this.#metrics.lockRenewals.inc({ task: event.taskName }));
     events.on("missed-slot", (event) => this.#metrics.missedSlots.inc({ task: event.taskName }));

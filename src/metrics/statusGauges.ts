@@ -53,6 +53,12 @@ function seconds(date: Date): number {
   return date.getTime() / 1000;
 }
 
+/**
+ * The gap between the schedule's next two slots. A task's calendars (docs/calendars.md) leave it
+ * as it is: a slot a calendar excludes is still due, and is recorded skipped at its time, so the
+ * next run is never overdue across a holiday while an instance runs the task; a gap stretched over
+ * the holiday would only make the alert later when none does.
+ */
 function expectedIntervalSeconds(
   cron: string | null,
   timezone: string | null,

@@ -1,18 +1,14 @@
 import type { DesiredState } from "../config/desiredState.js";
-import { type DependencySpec, describeSpec } from "../core/dependencies/spec.js";
+import type { DependencySpec } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
-import { type CatchUpPolicy, formatDuration } from "../core/policies/catchUp.js";
+import type { Calendar } from "../core/policies/calendar.js";
+import type { CatchUpPolicy } from "../core/policies/catchUp.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
-import type { PauseMark } from "../core/policies/pauseOnFailure.js";
 import type { AuditEntry } from "../store/auditLog.js";
+import { applyAction } from "./actionWrites.js";
+import { auditEntries } from "./auditEntries.js";
 import { forEachConcurrently } from "./concurrently.js";
-import {
-  describeCatchUp,
-  type LiveJob,
-  planReconcile,
-  type ReconcileAction,
-  type ReconcilePlan,
-} from "./reconcilePlan.js";
+import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
 
 /** Actions applied at once; leaves most of a default pool of 10 to the runs. */
 const APPLY_CONCURRENCY = 4;
@@ -46,6 +42,8 @@ export interface ReconcileTarget {
   setOverlap(taskName: string, overlap: OverlapPolicy): Promise<void>;
   /** Stores a task's pauseOnFailure in its job row (null: never pauses). */
   setPauseOnFailure(taskName: string, pauseOnFailure: number | null): Promise<void>;
+  /** Stores the calendars whose slots a task skips (empty: none) in its job row (read by each run). */
+  setExclude(taskName: string, calendars: Calendar[]): Promise<void>;
   /** Clears a pause by failure; the task is enabled, or stays disabled (`enabled` false). */
   resume(taskName: string, enabled: boolean): Promise<{ status: string }>;
 }
@@ -188,7 +186,11 @@ export class ConfigReconciler {
     await forEachConcurrently([...byTask.values()], APPLY_CONCURRENCY, async (indexes) => {
       for (const index of indexes) {
         const action = plan.actions[index] as ReconcileAction;
-        done[index] = await this.#apply(action, liveByName.get(action.task ?? ""), trigger);
+        done[index] = await applyAction(this.#target, action, liveByName.get(action.task ?? ""), {
+          trigger,
+          now: this.#now,
+          logger: this.#logger,
+        });
       }
     }).catch((error: unknown) => {
       failure = error;
@@ -276,107 +278,9 @@ export class ConfigReconciler {
     );
     return result;
   }
-
-  /** Applies one action; returns whether it changed the database. */
-  async #apply(
-    action: ReconcileAction,
-    job: LiveJob | undefined,
-    trigger: ReconcileTrigger,
-  ): Promise<boolean> {
-    const drift = trigger === "anti-entropy";
-    const context = { task: action.task, action: action.kind, reason: action.reason, trigger };
-    const say = (message: string, extra: Record<string, unknown> = {}) =>
-      drift
-        ? this.#logger.warn({ ...context, ...extra, drift: true }, `drift repaired: ${message}`)
-        : this.#logger.info({ ...context, ...extra }, message);
-    switch (action.kind) {
-      case "create":
-        await this.#target.createJob(action.task, action.cron, action.timezone, action.enabled, action.after);
-        say(
-          `created job "${action.task}" (${action.after ? describeSpec(action.after) : action.cron}, ${action.timezone}, ${action.enabled ? "enabled" : "disabled"})`,
-          {
-            before: null,
-            after: { cron: action.cron, timezone: action.timezone, enabled: action.enabled },
-          },
-        );
-        return true;
-      case "update": {
-        if (action.changes.some((change) => change.field === "after"))
-          await this.#target.setDependency(action.task, action.after ?? null);
-        if (action.after) {
-          say(`changed the dependency of "${action.task}": ${action.reason}`, { changes: action.changes });
-          return true;
-        }
-        const nextRunAt = await this.#target.updateSchedule(
-          action.task,
-          action.cron,
-          action.timezone,
-          this.#now(),
-        );
-        say(`re-timed "${action.task}": ${action.reason}`, { changes: action.changes, nextRunAt });
-        return true;
-      }
-      case "policy":
-        await this.#target.setPolicy(action.task, action.catchUp);
-        say(`policy of "${action.task}": ${action.reason}`, {
-          before: { catchUp: action.from },
-          after: { catchUp: action.catchUp },
-        });
-        return true;
-      case "overlap":
-        await this.#target.setOverlap(action.task, action.overlap);
-        say(`overlap of "${action.task}": ${action.reason}`, {
-          before: { overlap: action.from },
-          after: { overlap: action.overlap },
-        });
-        return true;
-      case "jitter":
-        await this.#target.setJitter(action.task, action.jitterMs, this.#now());
-        say(`jitter of "${action.task}": ${action.reason}`, {
-          before: { jitterMs: action.fromMs },
-          after: { jitterMs: action.jitterMs },
-        });
-        return true;
-      case "pauseOnFailure":
-        await this.#target.setPauseOnFailure(action.task, action.pauseOnFailure);
-        say(`pauseOnFailure of "${action.task}": ${action.reason}`, {
-          before: { pauseOnFailure: action.from },
-          after: { pauseOnFailure: action.pauseOnFailure },
-        });
-        return true;
-      case "resume": {
-        // only a row still paused is changed: an instance that resumed it first wins, once
-        const result = await this.#target.resume(action.task, action.enabled);
-        if (result.status !== "resumed") return false;
-        say(`resumed "${action.task}" (paused by failure): ${action.reason}`, {
-          before: { enabled: false, pausedByFailure: action.pause },
-          after: { enabled: action.enabled },
-        });
-        return true;
-      }
-      case "enable":
-      case "disable":
-        await this.#target.setEnabled(action.task, action.kind === "enable");
-        say(`${action.kind}d "${action.task}": ${action.reason}`, {
-          before: { enabled: job ? !job.disabled : null },
-          after: { enabled: action.kind === "enable" },
-        });
-        return true;
-      case "reject": {
-        if (drift) return false; // already reported when this snapshot was applied
-        const kept = job
-          ? `the task keeps its schedule "${job.cron}" (${job.timezone}, ${job.disabled ? "disabled" : "enabled"})`
-          : "no job is created for it";
-        this.#logger.error(context, `${action.reason}; ${kept}`);
-        return false;
-      }
-      case "orphan":
-        if (!drift) this.#logger.warn(context, action.reason);
-        return false;
-    }
-  }
 }
 
+/** The registered tasks enabled once `applied` is: the fleet guard's next baseline. */
 function enabledAfter(live: readonly LiveJob[], applied: readonly ReconcileAction[]): Set<string> {
   const enabled = new Set(live.filter((job) => !job.disabled).map((job) => job.name));
   for (const action of applied) {
@@ -391,91 +295,4 @@ function enabledAfter(live: readonly LiveJob[], applied: readonly ReconcileActio
   return enabled;
 }
 
-function auditEntries(
-  action: ReconcileAction,
-  job: LiveJob | undefined,
-  trigger: ReconcileTrigger,
-  desired: DesiredState,
-  instance: string,
-): AuditEntry[] {
-  if (action.kind === "reject" || action.kind === "orphan") return [];
-  const base = {
-    task: action.task,
-    kind: trigger === "anti-entropy" ? ("drift" as const) : ("change" as const),
-    source: desired.source,
-    revision: desired.revision,
-    instance,
-  };
-  switch (action.kind) {
-    case "create":
-      return [
-        { ...base, field: "job", oldValue: null, newValue: "created" },
-        { ...base, field: "cron", oldValue: null, newValue: action.cron },
-        { ...base, field: "timezone", oldValue: null, newValue: action.timezone },
-        { ...base, field: "enabled", oldValue: null, newValue: String(action.enabled) },
-        ...(action.after
-          ? [{ ...base, field: "after", oldValue: null, newValue: describeSpec(action.after) }]
-          : []),
-      ];
-    case "update":
-      return action.changes.map((change) => ({
-        ...base,
-        field: change.field,
-        oldValue: change.from,
-        newValue: change.to,
-      }));
-    case "policy":
-      return [
-        {
-          ...base,
-          field: "catchUp",
-          oldValue: describeCatchUp(action.from),
-          newValue: describeCatchUp(action.catchUp),
-        },
-      ];
-    case "overlap":
-      return [{ ...base, field: "overlap", oldValue: action.from, newValue: action.overlap }];
-    case "jitter":
-      return [
-        {
-          ...base,
-          field: "jitter",
-          oldValue: action.fromMs ? formatDuration(action.fromMs) : null,
-          newValue: action.jitterMs ? formatDuration(action.jitterMs) : null,
-        },
-      ];
-    case "pauseOnFailure":
-      return [
-        {
-          ...base,
-          field: "pauseOnFailure",
-          oldValue: action.from === null ? null : String(action.from),
-          newValue: action.pauseOnFailure === null ? null : String(action.pauseOnFailure),
-        },
-      ];
-    case "resume":
-      return [
-        {
-          ...base,
-          field: "pausedByFailure",
-          oldValue: describePause(action.pause),
-          newValue: action.enabled ? "resumed (config entry changed)" : "cleared (disabled in the config)",
-        },
-      ];
-    case "enable":
-    case "disable":
-      return [
-        {
-          ...base,
-          field: "enabled",
-          oldValue: job ? String(!job.disabled) : null,
-          newValue: String(action.kind === "enable"),
-        },
-      ];
-  }
-}
-
-/** A pause mark as the audit trail shows it. */
-export function describePause(pause: PauseMark): string {
-  return `paused ${pause.at.toISOString()} after ${pause.failures} failed slot(s)${pause.lastError ? `: ${pause.lastError}` : ""}`;
-}
+export { describePause } from "./auditEntries.js";

@@ -2,6 +2,7 @@ import type { DesiredState, DesiredTask } from "../config/desiredState.js";
 import { describeRejection } from "../config/desiredState.js";
 import { closestName } from "../config/fleetGuard.js";
 import { type DependencySpec, describeSpec, sameSpec } from "../core/dependencies/spec.js";
+import { type Calendar, calendarsKey, describeCalendars } from "../core/policies/calendar.js";
 import { type CatchUpPolicy, DEFAULT_CATCH_UP, formatDuration } from "../core/policies/catchUp.js";
 import { DEFAULT_OVERLAP, type OverlapPolicy } from "../core/policies/overlap.js";
 import type { PauseMark } from "../core/policies/pauseOnFailure.js";
@@ -28,6 +29,8 @@ export interface LiveJob {
   overlap?: OverlapPolicy;
   /** The pauseOnFailure stored in the row; absent: never pauses. */
   pauseOnFailure?: number;
+  /** The calendars stored in the row (docs/calendars.md); absent: none. */
+  exclude?: Calendar[];
   /** Set while the task is paused by failure (the row is disabled): src/core/policies/pauseOnFailure.ts. */
   pausedByFailure?: PauseMark;
   /** The dependency the row keeps (docs/dependencies.md); null or absent for a task with its own cron. */
@@ -68,6 +71,8 @@ export type ReconcileAction =
       from: number | null;
       reason: string;
     }
+  /** The calendars whose slots the task skips changed (stored in its row; empty: none). */
+  | { kind: "exclude"; task: string; exclude: Calendar[]; from: Calendar[]; reason: string }
   /**
    * A task paused by failure whose config entry changed: the pause is cleared, and the task is
    * enabled again, or stays disabled when its entry disables it (or left the config).
@@ -114,46 +119,14 @@ export function planReconcile(
 
   const unregisteredUpstream = unregisteredUpstreams(desired.tasks, registered);
   for (const task of desired.tasks) {
-    const upstreamProblem = unregisteredUpstream.get(task.name);
-    if (upstreamProblem && registered.has(task.name)) {
-      actions.push({
-        kind: "reject",
-        task: task.name,
-        reason: `config entry "${task.name}" is rejected: after ${upstreamProblem}`,
-      });
-      continue;
-    }
-    if (!registered.has(task.name)) {
-      const guess = closestName(task.name, registered);
-      actions.push({
-        kind: "reject",
-        task: task.name,
-        reason: `config entry "${task.name}" is rejected: no task of that name is registered in code; ${guess ? `did you mean "${guess}"? ` : ""}register it or fix the name (names are case-sensitive)`,
-      });
+    const refusal = refusalOf(task, registered, unregisteredUpstream, liveByName.get(task.name), now);
+    if (refusal) {
+      actions.push({ kind: "reject", task: task.name, reason: refusal });
       continue;
     }
     const job = liveByName.get(task.name);
-    const pastOneShot = oneShotInThePast(task, job, now);
-    if (pastOneShot) {
-      actions.push({ kind: "reject", task: task.name, reason: pastOneShot });
-      continue;
-    }
     if (!job) {
-      actions.push({
-        kind: "create",
-        task: task.name,
-        cron: task.cron,
-        timezone: task.timezone,
-        enabled: task.enabled,
-        reason: `no job yet for "${task.name}"`,
-        ...(task.after ? { after: task.after } : {}),
-      });
-      if (task.catchUp && !samePolicy(task.catchUp, DEFAULT_CATCH_UP))
-        actions.push(policyAction(task.name, task.catchUp, DEFAULT_CATCH_UP));
-      if (task.jitterMs) actions.push(jitterAction(task.name, task.jitterMs, 0));
-      if (task.overlap && task.overlap !== DEFAULT_OVERLAP)
-        actions.push(overlapAction(task.name, task.overlap, DEFAULT_OVERLAP));
-      if (task.pauseOnFailure) actions.push(pauseOnFailureAction(task.name, task.pauseOnFailure, null));
+      actions.push(...planNewJob(task));
       continue;
     }
     const taskActions = planExistingJob(task, job);
@@ -163,23 +136,8 @@ export function planReconcile(
 
   for (const name of [...registered].sort()) {
     if (desiredNames.has(name) || refusedNames.has(name)) continue;
-    const job = liveByName.get(name);
-    if (job?.pausedByFailure) {
-      // out of the config counts as disabled by it: the pause is cleared, the task stays disabled
-      actions.push({
-        kind: "resume",
-        task: name,
-        enabled: false,
-        pause: job.pausedByFailure,
-        reason: `"${name}" is paused by failure and no longer in the config from ${desired.source}; the pause is cleared, the task stays disabled until the config enables it`,
-      });
-    } else if (job && !job.disabled) {
-      actions.push({
-        kind: "disable",
-        task: name,
-        reason: `"${name}" is registered but not in the config from ${desired.source}; disabled (not deleted) until the config enables it`,
-      });
-    }
+    const action = planLeftOut(name, liveByName.get(name), desired.source);
+    if (action) actions.push(action);
   }
 
   for (const job of live) {
@@ -193,6 +151,69 @@ export function planReconcile(
   }
 
   return { actions, unchanged };
+}
+
+/** Why a valid entry is still refused by the planner (its code, its upstreams, a one-shot past), or undefined. */
+function refusalOf(
+  task: DesiredTask,
+  registered: ReadonlySet<string>,
+  unregisteredUpstream: ReadonlyMap<string, string>,
+  job: LiveJob | undefined,
+  now: Date,
+): string | undefined {
+  const upstreamProblem = unregisteredUpstream.get(task.name);
+  if (upstreamProblem && registered.has(task.name))
+    return `config entry "${task.name}" is rejected: after ${upstreamProblem}`;
+  if (!registered.has(task.name)) {
+    const guess = closestName(task.name, registered);
+    return `config entry "${task.name}" is rejected: no task of that name is registered in code; ${guess ? `did you mean "${guess}"? ` : ""}register it or fix the name (names are case-sensitive)`;
+  }
+  return oneShotInThePast(task, job, now);
+}
+
+/** A task with no row yet: its row, then each policy that differs from the defaults. */
+function planNewJob(task: DesiredTask): ReconcileAction[] {
+  const actions: ReconcileAction[] = [
+    {
+      kind: "create",
+      task: task.name,
+      cron: task.cron,
+      timezone: task.timezone,
+      enabled: task.enabled,
+      reason: `no job yet for "${task.name}"`,
+      ...(task.after ? { after: task.after } : {}),
+    },
+  ];
+  if (task.catchUp && !samePolicy(task.catchUp, DEFAULT_CATCH_UP))
+    actions.push(policyAction(task.name, task.catchUp, DEFAULT_CATCH_UP));
+  if (task.jitterMs) actions.push(jitterAction(task.name, task.jitterMs, 0));
+  if (task.overlap && task.overlap !== DEFAULT_OVERLAP)
+    actions.push(overlapAction(task.name, task.overlap, DEFAULT_OVERLAP));
+  if (task.pauseOnFailure) actions.push(pauseOnFailureAction(task.name, task.pauseOnFailure, null));
+  if (task.exclude) actions.push(excludeAction(task.name, task.exclude, []));
+  return actions;
+}
+
+/** A registered task left out of the config: disabled (not deleted), or its pause cleared and left disabled. */
+function planLeftOut(name: string, job: LiveJob | undefined, source: string): ReconcileAction | undefined {
+  if (job?.pausedByFailure) {
+    // out of the config counts as disabled by it: the pause is cleared, the task stays disabled
+    return {
+      kind: "resume",
+      task: name,
+      enabled: false,
+      pause: job.pausedByFailure,
+      reason: `"${name}" is paused by failure and no longer in the config from ${source}; the pause is cleared, the task stays disabled until the config enables it`,
+    };
+  }
+  if (job && !job.disabled) {
+    return {
+      kind: "disable",
+      task: name,
+      reason: `"${name}" is registered but not in the config from ${source}; disabled (not deleted) until the config enables it`,
+    };
+  }
+  return undefined;
 }
 
 function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
@@ -243,6 +264,8 @@ function planExistingJob(task: DesiredTask, job: LiveJob): ReconcileAction[] {
     actions.push(overlapAction(task.name, task.overlap ?? DEFAULT_OVERLAP, job.overlap ?? DEFAULT_OVERLAP));
   if ((task.pauseOnFailure ?? null) !== (job.pauseOnFailure ?? null))
     actions.push(pauseOnFailureAction(task.name, task.pauseOnFailure ?? null, job.pauseOnFailure ?? null));
+  if (calendarsKey(task.exclude) !== calendarsKey(job.exclude))
+    actions.push(excludeAction(task.name, task.exclude ?? [], job.exclude ?? []));
   if (job.pausedByFailure) {
     // Paused by failure: not drift. The row stays disabled until the entry changes (any field,
     // as the row stores it) or the entry disables the task; then the pause is cleared first.
@@ -325,6 +348,15 @@ function pauseOnFailureAction(
     from,
     reason: `pauseOnFailure ${show(from)} -> ${show(pauseOnFailure)}`,
   };
+}
+
+function excludeAction(task: string, exclude: Calendar[], from: Calendar[]): ReconcileAction {
+  const names = describeCalendars(exclude);
+  const reason =
+    names === describeCalendars(from)
+      ? `exclude ${names}: a calendar's days changed`
+      : `exclude ${describeCalendars(from)} -> ${names}`;
+  return { kind: "exclude", task, exclude, from, reason };
 }
 
 function overlapAction(task: string, overlap: OverlapPolicy, from: OverlapPolicy): ReconcileAction {

@@ -1,3 +1,4 @@
+import type { AttemptOutcome } from "../core/runTypes.js";
 import type { DependencyDecisionEvent, SkippedSlots } from "../engine/engineApi.js";
 import type { ReconcileResult, ReconcileTrigger } from "../reconcile/configReconciler.js";
 
@@ -21,13 +22,21 @@ export interface RunStartedEvent {
 export interface RunFinishedEvent extends RunStartedEvent {
   /**
    * `interrupted`: cut off at shutdown after the drain timeout and handed to another instance,
-   * which runs the slot again (`final` is false); not a failure, no alert.
+   * which runs the slot again (`final` is false); not a failure, no alert. `lock-lost`: another
+   * instance took the lock while the run went on and re-runs the slot (the `run:lock-lost` event
+   * and its alert say so).
    */
-  outcome: "succeeded" | "failed" | "interrupted";
+  outcome: AttemptOutcome;
   durationMs: number;
   error?: Error;
   /** False when the task's retry policy follows this failed attempt with another. */
   final: boolean;
+}
+
+export interface EventLoopStallEvent {
+  durationMs: number;
+  /** The tasks whose runs were going on this instance when the stall ended. */
+  runningTasks: string[];
 }
 
 export interface RunTroubleEvent extends RunStartedEvent {
@@ -80,8 +89,13 @@ export interface SchedulerEvents {
   "slot:locked": [{ taskName: string; scheduledAt: Date }];
   "run:started": [RunStartedEvent];
   "run:finished": [RunFinishedEvent];
-  /** The watchdog could not keep the lock; the run's signal fired and it is recorded as failed. */
+  /**
+   * Another instance took a run's lock (or it could not be renewed for a lifetime): the run's signal
+   * fired, and it is recorded `lock-lost` (the lock's new holder re-runs the slot).
+   */
   "run:lock-lost": [RunTroubleEvent];
+  /** The event loop was blocked for at least the stall threshold (logged once per stall, when it ends). */
+  "event-loop:stall": [EventLoopStallEvent];
   /** A timed-out handler ignored its signal past the grace period; its lock was released. */
   "run:abandoned": [RunTroubleEvent];
   /** An attempt failed and the task's retry policy schedules another. */

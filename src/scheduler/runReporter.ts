@@ -3,6 +3,9 @@ import { capturingLogger } from "../core/capturingLogger.js";
 import { isoTime } from "../core/isoTime.js";
 import type { Logger } from "../core/logger.js";
 import type { EngineHooks, EngineRun } from "../engine/engineApi.js";
+import type { ModuleHandlers } from "../isolation/moduleHandlers.js";
+import { readSecrets } from "../isolation/secretSource.js";
+import type { Limits } from "../isolation/taskLimits.js";
 import { redactSecrets } from "../observability/redact.js";
 import type { RunStartedEvent, SchedulerEvents } from "./events.js";
 import type { TaskContext } from "./taskDefinition.js";
@@ -19,14 +22,31 @@ export class RunReporter {
   /** One child logger per attempt (its start, its handler and its end log through it). */
   readonly #runLoggers = new WeakMap<EngineRun, Logger>();
 
-  constructor(events: EventEmitter<SchedulerEvents>, logger: Logger, instanceId: string) {
+  readonly #modules: ModuleHandlers;
+  readonly #limitsOf: (taskName: string) => Limits | undefined;
+
+  constructor(
+    events: EventEmitter<SchedulerEvents>,
+    logger: Logger,
+    instanceId: string,
+    modules: ModuleHandlers,
+    /** The timeout and heap limit in force (the config may lower the code's: docs/isolation.md). */
+    limitsOf: (taskName: string) => Limits | undefined,
+  ) {
     this.#events = events;
     this.#logger = logger;
     this.#instanceId = instanceId;
+    this.#modules = modules;
+    this.#limitsOf = limitsOf;
   }
 
-  /** Runs a task's handler for one attempt of one slot. */
+  /**
+   * Runs a task's handler for one attempt of one slot: its function, or its module's export in the
+   * task's isolation (docs/isolation.md), whose return value is logged to the run record.
+   */
   async run(task: RegisteredTask, run: EngineRun): Promise<void> {
+    // read at each run: a rotated secret needs no restart (src/isolation/secretSource.ts)
+    const secrets = await readSecrets(task.name, task.secrets);
     const context: TaskContext = {
       taskName: task.name,
       scheduledAt: run.scheduledAt,
@@ -38,8 +58,19 @@ export class RunReporter {
       rerunOf: run.rerunOf,
       upstreams: run.upstreams ?? [],
       logger: run.journal ? capturingLogger(this.#runLogger(run), run.journal) : this.#runLogger(run),
+      trigger: run.trigger,
+      secrets,
     };
-    await task.handler(context);
+    if (task.handler) {
+      await task.handler(context);
+      return;
+    }
+    if (!task.module) throw new Error(`task "${task.name}" has neither a handler nor a module`);
+    const limits = this.#limitsOf(task.name);
+    const module = { ...task.module, memoryLimitMb: limits?.memoryLimitMb ?? task.module.memoryLimitMb };
+    const timeoutMs = limits ? limits.timeoutMs : task.timeoutMs;
+    const value = await this.#modules.run({ ...task, module, timeoutMs }, context, secrets);
+    if (value !== undefined) context.logger.info({ result: value }, "handler returned");
   }
 
   /** The engine hooks, except the missed-slot one (it is not about a run). */
@@ -62,8 +93,9 @@ export class RunReporter {
       runFinished: (run, result) => {
         const { durationMs, outcome, error } = result;
         const logger = this.#runLogger(run);
-        // an interrupted run was logged by the engine as it was handed off
-        if (outcome === "interrupted") logger.debug({ durationMs, outcome }, "run interrupted");
+        // an interrupted run was logged by the engine as it was handed off, a lock-lost one as it lost the lock
+        if (outcome === "interrupted" || outcome === "lock-lost")
+          logger.debug({ durationMs, outcome }, `run ${outcome}`);
         else if (error)
           logger.error(
             { err: error, durationMs, outcome },
@@ -87,6 +119,7 @@ export class RunReporter {
       },
       lockRenewed: (taskName) => events.emit("lock:renewed", { taskName }),
       lockLost: (run, reason) => events.emit("run:lock-lost", { ...this.#describe(run), reason }),
+      eventLoopStalled: (stall) => events.emit("event-loop:stall", stall),
       abandoned: (run, reason) => events.emit("run:abandoned", { ...this.#describe(run), reason }),
       dependencyWaitOpened: (taskName, scheduledAt) =>
         events.emit("dependency:wait", { taskName, scheduledAt }),

@@ -1,18 +1,10 @@
 import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { Pool } from "pg";
-import { ConfigWatcher } from "../config/configWatcher.js";
-import { parseDesiredState } from "../config/desiredState.js";
-import { checkFleetGuard } from "../config/fleetGuard.js";
-import { type Clock, systemClock } from "../core/clock.js";
+import { type Clock, clockDate, systemClock } from "../core/clock.js";
 import { AgendaEngine, type ChainSlot, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
 import type { RunHandler } from "../engine/engineApi.js";
-import {
-  ConfigReconciler,
-  describePause,
-  type ReconcileResult,
-  type ReconcileTrigger,
-} from "../reconcile/configReconciler.js";
+import type { ReconcileResult } from "../reconcile/configReconciler.js";
 import type { ConfigSource } from "../sources/configSource.js";
 import { type HistoryPage, type RunDetail, readHistory, readRunDetail } from "../status/runHistory.js";
 import { readTimeline, type TimelinePage, type TimelineQuery } from "../status/timeline.js";
@@ -26,11 +18,14 @@ export type * from "./events.js";
 import type { DesiredState } from "../config/desiredState.js";
 import { CronwardenError } from "../core/errors.js";
 import { createLogger, type Logger, redactingChild } from "../core/logger.js";
-import { PeriodicTimer, POLL_PHASES } from "../core/periodic.js";
 import { ListenerFailures, safeEmit } from "../core/safeEmit.js";
 import { registerSecret, registerUrlPassword } from "../observability/redact.js";
+import { readRunSummaries, readRuns } from "../status/runReads.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
+import { ConfigApplier } from "./configApplier.js";
+import { OperatorActions, type RunNowOptions } from "./operatorActions.js";
+import { RunHistoryRetention } from "./retention.js";
 import { RunReporter } from "./runReporter.js";
 import {
   checkPoolSize,
@@ -39,6 +34,7 @@ import {
   type SchedulerSettingsInput,
 } from "./settings.js";
 import type { TaskRegistration } from "./taskDefinition.js";
+import { TaskDefinitions } from "./taskDefinitions.js";
 import { type RegisteredTask, TaskRegistry } from "./taskRegistry.js";
 
 export interface SchedulerOptions extends SchedulerSettingsInput {
@@ -51,8 +47,8 @@ export interface SchedulerOptions extends SchedulerSettingsInput {
   config: ConfigSource;
   logger?: Logger;
   /**
-   * The time the scheduler and its engine read (src/core/clock.ts); the system clock unless a test
-   * drives it. Timers still wait in real time.
+   * The time the scheduler and its engine read and the timers that wake them (src/core/clock.ts);
+   * the system clock unless a test drives it.
    */
   clock?: Clock;
 }
@@ -69,23 +65,7 @@ export interface StopResult {
   abandoned: string[];
 }
 
-export interface RunNowOptions {
-  /** Who asked: a user or token name, never a secret. Default "in-process". */
-  requestedBy?: string;
-  /** Through what: the audit row's source. Default "scheduler.runNow()". */
-  via?: string;
-  /**
-   * Its downstreams follow this manual run's slot (docs/dependencies.md, "Run now"); default false:
-   * a manual run of an upstream starts no downstream.
-   */
-  withDownstream?: boolean;
-}
-
-/** Who a runNow() without `requestedBy` is recorded as: the process's own code. */
-export const IN_PROCESS_CALLER = "in-process";
-
-/** How often run history past its retention is pruned. */
-const RETENTION_EVERY_MS = 3_600_000;
+export { IN_PROCESS_CALLER, type RunNowOptions } from "./operatorActions.js";
 
 type State = "new" | "starting" | "running" | "stopping" | "stopped";
 
@@ -100,24 +80,17 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #logger: Logger;
   readonly #engine: AgendaEngine;
   readonly #reporter: RunReporter;
-  readonly #reconciler: ConfigReconciler;
+  /** Each task's engine options, limits in force and isolated hosts (src/scheduler/taskDefinitions.ts). */
+  readonly #definitions: TaskDefinitions;
   readonly #clock: Clock;
-  readonly #watcher: ConfigWatcher;
-  readonly #store: DesiredStateStore;
+  readonly #config: ConfigApplier;
   readonly #audit: AuditLog;
-  #antiEntropyTimer: PeriodicTimer | undefined;
-  #retentionTimer: NodeJS.Timeout | undefined;
-  #antiEntropyPass: Promise<void> | undefined;
+  readonly #actions: OperatorActions;
   #state: State = "new";
-  /** Registered tasks whose job is enabled, as of the last reconcile: the fleet guard's baseline. */
-  #enabledTasks = new Set<string>();
   readonly #pool: Pool;
   #starting: Promise<void> | undefined;
   #stopping: Promise<StopResult> | undefined;
-  /** The hourly retention prune in flight, if any (one at a time). */
-  #hourlyPrune: Promise<void> | undefined;
-  /** Every prune in flight, settled either way: stop() waits for them. */
-  readonly #prunes = new Set<Promise<void>>();
+  readonly #retention: RunHistoryRetention;
   /** Listeners that failed, each logged once per event (src/core/safeEmit.ts). */
   readonly #listenerFailures: ListenerFailures;
 
@@ -136,11 +109,58 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     // the database password never leaves in clear, even quoted in a task's own error message
     registerSecret(typeof pool.options.password === "string" ? pool.options.password : undefined);
     registerUrlPassword(pool.options.connectionString);
-    const reporter = new RunReporter(this, this.#logger, instanceId);
+    this.#definitions = new TaskDefinitions({
+      registry: this.#registry,
+      logger: this.#logger,
+      graceMs: settings.timeoutGraceMs,
+    });
+    const reporter = new RunReporter(this, this.#logger, instanceId, this.#definitions.modules, (name) =>
+      this.#definitions.limitsOf(name),
+    );
     this.#reporter = reporter;
-    this.#engine = new AgendaEngine({
-      pool,
+    this.#engine = this.#engineFor(pool, this.settings, clock, reporter);
+    this.#audit = new AuditLog(pool, settings.namespace);
+    this.#retention = new RunHistoryRetention({
+      engine: this.#engine,
+      settings,
+      logger: this.#logger,
+      clock,
+      running: () => this.#state === "running",
+    });
+    this.#actions = new OperatorActions({
+      engine: this.#engine,
+      registry: this.#registry,
+      audit: this.#audit,
+      logger: this.#logger,
+      clock,
       instanceId,
+      revision: () => this.#config.current?.revision ?? "-",
+    });
+    this.#config = new ConfigApplier({
+      source: config,
+      engine: this.#engine,
+      registry: this.#registry,
+      audit: this.#audit,
+      store: new DesiredStateStore(pool, settings.namespace),
+      settings: this.settings,
+      logger: this.#logger,
+      clock,
+      emitter: this,
+      running: () => this.#state === "running",
+      onReconciled: (state, trigger) => this.#definitions.applyLimits(state, trigger, this),
+    });
+  }
+
+  /** The engine, its hooks reporting runs and skipped slots, missed slots and pauses as the scheduler's events. */
+  #engineFor(
+    pool: Pool,
+    settings: SchedulerSettings & { instanceId: string },
+    clock: Clock,
+    reporter: RunReporter,
+  ): AgendaEngine {
+    return new AgendaEngine({
+      pool,
+      instanceId: settings.instanceId,
       processEveryMs: settings.processEveryMs,
       lockLifetimeMs: settings.lockLifetimeMs,
       maxConcurrency: settings.maxConcurrency,
@@ -149,57 +169,19 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       missedSlotGraceMs: settings.missedSlotGraceMs,
       missedSlotCheckMs: settings.missedSlotCheckMs,
       livenessCheckMs: settings.livenessCheckMs,
+      stallWarnMs: settings.stallWarnMs,
       migrate: settings.migrate,
       logger: this.#logger,
       clock,
       repairLostNextRun: async () => {
-        const current = this.#watcher.current;
-        if (current) await this.#reconcile(current, "anti-entropy");
+        await this.#config.repair();
       },
       hooks: {
         ...reporter.hooks(),
-        missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: new Date(clock()) }),
+        missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: clockDate(clock) }),
         slotsSkipped: (skipped) => this.emit("slots:skipped", skipped),
         taskPaused: (paused) => this.emit("task:paused", paused),
       },
-    });
-    this.#store = new DesiredStateStore(pool, settings.namespace);
-    this.#audit = new AuditLog(pool, settings.namespace);
-    this.#reconciler = new ConfigReconciler({
-      target: this.#engine,
-      registry: this.#registry,
-      logger: this.#logger,
-      now: () => new Date(clock()),
-      recorder: {
-        recordAudit: (entries) => this.#audit.record(entries),
-        saveApplied: (state, appliedBy) =>
-          this.#store.save({
-            document: state.document,
-            source: state.source,
-            revision: state.revision,
-            appliedBy,
-          }),
-      },
-    });
-    this.#watcher = new ConfigWatcher({
-      source: config,
-      defaultTimezone: settings.defaultTimezone,
-      rules: { minIntervalMs: settings.minIntervalMs },
-      logger: this.#logger,
-      guard: (state) =>
-        checkFleetGuard(state, {
-          enabledNow: this.#enabledTasks,
-          registered: this.#registry.names(),
-          maxDisableShare: settings.maxDisableShare,
-        }),
-      onSnapshot: (state) => this.#reconcile(state, "config"),
-      onLoaded: (state) =>
-        this.emit("config:loaded", {
-          revision: state.revision,
-          valid: state.tasks.length,
-          rejected: state.rejected.length,
-        }),
-      onError: (error) => this.emit("config:error", { source: config.description, error }),
     });
   }
 
@@ -271,32 +253,18 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       if (!task) return Promise.reject(new Error(`task "${run.taskName}" is not registered`));
       return this.#reporter.run(task, run);
     };
-    // a registered task carries its timeoutMs and retry: it is the definition's options as it is
-    for (const task of this.#registry.list()) this.#engine.defineTask(task.name, runRegistered, task);
-    this.#enabledTasks = new Set(
-      (await this.#engine.listJobs()).filter((job) => !job.disabled).map((job) => job.name),
-    );
-    this.#stillStarting("before reading the config");
-    const fromSource = await this.#watcher.loadInitial();
-    this.#stillStarting("after reading the config");
-    if (fromSource) {
-      await this.#reconcile(fromSource, "config");
-    } else {
-      const stored = await this.#loadStored();
-      this.#stillStarting("after reading the last applied config");
-      if (stored) await this.#reconcile(stored, "stored");
-    }
+    this.#definitions.define(this.#engine, runRegistered);
+    await this.#config.applyFirst((step) => this.#stillStarting(step));
     this.#stillStarting("after the first reconcile");
     await this.#engine.start();
     this.#stillStarting("after starting the workers");
-    this.#watcher.start();
-    this.#startAntiEntropy();
-    this.#startRetention();
+    this.#config.start();
+    this.#retention.start();
     this.#state = "running";
     this.#logger.info(
       {
         tasks: this.#registry.list().map((task) => task.name),
-        config: this.#watcher.current?.revision ?? null,
+        config: this.#config.current?.revision ?? null,
       },
       `scheduler started with ${this.#registry.list().length} registered task(s)`,
     );
@@ -321,15 +289,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   async #stop(options: { drainTimeoutMs?: number }): Promise<StopResult> {
     this.#state = "stopping";
     // no new anti-entropy or prune pass, even while a start settles
-    this.#antiEntropyTimer?.stop();
-    clearInterval(this.#retentionTimer);
+    this.#config.stopPasses();
+    this.#retention.stop();
     await this.#starting?.catch(() => {}); // a failed start is the caller's to report
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
-    await this.#antiEntropyPass;
-    await this.#watcher.stop();
+    await this.#config.stop();
     // the prunes in flight end while the workers drain: a prune never delays the end of new runs
-    const [outcome] = await Promise.all([this.#engine.drain(drainTimeoutMs), this.#prunesSettled()]);
+    const [outcome] = await Promise.all([this.#engine.drain(drainTimeoutMs), this.#retention.settled()]);
+    this.#definitions.close();
     if (outcome.handedOff.length > 0) {
       this.#logger.warn(
         { handedOff: outcome.handedOff, drainTimeoutMs },
@@ -355,11 +323,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /** The desired state in force (last valid snapshot), if any. */
   desiredState(): DesiredState | undefined {
-    return this.#watcher.current;
+    return this.#config.current;
   }
 
   lastReconcile(): ReconcileResult | undefined {
-    return this.#reconciler.lastResult;
+    return this.#config.lastResult;
   }
 
   /** The job rows of the tasks (runtime state). */
@@ -368,11 +336,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   /**
-   * Finished runs of a task, the latest written first (the engine's read of its run log). For the
-   * history as an operator reads it, newest slot first, see runHistory().
+   * Finished runs of a task, the latest written first (src/status/runReads.ts). For the history
+   * as an operator reads it, newest slot first, see runHistory().
    */
   runs(taskName: string, limit?: number): Promise<RunRecord[]> {
-    return this.#engine.listRuns(taskName, limit);
+    return readRuns(this.#pool, taskName, limit);
   }
 
   /**
@@ -407,10 +375,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
 
   /** Every task, registered or only present as a job row, with desired and runtime state side by side. */
   async status(): Promise<TaskStatus[]> {
-    const [jobs, summaries] = await Promise.all([this.#engine.listJobs(), this.#engine.runSummaries()]);
+    const [jobs, summaries] = await Promise.all([this.#engine.listJobs(), readRunSummaries(this.#pool)]);
     return buildTaskStatuses({
       registered: this.#registry.list(),
-      desired: this.#watcher.current,
+      desired: this.#config.current,
       jobs,
       summaries,
     });
@@ -426,62 +394,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
    * `requestedBy` names who asked (the admin API passes its token's name); it goes into the run
    * record and, with the request, into the audit trail (kind `run-now`).
    */
-  async runNow(name: string, options: RunNowOptions = {}): Promise<RunNowResult> {
-    if (!this.#registry.has(name)) {
-      return { status: "unknown", taskName: name, reason: `no task "${name}" is registered in this service` };
-    }
-    const requestedBy = options.requestedBy ?? IN_PROCESS_CALLER;
-    const via = options.via ?? "scheduler.runNow()";
-    const requestedAt = new Date(this.#clock());
-    const outcome = await this.#engine.requestRun(
-      name,
-      requestedBy,
-      (db) =>
-        this.#audit.record(
-          [
-            {
-              task: name,
-              kind: "run-now",
-              field: "run",
-              oldValue: null,
-              newValue: `${requestedAt.toISOString()}${options.withDownstream ? " with downstream" : ""}`,
-              source: via,
-              revision: this.#watcher.current?.revision ?? "-",
-              instance: this.instanceId,
-              actor: requestedBy,
-            },
-          ],
-          db,
-        ),
-      { withDownstream: options.withDownstream === true },
-    );
-    switch (outcome) {
-      case "queued":
-        this.#logger.info({ task: name, requestedBy, via }, `run requested for "${name}" by ${requestedBy}`);
-        return { status: "queued", taskName: name, requestedAt, requestedBy };
-      case "running":
-        return {
-          status: "running",
-          taskName: name,
-          reason: `"${name}" is running now; try again when it has finished`,
-        };
-      case "disabled": {
-        const paused = (await this.#engine.listJobs()).find((job) => job.name === name)?.pausedByFailure;
-        return {
-          status: "disabled",
-          taskName: name,
-          reason: paused
-            ? `"${name}" is paused by failure (after ${paused.failures} failed slot(s)); resume it first (POST /tasks/${name}/resume, cronwarden resume ${name})`
-            : `"${name}" is disabled; enable it in the config to run it`,
-        };
-      }
-      case "missing":
-        return {
-          status: "unknown",
-          taskName: name,
-          reason: `"${name}" has no job yet: it is not in the config`,
-        };
-    }
+  runNow(name: string, options: RunNowOptions = {}): Promise<RunNowResult> {
+    return this.#actions.runNow(name, options);
   }
 
   /**
@@ -490,62 +404,14 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
    * `resume`, with who asked) in the same transaction. Refused for an unknown task or one that is
    * not paused.
    */
-  async resume(name: string, options: RunNowOptions = {}): Promise<ResumeResult> {
-    if (!this.#registry.has(name)) {
-      return { status: "unknown", taskName: name, reason: `no task "${name}" is registered in this service` };
-    }
-    const requestedBy = options.requestedBy ?? IN_PROCESS_CALLER;
-    const via = options.via ?? "scheduler.resume()";
-    const outcome = await this.#engine.resume(name, true, (db, pause) =>
-      this.#audit.record(
-        [
-          {
-            task: name,
-            kind: "resume",
-            field: "pausedByFailure",
-            oldValue: describePause(pause),
-            newValue: "resumed",
-            source: via,
-            revision: this.#watcher.current?.revision ?? "-",
-            instance: this.instanceId,
-            actor: requestedBy,
-          },
-        ],
-        db,
-      ),
-    );
-    switch (outcome.status) {
-      case "resumed":
-        this.#logger.info(
-          { task: name, requestedBy, via, pause: outcome.pause },
-          `task "${name}" resumed by ${requestedBy} (it was paused after ${outcome.pause.failures} failed slot(s))`,
-        );
-        return {
-          status: "resumed",
-          taskName: name,
-          resumedBy: requestedBy,
-          pause: outcome.pause,
-          nextRunAt: outcome.nextRunAt,
-        };
-      case "not-paused":
-        return {
-          status: "not-paused",
-          taskName: name,
-          reason: `"${name}" is not paused by failure; nothing to resume (enable a disabled task in the config)`,
-        };
-      case "missing":
-        return {
-          status: "unknown",
-          taskName: name,
-          reason: `"${name}" has no job yet: it is not in the config`,
-        };
-    }
+  resume(name: string, options: RunNowOptions = {}): Promise<ResumeResult> {
+    return this.#actions.resume(name, options);
   }
 
   /** Ready when the database answers, a desired state is in force and the workers run. */
   async readiness(): Promise<Readiness> {
     const database = this.#state === "running" && this.#engine.databaseUp;
-    const desiredStateLoaded = this.#watcher.current !== undefined;
+    const desiredStateLoaded = this.#config.current !== undefined;
     const workersStarted = this.#engine.started;
     return {
       ready: database && desiredStateLoaded && workersStarted,
@@ -570,127 +436,12 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return this.#engine.checkMissedSlots();
   }
 
-  async #reconcile(state: DesiredState, trigger: ReconcileTrigger): Promise<void> {
-    let result: ReconcileResult;
-    try {
-      result = await this.#reconciler.reconcile(state, trigger);
-    } catch (error) {
-      this.emit("reconcile:failed", { error: error as Error, trigger });
-      throw error;
-    }
-    this.#enabledTasks = result.enabledTasks;
-    if (trigger !== "anti-entropy") {
-      for (const action of result.plan.actions) {
-        if (action.kind === "reject") {
-          this.emit("config:rejected", {
-            taskName: action.task,
-            reason: action.reason,
-            revision: state.revision,
-          });
-        }
-      }
-    }
-    this.emit("reconciled", result);
-  }
-
-  /** The durable last-known desired state, when the config source cannot be read at start-up. */
-  async #loadStored(): Promise<DesiredState | undefined> {
-    const stored = await this.#store.load();
-    if (!stored) {
-      this.#logger.error(
-        { namespace: this.settings.namespace },
-        "no config could be read and none was ever applied: the jobs in the database keep their current state",
-      );
-      return undefined;
-    }
-    const state = parseDesiredState(stored.document, {
-      defaultTimezone: this.settings.defaultTimezone,
-      rules: { minIntervalMs: this.settings.minIntervalMs },
-      now: new Date(this.#clock()),
-      source: `last applied config (${stored.source})`,
-      revision: stored.revision,
-    });
-    this.#watcher.adopt(state);
-    this.#logger.warn(
-      {
-        revision: stored.revision,
-        appliedAt: stored.appliedAt,
-        appliedBy: stored.appliedBy,
-        source: stored.source,
-      },
-      `config source unreachable at start-up: scheduling from the last applied config, revision ${stored.revision} of ${stored.source}, applied ${stored.appliedAt.toISOString()} by ${stored.appliedBy}`,
-    );
-    return state;
-  }
-
   /**
    * Deletes run history past the retention (by age, and by count per task); returns the rows deleted (null: another
    * instance is at it). stop() waits for every prune in flight, the hourly one and called ones.
    */
-  pruneRunHistory(now = new Date(this.#clock())): Promise<number | null> {
-    const prune = this.#prune(now);
-    const settled = prune.then(
-      () => undefined,
-      () => undefined,
-    );
-    this.#prunes.add(settled);
-    void settled.finally(() => this.#prunes.delete(settled));
-    return prune;
-  }
-
-  async #prune(now: Date): Promise<number | null> {
-    const days = this.settings.runLogRetentionDays;
-    const keepPerTask = this.settings.runLogKeepPerTask;
-    if (days <= 0 && keepPerTask <= 0) return 0;
-    const deleted = await this.#engine.pruneRunLog({
-      before: days > 0 ? new Date(now.getTime() - days * 86_400_000) : null,
-      keepPerTask,
-    });
-    if (deleted)
-      this.#logger.info(
-        { deleted, retentionDays: days, keepPerTask },
-        `pruned ${deleted} run-log row(s) past the retention (${days > 0 ? `older than ${days} days` : "any age"}, ${keepPerTask > 0 ? `the last ${keepPerTask} records of each task kept` : "any number"})`,
-      );
-    return deleted;
-  }
-
-  async #prunesSettled(): Promise<void> {
-    while (this.#prunes.size > 0) await Promise.all(this.#prunes);
-  }
-
-  #startRetention(): void {
-    if (this.settings.runLogRetentionDays <= 0 && this.settings.runLogKeepPerTask <= 0) return;
-    this.#retentionTimer = setInterval(() => {
-      if (this.#hourlyPrune || this.#state !== "running") return;
-      this.#hourlyPrune = this.pruneRunHistory()
-        .then(() => undefined)
-        .catch((error: unknown) =>
-          this.#logger.warn({ err: error }, "pruning the run history failed; retrying in an hour"),
-        )
-        .finally(() => {
-          this.#hourlyPrune = undefined;
-        });
-    }, RETENTION_EVERY_MS);
-    this.#retentionTimer.unref();
-  }
-
-  /** Besides change events, a full reconcile now and then repairs drift (rows edited or deleted by hand). */
-  #startAntiEntropy(): void {
-    const every = this.settings.antiEntropyMs;
-    if (every <= 0) return;
-    const phaseMs = POLL_PHASES.antiEntropy * this.settings.processEveryMs;
-    this.#antiEntropyTimer = new PeriodicTimer(every, phaseMs, () => {
-      const current = this.#watcher.current;
-      if (!current || this.#antiEntropyPass || this.#state !== "running") return;
-      this.#antiEntropyPass = this.#reconcile(current, "anti-entropy")
-        .catch((error: unknown) =>
-          this.#logger.error({ err: error }, "anti-entropy pass failed; retrying at the next one"),
-        )
-        .finally(() => {
-          this.#antiEntropyPass = undefined;
-        });
-    });
-    this.#antiEntropyTimer.start();
+  pruneRunHistory(now = clockDate(this.#clock)): Promise<number | null> {
+    return this.#retention.prune(now);
   }
 }
 

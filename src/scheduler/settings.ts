@@ -55,6 +55,11 @@ export const schedulerSettingsSchema = z
      */
     livenessCheckMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.livenessCheckMs),
     /**
+     * An event-loop stall at least this long (a handler's synchronous work on the main thread) is
+     * logged once with its length and counted (cronwarden_event_loop_stall_seconds). 0 turns it off.
+     */
+    stallWarnMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.stallWarnMs),
+    /**
      * true: create or upgrade the database schema at start-up when it is not current (needs DDL
      * rights). false: never change it; start() fails with SCHEMA_NOT_CURRENT, naming `cronwarden
      * migrate`, unless the schema is current.

@@ -1,6 +1,7 @@
 import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import type { PreviousRun, RetryPolicy } from "../core/runTypes.js";
+import type { IsolationMode } from "../isolation/isolationSpec.js";
 
 /** What a handler receives for one run. */
 export interface TaskContext {
@@ -27,6 +28,13 @@ export interface TaskContext {
    * waited for (name, run key, outcome). Empty for a task with its own cron and for a manual run.
    */
   readonly upstreams: readonly UpstreamRun[];
+  /** `schedule`, or `manual` for a run asked through runNow() or the admin API. */
+  readonly trigger: "schedule" | "manual";
+  /**
+   * The secrets the registration declared (`secrets: [...]`), read for this run (docs/isolation.md,
+   * "Secrets"): only this task's, by name. Empty when it declared none.
+   */
+  readonly secrets: Readonly<Record<string, string>>;
 }
 
 export type TaskHandler = (context: TaskContext) => Promise<void> | void;
@@ -35,10 +43,32 @@ export type TaskHandler = (context: TaskContext) => Promise<void> | void;
 export interface TaskRegistration {
   /** Unique name; the config center refers to the task by it. ASCII letters, digits, `.`, `_`, `-`, `:`, 1-200 chars. */
   name: string;
-  handler: TaskHandler;
+  /** The handler, run on the scheduler's thread. A task gives this or `module`. */
+  handler?: TaskHandler;
+  /**
+   * Where the handler runs (docs/isolation.md): `none` (default) on the scheduler's thread;
+   * `worker` in a worker thread, `process` in a child process, each with a heap limit and ended
+   * at `timeoutMs` plus the scheduler's timeoutGraceMs. `worker` and `process` need `module`.
+   */
+  isolation?: IsolationMode;
+  /**
+   * The module that exports the handler: `new URL("./report.mjs", import.meta.url)`, a file URL or
+   * an absolute path. Its export `exportName`, else `default`, else `handler`, is called with the
+   * context; what it returns (JSON, up to 16 KB) is kept in the run record's log.
+   */
+  module?: URL | string;
+  /** The module's export to call; default `default`, then `handler`. */
+  exportName?: string;
+  /** The heap limit of a `worker` or `process` handler, in MB (default 256). */
+  memoryLimitMb?: number;
+  /** Names of the secrets the handler gets in `ctx.secrets` (and, isolated, as its whole `process.env`). */
+  secrets?: readonly string[];
   /** Shown in logs and listings. */
   description?: string;
-  /** After this many ms the run's signal fires and the run is recorded as failed ("timed out"). */
+  /**
+   * After this many ms the run's signal fires and the run is recorded as failed ("timed out"). An
+   * isolated handler still running the scheduler's timeoutGraceMs later is ended ("timeout (terminated)").
+   */
   timeoutMs?: number;
   /** Retries of a failed run within the same slot, with exponential backoff (Agenda's strategy). */
   retry?: RetryPolicy;

@@ -1,11 +1,17 @@
 import { fileURLToPath } from "node:url";
 import { CronwardenError } from "../core/errors.js";
 import { TASK_NAME_PATTERN } from "../core/taskName.js";
+import { type ModuleHandlerSpec, parseIsolation, parseSecretNames } from "../isolation/isolationSpec.js";
 import type { TaskHandler, TaskRegistration } from "./taskDefinition.js";
 
 export interface RegisteredTask {
   readonly name: string;
-  readonly handler: TaskHandler;
+  /** The handler function; undefined for a task whose handler is a module's export (`module`). */
+  readonly handler: TaskHandler | undefined;
+  /** Where the module task's handler is and runs (docs/isolation.md); undefined for a handler function. */
+  readonly module: ModuleHandlerSpec | undefined;
+  /** The secret names it declared, sorted. */
+  readonly secrets: readonly string[];
   readonly description: string | undefined;
   readonly timeoutMs: number | undefined;
   readonly retry: TaskRegistration["retry"];
@@ -32,12 +38,21 @@ export class TaskRegistry {
         `task name ${JSON.stringify(name)} at ${registeredAt} is invalid: use 1-200 ASCII letters (A-Z, a-z), digits, ".", "_", "-" or ":", starting with a letter or digit`,
       );
     }
-    if (typeof handler !== "function") {
+    const where = `task "${name}" at ${registeredAt}`;
+    if (handler !== undefined && typeof handler !== "function") {
       throw new CronwardenError(
         "INVALID_TASK_DEFINITION",
-        `task "${name}" at ${registeredAt} has no handler function: pass register({ name, handler: async (ctx) => { ... } })`,
+        `${where}: handler is not a function; pass register({ name, handler: async (ctx) => { ... } })`,
       );
     }
+    const module = parseIsolation({ ...registration, hasHandler: handler !== undefined }, where);
+    if (module === undefined && handler === undefined) {
+      throw new CronwardenError(
+        "INVALID_TASK_DEFINITION",
+        `${where} has no handler function: pass register({ name, handler: async (ctx) => { ... } }) or a module (docs/isolation.md)`,
+      );
+    }
+    const secrets = parseSecretNames(registration.secrets, where);
     const existing = this.#tasks.get(name);
     if (existing) {
       throw new CronwardenError(
@@ -70,7 +85,9 @@ export class TaskRegistry {
     }
     const task: RegisteredTask = {
       name,
-      handler,
+      handler: module === undefined ? handler : undefined,
+      module,
+      secrets,
       description: registration.description,
       timeoutMs,
       retry,

@@ -46,6 +46,7 @@ const environmentSchema = z.object({
   CRONWARDEN_DRAIN_TIMEOUT_MS: optionalInt(0),
   CRONWARDEN_TIMEOUT_GRACE_MS: optionalInt(0),
   CRONWARDEN_HEALTH_PROBE_MS: optionalInt(100),
+  CRONWARDEN_STALL_WARN_MS: optionalInt(0),
   CRONWARDEN_LIVENESS_CHECK_MS: optionalInt(0),
   CRONWARDEN_NAMESPACE: z.string().min(1).optional(),
   CRONWARDEN_ANTI_ENTROPY_MS: optionalInt(0),

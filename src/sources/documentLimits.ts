@@ -60,18 +60,7 @@ export function checkDocumentStructure(text: string, limits: DocumentLimits = DE
     }
     if (quote === null && flowDepth === 0) {
       if (rest === "" || rest.startsWith("#") || rest === "---" || rest === "...") continue;
-      while (indents.length > 0 && (indents.at(-1) ?? 0) >= indent) indents.pop();
-      indents.push(indent);
-      let column = indent;
-      let content = rest;
-      for (let marker = MARKER.exec(content); marker; marker = MARKER.exec(content)) {
-        nodes += 1;
-        const after = content.slice(1);
-        const skipped = after.length - after.trimStart().length;
-        column += 1 + skipped;
-        content = after.trimStart();
-        indents.push(column);
-      }
+      nodes += pushBlockIndents(indents, indent, rest);
       if (indents.length > limits.maxDepth) throw tooDeep(lineNumber, indents.length);
     }
 
@@ -119,4 +108,26 @@ export function checkDocumentStructure(text: string, limits: DocumentLimits = DE
       blockScalarParent = indent;
     }
   }
+}
+
+/**
+ * A block line's levels: the indents deeper than this line's are closed, this line's is pushed,
+ * and one more per marker (`-`, `?`, `:`) it starts with (`- - a` is two levels). Returns the
+ * markers, each a node.
+ */
+function pushBlockIndents(indents: number[], indent: number, rest: string): number {
+  while (indents.length > 0 && (indents.at(-1) ?? 0) >= indent) indents.pop();
+  indents.push(indent);
+  let markers = 0;
+  let column = indent;
+  let content = rest;
+  for (let marker = MARKER.exec(content); marker; marker = MARKER.exec(content)) {
+    markers += 1;
+    const after = content.slice(1);
+    const skipped = after.length - after.trimStart().length;
+    column += 1 + skipped;
+    content = after.trimStart();
+    indents.push(column);
+  }
+  return markers;
 }

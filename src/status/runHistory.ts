@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import type { RunRecord } from "../engine/engineApi.js";
-import { decodeRunMeta, type RunLogMeta } from "../engine/runLogMeta.js";
+import { decodeRunMeta, isRunOutcome, type RunLogMeta } from "../engine/runLogMeta.js";
 import { type RunMark, runMark } from "./timelineMarks.js";
 import * as tsql from "./timelineSql.js";
 
@@ -35,10 +35,7 @@ function historyRun(row: tsql.SlotRow): HistoryRun {
   return {
     id: row.id,
     taskName: row.job_name,
-    outcome:
-      row.outcome === "succeeded" || row.outcome === "skipped" || row.outcome === "interrupted"
-        ? row.outcome
-        : "failed",
+    outcome: isRunOutcome(row.outcome) ? row.outcome : "failed",
     scheduledAt: mark.slot,
     startedAt: mark.startedAt,
     finishedAt: mark.finishedAt ?? row.timestamp,

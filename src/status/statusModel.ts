@@ -22,6 +22,8 @@ export interface TaskStatus {
     catchUp?: { window: string; runs: string };
     /** The entry's pauseOnFailure, if any. */
     pauseOnFailure?: number;
+    /** The calendars its `exclude` names (docs/calendars.md), if any. */
+    exclude?: string[];
   } | null;
   /** Runtime state from the job row; null when the task has no job yet. */
   job: {
@@ -34,6 +36,8 @@ export interface TaskStatus {
     completed?: boolean;
     /** The pauseOnFailure stored in the row (absent: never pauses). */
     pauseOnFailure?: number;
+    /** The calendars stored in the row, whose slots are skipped (docs/calendars.md), if any. */
+    exclude?: string[];
     /** Set while the task is paused by failure (then `enabled` is false). */
     pausedByFailure?: PauseView;
     nextRunAt: Date | null;

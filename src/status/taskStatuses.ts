@@ -37,35 +37,8 @@ export function buildTaskStatuses(input: {
       name,
       registered: registered.has(name),
       description: registered.get(name)?.description ?? null,
-      configured: entry
-        ? {
-            enabled: entry.enabled,
-            cron: entry.cron,
-            timezone: entry.timezone,
-            ...(entry.every ? { every: entry.every } : {}),
-            ...(entry.at ? { at: entry.at } : {}),
-            ...(entry.jitterMs ? { jitter: formatDuration(entry.jitterMs) } : {}),
-            catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
-            ...(entry.pauseOnFailure ? { pauseOnFailure: entry.pauseOnFailure } : {}),
-          }
-        : null,
-      job: job
-        ? {
-            enabled: !job.disabled,
-            cron: job.cron,
-            timezone: job.timezone,
-            catchUp: catchUpView(job.catchUp ?? DEFAULT_CATCH_UP),
-            // an `at:` one-shot that has run: done, not failed or lost
-            ...(job.cron !== null && scheduleOf(job.cron).kind === "at"
-              ? { completed: job.nextRunAt === null && job.lastFinishedAt !== null }
-              : {}),
-            ...(job.pauseOnFailure ? { pauseOnFailure: job.pauseOnFailure } : {}),
-            ...(job.pausedByFailure ? { pausedByFailure: job.pausedByFailure } : {}),
-            nextRunAt: job.nextRunAt,
-            lastRunAt: job.lastRunAt,
-            lastFinishedAt: job.lastFinishedAt,
-          }
-        : null,
+      configured: entry ? configuredView(entry) : null,
+      job: job ? jobView(job) : null,
       state: !job ? "no-job" : job.pausedByFailure ? "paused" : job.disabled ? "disabled" : "enabled",
       running,
       // the instance that locked the job: Agenda writes it with the lock
@@ -83,6 +56,41 @@ export function buildTaskStatuses(input: {
       },
     };
   });
+}
+
+/** A task's config entry as the status shows it. */
+function configuredView(entry: DesiredState["tasks"][number]) {
+  return {
+    enabled: entry.enabled,
+    cron: entry.cron,
+    timezone: entry.timezone,
+    ...(entry.every ? { every: entry.every } : {}),
+    ...(entry.at ? { at: entry.at } : {}),
+    ...(entry.jitterMs ? { jitter: formatDuration(entry.jitterMs) } : {}),
+    catchUp: catchUpView(entry.catchUp ?? DEFAULT_CATCH_UP),
+    ...(entry.pauseOnFailure ? { pauseOnFailure: entry.pauseOnFailure } : {}),
+    ...(entry.exclude ? { exclude: entry.exclude.map((calendar) => calendar.name) } : {}),
+  };
+}
+
+/** A task's job row as the status shows it. */
+function jobView(job: TaskJob) {
+  return {
+    enabled: !job.disabled,
+    cron: job.cron,
+    timezone: job.timezone,
+    catchUp: catchUpView(job.catchUp ?? DEFAULT_CATCH_UP),
+    // an `at:` one-shot that has run: done, not failed or lost
+    ...(job.cron !== null && scheduleOf(job.cron).kind === "at"
+      ? { completed: job.nextRunAt === null && job.lastFinishedAt !== null }
+      : {}),
+    ...(job.pauseOnFailure ? { pauseOnFailure: job.pauseOnFailure } : {}),
+    ...(job.exclude ? { exclude: job.exclude.map((calendar) => calendar.name) } : {}),
+    ...(job.pausedByFailure ? { pausedByFailure: job.pausedByFailure } : {}),
+    nextRunAt: job.nextRunAt,
+    lastRunAt: job.lastRunAt,
+    lastFinishedAt: job.lastFinishedAt,
+  };
 }
 
 /** A catchUp policy as the config writes it: `{ window: "1h", runs: "latest" }`. */

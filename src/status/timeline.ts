@@ -1,4 +1,5 @@
 import type { Pool } from "pg";
+import { calendarsOf } from "../core/policies/calendar.js";
 import { nextSlots, type SlotBudget, slotsBetween } from "../core/policies/schedule.js";
 import { openSingleRecordBuckets, TaskBuckets } from "./timelineBuckets.js";
 import { marksOfRow, missedMark, openRunMark, type RunMark, type TimelineMark } from "./timelineMarks.js";
@@ -368,7 +369,7 @@ function missedSlots(
   );
 }
 
-/** The next few slots of each covered task that is enabled, as the engine will run them. */
+/** The next few slots of each covered task that is enabled that will run (a slot its calendars exclude is skipped). */
 function upcomingSlots(page: PageContext, covered: string[]): Record<string, Date[]> {
   const upcoming: Record<string, Date[]> = {};
   for (const name of covered) {
@@ -380,6 +381,7 @@ function upcomingSlots(page: PageContext, covered: string[]): Record<string, Dat
         job.repeat_timezone ?? "UTC",
         page.now.getTime(),
         UPCOMING,
+        calendarsOf(job.exclude),
       ).map((time) => new Date(time));
     } catch {
       upcoming[name] = [];

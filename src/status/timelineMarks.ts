@@ -85,10 +85,13 @@ export function marksOfRow(row: tsql.SlotRow): RunMark[] {
 export function runMark(row: tsql.SlotRow): RunMark {
   const slot = new Date(row.slot);
   const startedAt = row.started_at ? new Date(row.started_at) : null;
+  // a run that lost its lock is superseded by its taker's re-run, as an interrupted one is
   const outcome: MarkOutcome =
-    row.outcome === "succeeded" || row.outcome === "skipped" || row.outcome === "interrupted"
-      ? row.outcome
-      : "failed";
+    row.outcome === "lock-lost"
+      ? "interrupted"
+      : row.outcome === "succeeded" || row.outcome === "skipped" || row.outcome === "interrupted"
+        ? row.outcome
+        : "failed";
   return {
     kind: "run",
     id: row.id,

@@ -79,12 +79,16 @@ export type TimelineJobRow = Pick<
   | "locked_at"
   | "last_run_at"
   | "last_finished_at"
-> & { created_at: Date | null };
+> & {
+  created_at: Date | null;
+  /** `data.policy.exclude`: the calendars whose slots are skipped (docs/calendars.md). */
+  exclude: unknown;
+};
 
 export async function selectTimelineJobs(db: Queryable): Promise<TimelineJobRow[]> {
   const result = await db.query<TimelineJobRow>(
     `SELECT name, disabled, repeat_interval, repeat_timezone, next_run_at, locked_at, last_run_at,
-            last_finished_at, created_at
+            last_finished_at, created_at, data->'policy'->'exclude' AS exclude
        FROM "${JOBS_TABLE}" WHERE type = 'single'`,
   );
   return result.rows;

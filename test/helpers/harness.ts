@@ -32,6 +32,9 @@ export interface ConfigEntry {
   after?: string[];
   when?: string;
   waitAtMost?: string;
+  /** Lowers the registration's timeoutMs / memoryLimitMb (docs/isolation.md). */
+  timeout?: string;
+  memoryLimit?: string;
 }
 
 /** One in-process scheduler on a watched temp config file, with its logs captured. */

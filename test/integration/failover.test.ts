@@ -237,7 +237,7 @@ describe("several instances", () => {
     ]);
   }, 60_000);
 
-  it("SIGSTOP of the instance running a long task: its session lingers, so no takeover before the lock expires; continued, it cannot save over its successor", async () => {
+  it("SIGSTOP of the instance running a long task: its session lingers, so no takeover before the lock expires; continued, it cannot save over its successor and is recorded lock-lost, naming the taker", async () => {
     const LOCK_MS = 6_000;
     const peers = await cluster(
       ["p1", "p2"],
@@ -282,15 +282,22 @@ describe("several instances", () => {
       (line) => /^lock lost/.test(String(line.msg)),
       20_000,
     );
-    await owner.waitFor(
-      "its end",
-      (line) => line.task === "slow" && /^run (failed|succeeded)/.test(String(line.msg)),
-      20_000,
-    );
+    // recorded lock-lost, naming the instance that took the lock: never succeeded or failed
+    const taker = ownerId === "p1" ? "p2" : "p1";
+    const lostRow = await pollUntil("the continued run's record", async () => {
+      const { rows } = await suite.db.pool.query<{ event: string; outcome: string; detail: string }>(
+        `SELECT event, meta->>'outcome' AS outcome, meta->>'detail' AS detail FROM agenda_logs
+          WHERE job_name = 'slow' AND agenda_name = $1 AND event IN ('success', 'fail')`,
+        [ownerId],
+      );
+      return rows[0];
+    });
+    expect(lostRow).toMatchObject({ event: "fail", outcome: "lock-lost" });
+    expect(lostRow.detail).toContain(`the lock was taken by instance "${taker}"`);
     const { rows: now } = await suite.db.pool.query(
       "SELECT locked_at IS NOT NULL AS locked, last_modified_by FROM agenda_jobs WHERE name = 'slow'",
     );
-    expect(now[0]).toEqual({ locked: true, last_modified_by: ownerId === "p1" ? "p2" : "p1" });
+    expect(now[0]).toEqual({ locked: true, last_modified_by: taker });
   }, 90_000);
 
   it("SIGTERM with a run past the drain timeout: the run is recorded interrupted, not failed, and another instance re-runs its slot at once", async () => {

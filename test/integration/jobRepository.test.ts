@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/core/clock.js";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
 import { type ClaimedRow, CronwardenJobRepository } from "../../src/engine/jobRepository.js";
 import { StaleStartError } from "../../src/engine/staleStart.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
 import { pollUntil } from "../helpers/poll.js";
+import { TestClock } from "../helpers/testClock.js";
 
 /** The repository's locking rules, driven the way Agenda drives them, against a real PostgreSQL. */
 
@@ -30,7 +32,12 @@ afterAll(async () => {
 });
 
 function repository() {
-  return { repo: new CronwardenJobRepository(db.pool, logs.logger, { lockLifetimeMs: LOCK_LIFETIME_MS }) };
+  return {
+    repo: new CronwardenJobRepository(db.pool, logs.logger, {
+      lockLifetimeMs: LOCK_LIFETIME_MS,
+      clock: systemClock,
+    }),
+  };
 }
 
 /** Creates due jobs (their next run moved to the past) and returns their names. */
@@ -44,8 +51,13 @@ async function dueJobs(prefix: string, count: number): Promise<string[]> {
 }
 
 /** One claim pass of the claim loop (src/engine/claimLoop.ts) for these names. */
-const claim = (repo: CronwardenJobRepository, names: string[], limit: number, holding: string[] = []) => {
-  const now = new Date();
+const claim = (
+  repo: CronwardenJobRepository,
+  names: string[],
+  limit: number,
+  holding: string[] = [],
+  now = new Date(),
+) => {
   return repo.claimDue({
     names,
     skip: holding,
@@ -84,11 +96,16 @@ async function lockedAt(name: string): Promise<Date | null> {
 describe("CronwardenJobRepository", () => {
   it("the save that starts a run renews its lock and reads the schedule back", async () => {
     const [name] = await dueJobs("start", 1);
-    const { repo } = repository();
-    const { job, run } = (await lockFor(repo, name as string)) as ClaimedRow;
+    const clock = new TestClock(Date.now());
+    const repo = new CronwardenJobRepository(db.pool, logs.logger, {
+      lockLifetimeMs: LOCK_LIFETIME_MS,
+      clock,
+    });
+    const [claimed] = await claim(repo, [name as string], 1, [], new Date(clock.now()));
+    const { job, run } = claimed as ClaimedRow;
     const taken = job.lockedAt as Date;
-    await new Promise((resolve) => setTimeout(resolve, 20));
-    await repo.startRun(run, { ...job, lastRunAt: new Date() });
+    await clock.advance(20); // the start save stamps its lock time from the engine's clock
+    await repo.startRun(run, { ...job, lastRunAt: new Date(clock.now()) });
     const renewed = await lockedAt(name as string);
     expect(renewed?.getTime()).toBeGreaterThan(taken.getTime());
     expect(run.heldLockAt?.getTime()).toBe(renewed?.getTime());
@@ -227,8 +244,7 @@ describe("CronwardenJobRepository", () => {
       [name],
     );
     await serverUpForALockLifetime();
-    let now = Date.now();
-    const clock = () => now;
+    const clock = new TestClock(Date.now());
     const repo = new CronwardenJobRepository(db.pool, logs.logger, {
       lockLifetimeMs: LOCK_LIFETIME_MS,
       clock,
@@ -237,17 +253,17 @@ describe("CronwardenJobRepository", () => {
       repo.claimDue({
         names: [name as string],
         skip: [],
-        until: new Date(now + 1000),
+        until: new Date(clock.now() + 1000),
         limit: 1,
         owner: "test",
-        now: new Date(now),
+        now: new Date(clock.now()),
       });
     repo.holdTakeovers(LOCK_LIFETIME_MS);
     expect(await claimNow()).toEqual([]); // held: no lock counts as expired right after an outage
-    now += LOCK_LIFETIME_MS + 1; // the clock passes the hold; no real time is waited
+    await clock.advance(LOCK_LIFETIME_MS + 1); // the clock passes the hold; no real time is waited
     const [taken] = await claimNow();
     expect(taken?.job.name).toBe(name);
-    expect(taken?.job.nextRunAt?.getTime()).toBe(now); // the re-run is due at once, by the clock
+    expect(taken?.job.nextRunAt?.getTime()).toBe(clock.now()); // the re-run is due at once, by the clock
     expect(taken?.run.previousRunUnfinished).toBe(true);
   });
 
@@ -286,6 +302,7 @@ describe("CronwardenJobRepository", () => {
     });
     const repo = new CronwardenJobRepository(counting, logs.logger, {
       lockLifetimeMs: LOCK_LIFETIME_MS,
+      clock: systemClock,
     });
     const jobs = await claim(repo, names, 5);
     expect(jobs.map(({ job }) => job.name).sort()).toEqual([...names].sort());

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
+import { readRuns } from "../../src/status/runReads.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { SchedulerHarness } from "../helpers/harness.js";
 import type { LogLine } from "../helpers/logs.js";
@@ -121,7 +122,7 @@ it("engine hooks (EngineOptions.hooks) that throw or reject never fail a run", a
   await engine.start();
   try {
     const [run] = await pollUntil("the hooked run recorded", async () => {
-      const recorded = await engine.listRuns("ls-hooked");
+      const recorded = await readRuns(db.pool, "ls-hooked");
       return recorded.length > 0 ? recorded : undefined;
     });
     expect(run?.outcome).toBe("succeeded");

@@ -210,3 +210,30 @@ it("an instance id whose liveness lock another session holds does not pass for i
     await liveness.stop();
   }
 });
+
+it("a liveness session cut by the server (a restart, a failover) asks for a takeover hold when cut and again once back", async () => {
+  const interruptions: boolean[] = [];
+  const liveness = new InstanceLiveness({
+    pool: db.pool,
+    instanceId: "cut-1",
+    checkEveryMs: 60 * 60_000,
+    logger: logs.logger,
+    onReleased: () => {},
+    onSessionInterrupted: () => interruptions.push(liveness.live),
+  });
+  await liveness.start();
+  try {
+    expect(liveness.live).toBe(true);
+    expect(interruptions).toEqual([]); // the first lock is no interruption
+    await db.pool.query(
+      `SELECT pg_terminate_backend(pid) FROM pg_locks
+        WHERE locktype = 'advisory' AND classid = $1::bigint::oid AND objid = (hashtext('cut-1')::bigint & 4294967295)::oid`,
+      [LIVENESS_LOCK_NAMESPACE],
+    );
+    // once when the session ended (not live), once when the lock was taken again (live)
+    await pollUntil("the lock taken again", () => interruptions.length >= 2, { timeoutMs: 10_000 });
+    expect(interruptions).toEqual([false, true]);
+  } finally {
+    await liveness.stop();
+  }
+});

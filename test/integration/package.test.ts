@@ -81,6 +81,61 @@ it("runs under plain Node from dist/, imported by its package name", async () =>
   );
 }, 30_000);
 
+const ISOLATED_CONSUMER = `
+import pg from "pg";
+import { createLogger, createScheduler, FileConfigSource } from "cronwarden";
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+const scheduler = createScheduler({
+  pool,
+  config: new FileConfigSource({ path: process.env.CONFIG_FILE }),
+  logger: createLogger({ level: "error" }), // the first test's job is an orphan here (a warning)
+  minIntervalMs: 1000,
+});
+for (const isolation of ["worker", "process"])
+  scheduler.register({ name: isolation, isolation, module: process.env.HANDLER_MODULE, exportName: "quick" });
+const outcomes = new Map();
+scheduler.on("run:finished", async (event) => {
+  if (outcomes.has(event.taskName)) return;
+  outcomes.set(event.taskName, event.outcome + (event.error ? " " + event.error.message : ""));
+  if (outcomes.size < 2) return;
+  for (const name of [...outcomes.keys()].sort()) console.log(name + " " + outcomes.get(name));
+  await scheduler.stop();
+  await pool.end();
+});
+await scheduler.start();
+`;
+
+it("runs isolated handlers under plain Node from dist/ (the host script is in the package)", async () => {
+  const configFile = path.join(dir, "isolated.json");
+  await writeFile(
+    configFile,
+    JSON.stringify({
+      tasks: ["worker", "process"].map((name) => ({ name, enabled: true, cron: "* * * * * *" })),
+    }),
+  );
+  const child = spawn(process.execPath, ["--input-type=module", "-e", ISOLATED_CONSUMER], {
+    cwd: process.cwd(),
+    env: {
+      ...process.env,
+      DATABASE_URL: db.url,
+      CONFIG_FILE: configFile,
+      HANDLER_MODULE: path.resolve("test/fixtures/isolation/echo.mjs"),
+      NODE_OPTIONS: "",
+    },
+  });
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (chunk) => {
+    out += chunk;
+  });
+  child.stderr.on("data", (chunk) => {
+    err += chunk;
+  });
+  const code = await new Promise<number | null>((resolve) => child.on("exit", resolve));
+  expect({ code, err, out }).toEqual({ code: 0, err: "", out: "process succeeded\nworker succeeded\n" });
+}, 30_000);
+
 /** The README's "Your own service" section: its shell lines (before `npm start`, it, after) and its files. */
 function readmeExample(markdown: string): {
   before: string[];

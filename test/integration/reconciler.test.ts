@@ -340,6 +340,7 @@ describe("ConfigReconciler against Agenda's table", () => {
       setJitter: (...args) => engine.setJitter(...args),
       setOverlap: (...args) => engine.setOverlap(...args),
       setPauseOnFailure: (...args) => engine.setPauseOnFailure(...args),
+      setExclude: (...args) => engine.setExclude(...args),
       resume: (taskName, enabled) => engine.resume(taskName, enabled),
       setDependency: (...args) => engine.setDependency(...args),
       createJob: async (taskName, ...rest) => {

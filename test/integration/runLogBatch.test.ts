@@ -214,3 +214,15 @@ describe("StatementBatch of run-log rows", () => {
     expect(rows).toEqual([{ id: first, event: "success" }]);
   });
 });
+
+describe("a batch written again (its first answer lost)", () => {
+  it("writes each row once: the rows' ids are chosen before the first try", async () => {
+    const rows = [0, 1, 2].map((index) => ({ ...row("retried", index), id: crypto.randomUUID() }));
+    await insertRunLogRows(db.pool, rows);
+    await insertRunLogRows(db.pool, rows);
+    const { rows: written } = await db.pool.query<{ count: number }>(
+      "SELECT count(*)::int AS count FROM agenda_logs WHERE job_name = 'retried'",
+    );
+    expect(written).toEqual([{ count: 3 }]);
+  });
+});

@@ -16,6 +16,8 @@ import { ServiceProcess } from "../helpers/processes.js";
  */
 
 const TOKEN = "secret-admin-token-5f3a9c2e71d4";
+/** A task's own secret (docs/isolation.md, "Secrets"), quoted by its error. */
+const TASK_SECRET = "task-secret-b81f4c09e2a7";
 let db: TestDatabase;
 let dir: string;
 let hooks: Server;
@@ -43,7 +45,7 @@ afterAll(async () => {
   await rm(dir, { recursive: true, force: true });
 });
 
-it("a task whose error quotes the database URL, the admin token and the webhook URL: none of them in logs, run rows, alerts or responses", async () => {
+it("a task whose error quotes the database URL, the admin token, the webhook URL or its own task secret: none of them in logs, run rows, alerts or responses", async () => {
   const password = new URL(db.url).password;
   expect(password.length).toBeGreaterThanOrEqual(6); // the test server has a real password
   const webhook = `http://127.0.0.1:${(hooks.address() as AddressInfo).port}/services/T0001/B0002/hookSecretXYZ123`;
@@ -52,6 +54,7 @@ it("a task whose error quotes the database URL, the admin token and the webhook 
     configFile,
     yamlOf([
       { name: "leaky", cron: "* * * * * *" },
+      { name: "leaky-secret", cron: "* * * * * *" },
       { name: "quick", cron: "* * * * * *" },
     ]),
   );
@@ -64,6 +67,7 @@ it("a task whose error quotes the database URL, the admin token and the webhook 
     CRONWARDEN_ALERT_WEBHOOK_URL: webhook,
     CRONWARDEN_ALERT_SILENCE_MS: "0",
     LEAKY_TASK: "1",
+    LEAKY_TASK_SECRET: TASK_SECRET,
   });
   try {
     const listening = await service.waitFor("the admin API", (line) =>
@@ -80,13 +84,31 @@ it("a task whose error quotes the database URL, the admin token and the webhook 
       },
       { timeoutMs: 20_000 },
     );
+    await pollUntil(
+      "a failed run of the task with a secret recorded",
+      async () => {
+        const { rows } = await db.pool.query(
+          "SELECT count(*)::int AS n FROM agenda_logs WHERE job_name = 'leaky-secret' AND event = 'fail'",
+        );
+        return rows[0].n >= 1;
+      },
+      { timeoutMs: 20_000 },
+    );
     await pollUntil("an alert", () => alerts.length > 0, { timeoutMs: 20_000 });
+    await pollUntil("an alert of the task with a secret", () =>
+      alerts.some((alert) => alert.includes("the API refused")),
+    );
 
     const headers = { authorization: `Bearer ${TOKEN}` };
     const responses = await Promise.all(
-      ["/tasks", "/tasks/leaky", "/tasks/leaky/runs?limit=5", "/config", "/metrics"].map(async (route) =>
-        (await fetch(`${url}${route}`, { headers })).text(),
-      ),
+      [
+        "/tasks",
+        "/tasks/leaky",
+        "/tasks/leaky/runs?limit=5",
+        "/config",
+        "/metrics",
+        "/tasks/leaky-secret/runs?limit=5",
+      ].map(async (route) => (await fetch(`${url}${route}`, { headers })).text()),
     );
     const { rows } = await db.pool.query("SELECT row_to_json(l)::text AS row FROM agenda_logs l");
     const runRows = rows.map((row: { row: string }) => row.row);
@@ -101,6 +123,8 @@ it("a task whose error quotes the database URL, the admin token and the webhook 
     );
     expect(alerts.some((alert) => alert.includes("cannot connect to"))).toBe(true);
     expect(responses[2]).toContain("cannot connect to");
+    expect(runRows.some((row) => row.includes("the API refused ***"))).toBe(true);
+    expect(responses[5]).toContain("the API refused ***");
 
     const places = {
       logs: logText,
@@ -109,7 +133,7 @@ it("a task whose error quotes the database URL, the admin token and the webhook 
       responses,
     };
     for (const [where, texts] of Object.entries(places)) {
-      for (const secret of [password, TOKEN, webhook, "hookSecretXYZ123"]) {
+      for (const secret of [password, TOKEN, webhook, "hookSecretXYZ123", TASK_SECRET]) {
         const leaks = texts.filter((text) => text.includes(secret));
         expect({
           where,

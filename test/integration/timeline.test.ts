@@ -254,7 +254,7 @@ describe("GET /slots", () => {
     await bad(
       "/tasks/tl-ok/runs?outcome=exploded",
       400,
-      /outcome must be succeeded, failed, skipped or interrupted/,
+      /outcome must be succeeded, failed, skipped, interrupted or lock-lost/,
     );
     await bad("/tasks/tl-ok/runs?trigger=cron", 400, /trigger must be schedule or manual/);
   });

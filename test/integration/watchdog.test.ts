@@ -41,7 +41,7 @@ describe("watchdog", () => {
     expect(run?.durationMs).toBeGreaterThanOrEqual(5000);
   }, 60_000);
 
-  it("fenced renewal: a lock stolen in SQL fires the old owner's signal and records the run as lost", async () => {
+  it("fenced renewal: a lock stolen in SQL fires the old owner's signal and records the run lock-lost, naming the taker", async () => {
     let aborted: unknown;
     const lost: RunTroubleEvent[] = [];
     const h = await start(
@@ -62,18 +62,16 @@ describe("watchdog", () => {
     await new Promise<void>((resolve) => h.scheduler.once("run:started", () => resolve()));
     // what another instance's takeover looks like in the row: a lock time this instance never wrote
     await db().pool.query(
-      "UPDATE agenda_jobs SET locked_at = now() + interval '1 hour' WHERE name = 'wd-stolen'",
+      "UPDATE agenda_jobs SET locked_at = now() + interval '1 hour', last_modified_by = 'other-instance' WHERE name = 'wd-stolen'",
     );
     await pollUntil("the lock loss", () => lost.length > 0, { timeoutMs: 5000 });
-    expect(lost[0]?.reason).toBe(
-      "the lock was taken by another instance (or the job row was changed or removed)",
-    );
+    expect(lost[0]?.reason).toMatch(/^the lock was taken by instance "other-instance" \(its lock from /);
     await pollUntil("the aborted handler", () => aborted !== undefined);
-    expect((aborted as Error).message).toMatch(/^lock lost: the lock was taken by another instance/);
-    const failed = await pollUntil("the failed run record", async () =>
+    expect((aborted as Error).message).toMatch(/^lock lost: the lock was taken by instance "other-instance"/);
+    const lostRun = await pollUntil("the lost run's record", async () =>
       (await h.scheduler.runs("wd-stolen", 20)).find((record) => record.outcome !== "skipped"),
     );
-    expect(failed).toMatchObject({ outcome: "failed", error: expect.stringMatching(/^lock lost: /) });
+    expect(lostRun).toMatchObject({ outcome: "lock-lost", error: expect.stringMatching(/^lock lost: /) });
     // the fenced final save did not unlock the new owner's lock
     const { rows } = await db().pool.query(
       "SELECT locked_at > now() AS still_stolen FROM agenda_jobs WHERE name = 'wd-stolen'",

@@ -1,5 +1,4 @@
 import { EventEmitter } from "node:events";
-import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
 import { type Alert, type AlertChannel, Alerter, slackText } from "../../src/alerts/index.js";
 import type { RunFinishedEvent, SchedulerEvents } from "../../src/index.js";
@@ -184,7 +183,7 @@ describe("Alerter", () => {
     expect(channel.alerts[0]?.details.error).toBe("cannot reach postgres://app:***@db/app");
     alerter.stop();
     scheduler.emit("run:finished", finished({ taskName: "later" }));
-    await sleep(20);
+    await alerter.flush(); // a send the event had started would be in flight now
     expect(channel.alerts).toHaveLength(1);
     expect(scheduler.listenerCount("run:finished")).toBe(0);
   });

@@ -1,21 +1,22 @@
-import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { beforeEach, describe, expect, it } from "vitest";
 import {
   type ClaimedJob,
   ClaimLoop,
   type ClaimLoopDeps,
   type ClaimRequest,
 } from "../../src/engine/claimLoop.js";
+import { TestClock } from "../helpers/testClock.js";
 
 /**
- * The claim loop driven by a fake clock (vitest's fake timers move `setTimeout` and `Date.now`
- * together; `lag` makes the loop's own clock read behind them, as `Date` does when a timer fires
- * on the event loop's cached time, or after the clock was stepped back).
+ * The claim loop driven by a test clock (test/helpers/testClock.ts): advance() fires the loop's
+ * timers and moves its time together; stepWall() moves its wall time alone, as when a timer fires
+ * on the event loop's cached time, or after the clock was stepped back.
  */
 
 interface Job extends ClaimedJob {}
 
-let lag = 0;
-const now = () => Date.now() - lag;
+let clock = new TestClock();
+const now = () => clock.now();
 
 function loop(options: {
   due: Job[];
@@ -84,11 +85,11 @@ function loop(options: {
       working += 1;
       mostWorking = Math.max(mostWorking, working);
       const runFor = typeof options.runFor === "function" ? options.runFor(job.id) : options.runFor;
-      await new Promise((resolve) => setTimeout(resolve, runFor ?? 10));
+      await clock.sleep(runFor ?? 10);
       working -= 1;
       if (options.saveFor === undefined) return;
       turn.handlerDone();
-      await new Promise((resolve) => setTimeout(resolve, options.saveFor));
+      await clock.sleep(options.saveFor);
     },
     release: async (job) => {
       released.push(job.id);
@@ -108,7 +109,7 @@ function loop(options: {
     maxClaimed: options.maxClaimed ?? 40,
     ...(options.baseClaimed === undefined ? {} : { baseClaimed: options.baseClaimed }),
     lockLifetimeMs: options.lockLifetimeMs ?? 15_000,
-    now,
+    clock,
   };
   const claims = new ClaimLoop(deps);
   return {
@@ -140,27 +141,23 @@ function waitedOnDeck(runs: { handed: { id: string; at: number }[]; started: { i
 /** Drains with the fake clock moving, so runs going can end. */
 async function drained(claims: ClaimLoop<Job>, timeoutMs: number) {
   const result = claims.drain(timeoutMs);
-  await vi.advanceTimersByTimeAsync(timeoutMs);
+  await clock.advance(timeoutMs);
   return result;
 }
 
 beforeEach(() => {
-  vi.useFakeTimers({ now: new Date("2026-12-01T10:00:00.000Z") });
-  lag = 0;
-});
-afterEach(() => {
-  vi.useRealTimers();
+  clock = new TestClock(new Date("2026-12-01T10:00:00.000Z"));
 });
 
 describe("ClaimLoop", () => {
   it("starts a job claimed ahead at its slot, even when its timer fires while the clock reads before the slot", async () => {
-    const slot = Date.now() + 3_000; // claimed by the first pass (look-ahead 6 s), 3 s ahead
+    const slot = clock.now() + 3_000; // claimed by the first pass (look-ahead 6 s), 3 s ahead
     const { loop: claims, started, begin } = loop({ due: [job("minute", slot)] });
     await begin();
-    lag = 5; // the clock stepped back by 5 ms after the claim
-    await vi.advanceTimersByTimeAsync(3_001);
+    clock.stepWall(-5); // the clock stepped back by 5 ms after the claim
+    await clock.advance(3_001);
     expect(started).toEqual([]); // the timer fired, but by the loop's clock the slot is 4 ms away
-    await vi.advanceTimersByTimeAsync(10);
+    await clock.advance(10);
     // started at the slot by the loop's clock, not at the next poll (5 s later)
     expect(started).toHaveLength(1);
     expect((started[0]?.at ?? 0) - slot).toBeGreaterThanOrEqual(0);
@@ -169,20 +166,20 @@ describe("ClaimLoop", () => {
   });
 
   it("with a start-ahead, hands a job claimed ahead to its run that long before its slot", async () => {
-    const slot = Date.now() + 3_000;
+    const slot = clock.now() + 3_000;
     const {
       loop: claims,
       started,
       begin,
     } = loop({
-      due: [job("minute", slot), job("overdue", Date.now() - 1_000)],
+      due: [job("minute", slot), job("overdue", clock.now() - 1_000)],
       startAheadMs: 200,
     });
     await begin();
     expect(started.map((run) => run.id)).toEqual(["overdue"]);
-    await vi.advanceTimersByTimeAsync(2_790);
+    await clock.advance(2_790);
     expect(started).toHaveLength(1);
-    await vi.advanceTimersByTimeAsync(20);
+    await clock.advance(20);
     expect(started).toHaveLength(2);
     expect((started[1]?.at ?? 0) - (slot - 200)).toBeGreaterThanOrEqual(0);
     expect((started[1]?.at ?? 0) - (slot - 200)).toBeLessThan(10);
@@ -190,7 +187,7 @@ describe("ClaimLoop", () => {
   });
 
   it("claims in one pass the due jobs of every name, up to the room it has, and the rest as runs end", async () => {
-    const boundary = Date.now() + 1_000;
+    const boundary = clock.now() + 1_000;
     const herd = Array.from({ length: 10 }, (_, index) => job(`task-${index}`, boundary));
     const {
       loop: claims,
@@ -202,16 +199,16 @@ describe("ClaimLoop", () => {
     expect(requests).toHaveLength(1);
     expect(requests[0]?.limit).toBe(4);
     expect(claims.held).toEqual({ waiting: 4, running: 0, working: 0, onDeck: 0 });
-    await vi.advanceTimersByTimeAsync(1_001);
+    await clock.advance(1_001);
     expect(startedIds()).toEqual(["task-0", "task-1"]);
-    await vi.advanceTimersByTimeAsync(200); // each run takes 10 ms; ends make room, refills claim the rest
+    await clock.advance(200); // each run takes 10 ms; ends make room, refills claim the rest
     expect(startedIds().sort()).toEqual(herd.map((each) => each.id).sort());
     expect(new Set(startedIds()).size).toBe(10);
     expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 0 });
   });
 
   it("hands queued jobs to runs most overdue first, whatever order their claims came in", async () => {
-    const now = Date.now();
+    const now = clock.now();
     const runs = loop({
       due: [job("first", now - 200), job("later", now - 100)],
       maxConcurrency: 1,
@@ -223,13 +220,13 @@ describe("ClaimLoop", () => {
     runs.loop.claimNow();
     await runs.loop.settled();
     expect(runs.loop.held.waiting).toBe(2);
-    await vi.advanceTimersByTimeAsync(2_001);
+    await clock.advance(2_001);
     expect(runs.startedIds()).toEqual(["first", "earlier", "later"]);
     expect(await drained(runs.loop, 2_000)).toEqual({ completed: 1, running: 0 });
   });
 
   it("before any handler starts, holds its share of a herd and hands it over; never more than maxConcurrency handlers at once", async () => {
-    const due = Array.from({ length: 30 }, (_, index) => job(`task-${index}`, Date.now()));
+    const due = Array.from({ length: 30 }, (_, index) => job(`task-${index}`, clock.now()));
     const quick = loop({
       due,
       maxConcurrency: 2,
@@ -244,9 +241,9 @@ describe("ClaimLoop", () => {
     expect(quick.requests[0]).toMatchObject({ limit: 30, share: { atLeast: 4, held: 0 } });
     expect(quick.handed.map((run) => run.id)).toEqual(due.slice(0, 10).map((each) => each.id));
     expect(quick.loop.held.onDeck).toBe(8);
-    await vi.advanceTimersByTimeAsync(10); // the first two ended in 10 ms each
+    await clock.advance(10); // the first two ended in 10 ms each
     // the workers start 2 × 200 / 10 = 40 runs within the start-ahead: the rest are claimed
-    await vi.advanceTimersByTimeAsync(200);
+    await clock.advance(200);
     expect(quick.startedIds().sort()).toEqual(due.map((each) => each.id).sort());
     expect(quick.mostWorking()).toBe(2);
     expect(waitedOnDeck(quick)).not.toEqual([]);
@@ -254,7 +251,7 @@ describe("ClaimLoop", () => {
   });
 
   it("with slow handlers going, a run is handed over only when a worker is free, and no more than baseClaimed are held", async () => {
-    const at = Date.now();
+    const at = clock.now();
     const later = Array.from({ length: 6 }, (_, index) => job(`slow-${index}`, at + 1_000));
     const due = [job("first-0", at), job("first-1", at), ...later];
     const slow = loop({
@@ -270,7 +267,7 @@ describe("ClaimLoop", () => {
     // before a handler starts: the share of the 8 due among 3 instances, at least baseClaimed
     expect(slow.requests[0]?.share).toEqual({ atLeast: 4, held: 0 });
     expect(slow.loop.held.waiting + slow.loop.held.running).toBe(4);
-    await vi.advanceTimersByTimeAsync(30_001);
+    await clock.advance(30_001);
     expect(slow.startedIds().sort()).toEqual(due.map((each) => each.id).sort());
     // the first two handlers had been going for 800 ms when the others' start-ahead came
     expect(waitedOnDeck(slow)).toEqual([]);
@@ -282,7 +279,7 @@ describe("ClaimLoop", () => {
   });
 
   it("handlers going longer than the ones before keep runs off deck", async () => {
-    const at = Date.now();
+    const at = clock.now();
     const mixed = loop({
       due: [
         job("quick-0", at),
@@ -297,18 +294,18 @@ describe("ClaimLoop", () => {
       maxClaimed: 10,
     });
     await mixed.begin();
-    await vi.advanceTimersByTimeAsync(3_000);
+    await clock.advance(3_000);
     // the handlers so far took 10 ms, but the two going have run for 2.9 s: "later" is not handed
     // over to wait, recorded as started, for their end
     expect(mixed.handed.map((run) => run.id)).not.toContain("later");
-    await vi.advanceTimersByTimeAsync(7_200);
+    await clock.advance(7_200);
     expect(mixed.startedIds()).toContain("later");
     expect(waitedOnDeck(mixed)).not.toContain("later");
     expect(await drained(mixed.loop, 20_000)).toEqual({ completed: 1, running: 0 });
   });
 
   it("a run whose handler is done frees its worker; its final save still holds the job", async () => {
-    const at = Date.now();
+    const at = clock.now();
     const {
       loop: claims,
       started,
@@ -323,17 +320,17 @@ describe("ClaimLoop", () => {
       saveFor: 1_000,
     });
     await begin();
-    await vi.advanceTimersByTimeAsync(1);
+    await clock.advance(1);
     expect(startedIds()).toEqual(["first"]);
-    await vi.advanceTimersByTimeAsync(10); // first's handler is done, its save takes 1 s
+    await clock.advance(10); // first's handler is done, its save takes 1 s
     expect(startedIds()).toEqual(["first", "second"]);
     expect(started[1]?.at).toBe(at + 10);
     expect(claims.held).toEqual({ waiting: 0, running: 2, working: 1, onDeck: 0 });
-    await vi.advanceTimersByTimeAsync(500);
+    await clock.advance(500);
     // both handlers done, both saves going: no worker busy, but the two jobs held fill maxClaimed
     expect(claims.held).toEqual({ waiting: 0, running: 2, working: 0, onDeck: 0 });
     const asked = requests.length;
-    await vi.advanceTimersByTimeAsync(5_000); // the saves ended at 1 s; the 5 s poll claims "third"
+    await clock.advance(5_000); // the saves ended at 1 s; the 5 s poll claims "third"
     expect(requests.length).toBeGreaterThan(asked);
     expect(startedIds()).toEqual(["first", "second", "third"]);
     expect(await drained(claims, 2_000)).toEqual({ completed: 1, running: 0 });
@@ -344,15 +341,15 @@ describe("ClaimLoop", () => {
       loop: claims,
       started,
       begin,
-    } = loop({ due: [job("saving", Date.now())], runFor: 10, saveFor: 3_000 });
+    } = loop({ due: [job("saving", clock.now())], runFor: 10, saveFor: 3_000 });
     await begin();
-    await vi.advanceTimersByTimeAsync(100);
+    await clock.advance(100);
     expect(started).toHaveLength(1);
     expect(claims.held).toEqual({ waiting: 0, running: 1, working: 0, onDeck: 0 });
     const result = claims.drain(10_000);
-    await vi.advanceTimersByTimeAsync(2_000);
+    await clock.advance(2_000);
     expect(claims.held.running).toBe(1);
-    await vi.advanceTimersByTimeAsync(1_000);
+    await clock.advance(1_000);
     expect(await result).toEqual({ completed: 1, running: 0 });
   });
 
@@ -365,15 +362,15 @@ describe("ClaimLoop", () => {
       released,
       requests,
     } = loop({
-      due: [job("long", Date.now()), job("starved", Date.now())],
+      due: [job("long", clock.now()), job("starved", clock.now())],
       maxConcurrency: 1,
       runFor: 20_000,
     });
-    const begun = Date.now();
+    const begun = clock.now();
     await begin();
-    await vi.advanceTimersByTimeAsync(1);
+    await clock.advance(1);
     expect(started.map((run) => run.id)).toEqual(["long"]);
-    await vi.advanceTimersByTimeAsync(20_000); // "starved" waited past its 15 s lock lifetime
+    await clock.advance(20_000); // "starved" waited past its 15 s lock lifetime
     expect(stale).toEqual([{ id: "starved", waitedFor: "worker" }]);
     // not run under the lock it lost, but under the one a pass took as "long" ended, not a poll later
     expect(started.map((run) => [run.id, run.at - begun])).toEqual([
@@ -386,7 +383,7 @@ describe("ClaimLoop", () => {
   });
 
   it("claims a job again at its slot when the poll is longer than its lock lasts, not a poll later", async () => {
-    const slot = Date.now() + 30_000; // claimed by the first pass, a minute's look-ahead
+    const slot = clock.now() + 30_000; // claimed by the first pass, a minute's look-ahead
     const {
       started,
       stale,
@@ -401,7 +398,7 @@ describe("ClaimLoop", () => {
     });
     await begin();
     expect(requests).toHaveLength(1);
-    await vi.advanceTimersByTimeAsync(30_001);
+    await clock.advance(30_001);
     expect(stale).toEqual([{ id: "minute", waitedFor: "slot" }]);
     expect(requests).toHaveLength(2);
     expect(started.map((run) => [run.id, run.at - slot])).toEqual([["minute", 1]]);
@@ -416,27 +413,27 @@ describe("ClaimLoop", () => {
       released,
       requests,
     } = loop({
-      due: [job("now", Date.now()), job("soon", Date.now() + 3_000)],
+      due: [job("now", clock.now()), job("soon", clock.now() + 3_000)],
       runFor: 2_000,
     });
     await begin();
-    await vi.advanceTimersByTimeAsync(1);
+    await clock.advance(1);
     expect(startedIds()).toEqual(["now"]);
     const draining = claims.drain(10_000);
-    await vi.advanceTimersByTimeAsync(0);
+    await clock.advance(0);
     expect(released).toEqual(["soon"]);
-    await vi.advanceTimersByTimeAsync(2_000);
+    await clock.advance(2_000);
     expect(await draining).toEqual({ completed: 1, running: 0 });
     const passes = requests.length;
-    await vi.advanceTimersByTimeAsync(20_000);
+    await clock.advance(20_000);
     expect(requests).toHaveLength(passes);
     expect(startedIds()).toEqual(["now"]);
   });
 
   it("a drain deadline leaves runs going counted", async () => {
-    const { loop: claims, begin } = loop({ due: [job("endless", Date.now())], runFor: 60_000 });
+    const { loop: claims, begin } = loop({ due: [job("endless", clock.now())], runFor: 60_000 });
     await begin();
-    await vi.advanceTimersByTimeAsync(1);
+    await clock.advance(1);
     expect(await drained(claims, 1_000)).toEqual({ completed: 0, running: 1 });
   });
 });

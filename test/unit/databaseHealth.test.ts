@@ -1,6 +1,7 @@
 import { Writable } from "node:stream";
 import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
+import { systemClock } from "../../src/core/clock.js";
 import { createLogger } from "../../src/core/logger.js";
 import { DatabaseHealth } from "../../src/engine/databaseHealth.js";
 
@@ -22,7 +23,7 @@ function health(): { health: DatabaseHealth; lines: string[] } {
   const pool = new pg.Pool({ host: "127.0.0.1", port: 1, connectionTimeoutMillis: 2_000 });
   pools.push(pool);
   const logger = createLogger({ level: "info", destination });
-  return { health: new DatabaseHealth({ pool, logger, probeEveryMs: 60_000 }), lines };
+  return { health: new DatabaseHealth({ pool, logger, probeEveryMs: 60_000, clock: systemClock }), lines };
 }
 
 describe("DatabaseHealth", () => {

@@ -12,9 +12,10 @@ function fakeRow(initial: Date) {
     async renewLock(_jobId, expected, next) {
       row.calls++;
       if (row.failing) throw new Error("connect ECONNREFUSED 127.0.0.1:5432");
-      if (row.lockedAt.getTime() !== expected.getTime()) return false;
+      if (row.lockedAt.getTime() !== expected.getTime())
+        return { renewed: false, found: { holder: "other-instance", heldAt: row.lockedAt } };
       row.lockedAt = next;
-      return true;
+      return { renewed: true };
     },
   };
   return { row, renewer };
@@ -58,7 +59,7 @@ describe("Watchdog", () => {
     row.lockedAt = new Date(0); // another instance took it
     await pollUntil("the loss", () => events.lost.length > 0);
     expect(events.lost).toEqual([
-      "the lock was taken by another instance (or the job row was changed or removed)",
+      'the lock was taken by instance "other-instance" (its lock from 1970-01-01T00:00:00.000Z)',
     ]);
     await stop();
   });

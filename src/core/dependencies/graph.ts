@@ -42,25 +42,8 @@ export function checkDependencyGraph(nodes: readonly GraphNode[], options: Graph
   const problems = new Map<string, string>();
   const schedules = new Map<string, SlotSchedule>();
 
-  // Kahn's order over the edges between nodes; what it never reaches is on or behind a cycle
-  const waitingOn = new Map<string, number>();
-  const dependents = new Map<string, string[]>();
-  for (const node of byName.values()) {
-    const ups = [...new Set(node.after ?? [])].filter((up) => byName.has(up));
-    waitingOn.set(node.name, ups.length);
-    for (const up of ups) append(dependents, up, node.name);
-  }
-  const order: string[] = [];
-  const ready = [...waitingOn].filter(([, count]) => count === 0).map(([name]) => name);
-  while (ready.length > 0) {
-    const name = ready.pop() as string;
-    order.push(name);
-    for (const dependent of dependents.get(name) ?? []) {
-      const left = (waitingOn.get(dependent) ?? 0) - 1;
-      waitingOn.set(dependent, left);
-      if (left === 0) ready.push(dependent);
-    }
-  }
+  // what Kahn's order never reaches is on or behind a cycle
+  const order = topologicalOrder(byName);
   const ordered = new Set(order);
   const unordered = [...byName.keys()].filter((name) => !ordered.has(name));
   for (const start of unordered) {
@@ -116,6 +99,29 @@ export function checkDependencyGraph(nodes: readonly GraphNode[], options: Graph
     for (const up of new Set(node.after)) append(downstreams, up, node.name);
   }
   return { problems, schedules, downstreams };
+}
+
+/** Kahn's order over the edges between nodes, upstreams first; a node on or behind a cycle is not in it. */
+function topologicalOrder(byName: ReadonlyMap<string, GraphNode>): string[] {
+  const waitingOn = new Map<string, number>();
+  const dependents = new Map<string, string[]>();
+  for (const node of byName.values()) {
+    const ups = [...new Set(node.after ?? [])].filter((up) => byName.has(up));
+    waitingOn.set(node.name, ups.length);
+    for (const up of ups) append(dependents, up, node.name);
+  }
+  const order: string[] = [];
+  const ready = [...waitingOn].filter(([, count]) => count === 0).map(([name]) => name);
+  while (ready.length > 0) {
+    const name = ready.pop() as string;
+    order.push(name);
+    for (const dependent of dependents.get(name) ?? []) {
+      const left = (waitingOn.get(dependent) ?? 0) - 1;
+      waitingOn.set(dependent, left);
+      if (left === 0) ready.push(dependent);
+    }
+  }
+  return order;
 }
 
 function checkDownstream(

@@ -1,4 +1,5 @@
 import { type CronExpression, CronExpressionParser } from "cron-parser";
+import { type Calendar, exclusionAt } from "./calendar.js";
 import {
   type OffsetStretch,
   offsetAt,
@@ -322,14 +323,31 @@ export function nextSlot(repeatInterval: string, timezone: string, after: number
   return (Math.floor(after / schedule.everyMs) + 1) * schedule.everyMs;
 }
 
-export function nextSlots(repeatInterval: string, timezone: string, from: number, count: number): number[] {
+/** Slots looked at for next slots that calendars leave in, before giving up (a calendar that excludes them all). */
+const MAX_EXCLUDED_STEPS = 10_000;
+/** How far ahead next slots that calendars leave in are looked for. */
+const MAX_EXCLUDED_AHEAD_MS = 3 * 366 * 86_400_000;
+
+/**
+ * The next `count` slots after `from` that will run: a slot one of `exclude`'s calendars excludes
+ * is recorded skipped instead (src/core/policies/calendar.ts), so it is left out, and the listing
+ * jumps to the end of the calendar's window. At most 3 years ahead.
+ */
+export function nextSlots(
+  repeatInterval: string,
+  timezone: string,
+  from: number,
+  count: number,
+  exclude: readonly Calendar[] = [],
+): number[] {
   const slots: number[] = [];
   let after = from;
-  while (slots.length < count) {
+  for (let step = 0; slots.length < count && step < MAX_EXCLUDED_STEPS; step++) {
     const next = nextSlot(repeatInterval, timezone, after);
-    if (next === undefined) break;
-    slots.push(next);
-    after = next;
+    if (next === undefined || next > from + MAX_EXCLUDED_AHEAD_MS) break;
+    const exclusion = exclusionAt(exclude, next, timezone);
+    if (exclusion === undefined) slots.push(next);
+    after = Math.max(next, exclusion?.excludedUntil ?? next);
   }
   return slots;
 }

@@ -95,6 +95,7 @@ const GLYPHS = {
   succeeded: "\u25A0",
   failed: "\u25B2",
   interrupted: "\u25C6",
+  "lock-lost": "\u25C6",
   skipped: "\u25CB",
   missed: "\u2715",
   running: "\u25B6",
@@ -296,7 +297,7 @@ async function taskView(name, params) {
     ${chainSection(chain, zone)}
     <h2>History</h2>
     <form id="history-filter" class="toolbar">
-      ${select("f-outcome", "Outcome", ["all", "succeeded", "failed", "skipped", "interrupted"], params.get("outcome") ?? "all")}
+      ${select("f-outcome", "Outcome", ["all", "succeeded", "failed", "skipped", "interrupted", "lock-lost"], params.get("outcome") ?? "all")}
       ${select("f-trigger", "Trigger", ["all", "schedule", "manual"], params.get("trigger") ?? "all")}
       <label>From <input id="f-from" type="datetime-local" value="${html(localInput(params.get("from")))}"></label>
       <label>To <input id="f-to" type="datetime-local" value="${html(localInput(params.get("to")))}"></label>

@@ -4,13 +4,16 @@ import { INSTANCES_TABLE, JOBS_TABLE, jsonRecords, jsonTime, type Queryable } fr
 
 /**
  * When a lock counts as expired, so that another instance may take the job over: older than the
- * deadline, and the server has been up for a whole lock lifetime. After a server restart nobody
- * could renew a lock while it was down, so an old lock time says nothing yet about its owner. Decided
- * by the server in the statement itself: an instance that has not noticed the restart yet (its
- * health probe comes later, or its statement waited for a connection) must not take over either.
+ * deadline, and the server has been the primary for a whole lock lifetime. After a server restart
+ * nobody could renew a lock while it was down, so an old lock time says nothing yet about its owner.
+ * Decided by the server in the statement itself: an instance that has not noticed the restart yet
+ * (its health probe comes later, or its statement waited for a connection) must not take over
+ * either. A standby promoted by a failover or switchover keeps its own, older start time; the last
+ * transaction it replayed before the promotion (pg_last_xact_replay_timestamp(), NULL on a server
+ * that never replayed one) dates the moment the old primary stopped writing. GREATEST skips NULLs.
  */
 const LOCK_EXPIRED = (deadline: string, lifetimeMs: string) =>
-  `(locked_at <= ${deadline} AND pg_postmaster_start_time() <= now() - make_interval(secs => ${lifetimeMs}::double precision / 1000))`;
+  `(locked_at <= ${deadline} AND GREATEST(pg_postmaster_start_time(), pg_last_xact_replay_timestamp()) <= now() - make_interval(secs => ${lifetimeMs}::double precision / 1000))`;
 
 /** The columns of a claimed row that hold its lock before the claim (claimDueJobs). */
 export const PREVIOUS_LOCK = "cw_previous_locked_at";
@@ -125,13 +128,49 @@ export async function restoreLock(
   return result.rowCount === 1;
 }
 
-/** The watchdog's fenced renewal: moves the lock only if the row still holds the time we wrote. */
-export async function renewLock(db: Queryable, jobId: string, expected: Date, next: Date): Promise<boolean> {
-  const result = await db.query(
-    `UPDATE "${JOBS_TABLE}" SET locked_at = $3 WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2`,
+/**
+ * The fenced renewal of a running job's lock ($1 job id, $2 the lock time we wrote, $3 the new one):
+ * moves the lock only if the row still holds the time we wrote. One row back: `renewed`, and when
+ * not, who holds the row now (`holder`, `held_at`: the row as it was before this statement); no row:
+ * the job row is gone. Run by the lock keeper's thread (src/engine/lockKeeperThread.mjs) and by the
+ * in-process watchdog (renewLock).
+ */
+export const RENEW_LOCK_SQL = `
+  WITH renewed AS (
+    UPDATE "${JOBS_TABLE}" SET locked_at = $3 WHERE id = $1 AND date_trunc('milliseconds', locked_at) = $2
+    RETURNING id)
+  SELECT EXISTS (SELECT 1 FROM renewed) AS renewed, last_modified_by AS holder, locked_at AS held_at
+    FROM "${JOBS_TABLE}" WHERE id = $1`;
+
+/** Who holds a lock this instance lost: the row's owner and lock time, or none when the row is gone. */
+export type LockHolder = { holder: string | null; heldAt: Date | null } | undefined;
+
+/** What a renewal found: renewed, or the lock's holder now. */
+export type LockRenewal = { renewed: true } | { renewed: false; found: LockHolder };
+
+/** The in-process fenced renewal (RENEW_LOCK_SQL). */
+export async function renewLock(
+  db: Queryable,
+  jobId: string,
+  expected: Date,
+  next: Date,
+): Promise<LockRenewal> {
+  const result = await db.query<{ renewed: boolean; holder: string | null; held_at: Date | null }>(
+    RENEW_LOCK_SQL,
     [jobId, expected, next],
   );
-  return result.rowCount === 1;
+  const row = result.rows[0];
+  if (row?.renewed) return { renewed: true };
+  return { renewed: false, found: row ? { holder: row.holder, heldAt: row.held_at } : undefined };
+}
+
+/** Why a renewal found the lock gone, in words (the run's record and the lock-lost alert say it). */
+export function lockTakenReason(found: LockHolder): string {
+  if (!found) return "the job row was removed (its task was deleted from the config)";
+  if (!found.holder) return "the lock was released (another instance found this one dead)";
+  if (!found.heldAt)
+    return `the lock was taken by instance "${found.holder}", whose run of the slot has ended since`;
+  return `the lock was taken by instance "${found.holder}" (its lock from ${found.heldAt.toISOString()})`;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { Pool } from "pg";
 import { withAdvisoryTryLock } from "../advisoryLock.js";
-import { metaHas, metaText } from "../runLogMeta.js";
+import { metaText } from "../runLogMeta.js";
 import {
   CLOSE_STARTS,
   COMPACT_META,
@@ -18,7 +18,10 @@ import {
   RETENTION_LOCK_KEY,
 } from "./tables.js";
 
-/** The run log (Agenda's job log table): history, status figures, a slot's outcome, pruning. */
+/**
+ * The run log (Agenda's job log table) as the run path writes and reads it: a slot's outcome, the
+ * last start, the rows' insert, pruning. The status's reads of it are in src/status/runReadsSql.ts.
+ */
 
 /**
  * The run log's index by task and slot, for the reads in slot order: the timeline (ascending) and
@@ -33,96 +36,6 @@ export async function createSlotIndex(db: Queryable): Promise<void> {
     `CREATE INDEX IF NOT EXISTS "${SLOT_INDEX}" ON "${LOGS_TABLE}" (job_name, (${metaText("scheduledAt")}))
       WHERE event IN ('success', 'fail', 'retry')`,
   );
-}
-
-export interface RunLogRow {
-  id: string;
-  timestamp: Date;
-  event: string;
-  job_name: string;
-  message: string;
-  duration: number | null;
-  error: string | null;
-  agenda_name: string | null;
-  meta: unknown;
-}
-
-/** Finished attempts (Agenda's success/fail rows and our failed-then-retried rows) of one task, newest first. */
-export async function selectRuns(db: Queryable, name: string, limit: number): Promise<RunLogRow[]> {
-  const result = await db.query<RunLogRow>(
-    `SELECT id, timestamp, event, job_name, message, duration, error, agenda_name, meta
-       FROM "${LOGS_TABLE}"
-      WHERE job_name = $1 AND event IN ('success', 'fail', 'retry') AND ${metaHas("outcome")}
-      ORDER BY timestamp DESC LIMIT $2`,
-    [name, limit],
-  );
-  return result.rows;
-}
-
-export interface RunSummaryRow {
-  job_name: string;
-  /** The final outcome of each of the latest slots, newest first, and the error of each. */
-  recent_outcomes: string[] | null;
-  recent_errors: (string | null)[] | null;
-  consecutive_failures: number;
-  consecutive_failed_attempts: number;
-}
-
-/** A failure streak is counted up to this many rows (one index range per task, however long it failed). */
-const STREAK_CAP = 10_000;
-
-const OUTCOME_ROW = (alias: string) =>
-  `${alias}.event IN ('success', 'fail') AND ${metaHas("outcome", alias)}`;
-
-/** A row's attempt number, 1 when absent or unreadable (rows from old versions). */
-const ATTEMPT = (alias: string) =>
-  `CASE WHEN ${metaText("attempt", alias)} ~ '^[0-9]+$' THEN (${metaText("attempt", alias)})::int ELSE 1 END`;
-
-/**
- * Per task job, counted in slots, all from `agenda_logs` in one statement (one snapshot), so the
- * figures agree with each other. A slot's outcome is the one of its final outcome row (a
- * `success`/`fail` row; failed attempts that were retried are `retry` rows, and a slot cut off at
- * shutdown and re-run elsewhere has an `interrupted` row superseded by the re-run's): the final
- * outcomes of the last `recent` slots, newest first, with their errors; the failed slots since the
- * last succeeded one (skipped and interrupted slots neither count nor break the streak) and the
- * attempts those slots took (each failed slot's final attempt number). The job row's `fail_count`
- * (Agenda's, in attempts, saved apart from the log) is not read.
- */
-export async function selectRunSummaries(db: Queryable, recent: number): Promise<RunSummaryRow[]> {
-  const slot = (alias: string) => metaText("scheduledAt", alias);
-  const result = await db.query<RunSummaryRow>(
-    `SELECT j.name AS job_name, last_slots.outcomes AS recent_outcomes, last_slots.errors AS recent_errors,
-            coalesce(streak.slots, 0) AS consecutive_failures,
-            coalesce(streak.attempts, 0) AS consecutive_failed_attempts
-       FROM "${JOBS_TABLE}" j
-       LEFT JOIN LATERAL (
-         SELECT array_agg(f.outcome ORDER BY f.timestamp DESC, f.id DESC) AS outcomes,
-                array_agg(f.error ORDER BY f.timestamp DESC, f.id DESC) AS errors
-           FROM (
-             SELECT ${metaText("outcome", "l")} AS outcome, l.error, l.timestamp, l.id
-               FROM "${LOGS_TABLE}" l
-              WHERE l.job_name = j.name AND ${OUTCOME_ROW("l")}
-                AND NOT EXISTS (
-                  SELECT 1 FROM "${LOGS_TABLE}" later
-                   WHERE later.job_name = l.job_name AND ${slot("later")} = ${slot("l")}
-                     AND ${OUTCOME_ROW("later")} AND (later.timestamp, later.id) > (l.timestamp, l.id))
-              ORDER BY l.timestamp DESC, l.id DESC LIMIT $1) f) last_slots ON true
-       LEFT JOIN LATERAL (
-         SELECT count(*)::int AS slots, sum(per_slot.attempts)::int AS attempts FROM (
-           SELECT DISTINCT ON (failed.slot) failed.attempts FROM (
-             SELECT ${slot("l")} AS slot, ${ATTEMPT("l")} AS attempts, l.timestamp
-               FROM "${LOGS_TABLE}" l
-              WHERE l.job_name = j.name AND l.event = 'fail' AND ${metaText("outcome", "l")} = 'failed'
-                AND l.timestamp > coalesce(
-                  (SELECT s.timestamp FROM "${LOGS_TABLE}" s
-                    WHERE s.job_name = j.name AND s.event = 'success' AND ${metaText("outcome", "s")} = 'succeeded'
-                    ORDER BY s.timestamp DESC LIMIT 1), '-infinity')
-              ORDER BY l.timestamp DESC LIMIT ${STREAK_CAP}) failed
-            ORDER BY failed.slot, failed.timestamp DESC) per_slot) streak ON true
-      WHERE j.type = 'single'`,
-    [recent],
-  );
-  return result.rows;
 }
 
 /**
@@ -156,10 +69,12 @@ export interface StartLogRow {
 
 /**
  * The log's rows of runs that started and did not finish their slot: `start` rows (a run that
- * died: src/engine/sql/runStarts.ts) and the records of runs cut off at shutdown (`interrupted`,
- * their start in the record). Their partial indexes (UNFINISHED_INDEXES) keep them a short read.
+ * died: src/engine/sql/runStarts.ts) and the records of runs that are not final, their start in
+ * the record: cut off at shutdown (`interrupted`) or whose lock another instance took
+ * (`lock-lost`, src/engine/runLock.ts); the re-run repeats them. Their partial indexes
+ * (UNFINISHED_INDEXES) keep them a short read.
  */
-export const UNFINISHED_START = `(event = 'start' OR (event IN ('success', 'fail') AND ${metaText("outcome")} = 'interrupted'))`;
+export const UNFINISHED_START = `(event = 'start' OR (event IN ('success', 'fail') AND ${metaText("outcome")} IN ('interrupted', 'lock-lost')))`;
 
 export const UNFINISHED_INDEXES = [
   `CREATE INDEX IF NOT EXISTS "agenda_logs_cw_unfinished_job_idx" ON "${LOGS_TABLE}" (job_id, timestamp) WHERE ${UNFINISHED_START}`,
@@ -290,7 +205,11 @@ async function deleteInBatches(client: Queryable, statement: string, values: unk
 
 /** A run-log row as Agenda's job logger writes it (the columns of its table). */
 export interface RunLogInsert {
-  /** A start's run id (the recorder's, src/engine/runRecorder.ts): its record gets the same. */
+  /**
+   * The row's id, chosen before its first try: a batch retried after a lost answer (the insert
+   * landed, the connection dropped before its reply: a failover, a restart) inserts it once. A
+   * start's id is its run's (src/engine/runRecorder.ts): the record that replaces it gets the same.
+   */
   id?: string | undefined;
   /** The run whose start this record ends (its id); absent: a row of its own. */
   replaces?: string | undefined;
@@ -355,7 +274,8 @@ export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInser
      SELECT coalesce(v.replaces, v.id, gen_random_uuid()), timestamp, level, event, job_id, job_name, message,
             duration, error, fail_count, retry_delay, retry_attempt, agenda_name, ${COMPACT_META} FROM v
      -- the job's next start, on another instance, came first and moved this run's start into the
-     -- log as one that never finished: the record takes its place
+     -- log as one that never finished: the record takes its place; a row already written (a batch
+     -- retried after a lost answer: same id, not a start) is left as it is, so each is written once
      ON CONFLICT (id) DO UPDATE SET (${COLUMNS}) = (EXCLUDED.timestamp, EXCLUDED.level, EXCLUDED.event,
        EXCLUDED.job_id, EXCLUDED.job_name, EXCLUDED.message, EXCLUDED.duration, EXCLUDED.error,
        EXCLUDED.fail_count, EXCLUDED.retry_delay, EXCLUDED.retry_attempt, EXCLUDED.agenda_name, EXCLUDED.meta)

@@ -1,0 +1,341 @@
+import { PostgresJobLogger } from "@agendajs/postgres-backend";
+import { Agenda, type AgendaBackend } from "agenda";
+import type { Clock } from "../core/clock.js";
+import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
+import type { Logger } from "../core/logger.js";
+import { POLL_PHASES } from "../core/periodic.js";
+import { loadRunTracer, type RunTracer } from "../observability/tracing.js";
+import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
+import type { DatabaseHealth } from "./databaseHealth.js";
+import { DependencyCoordinator } from "./dependencies.js";
+import type { EngineHooks, EngineOptions, EngineRun } from "./engineApi.js";
+import type { EngineErrors } from "./engineErrors.js";
+import { CronwardenJobRepository } from "./jobRepository.js";
+import { JobWrites, type WakeJob } from "./jobWrites.js";
+import { InstanceLiveness } from "./liveness.js";
+import { LockKeeper } from "./lockKeeper.js";
+import { MissedSlotDetector } from "./missedSlotDetector.js";
+import { JobNotificationChannel } from "./notificationChannel.js";
+import { RunChecks } from "./runChecks.js";
+import { RunRecorder } from "./runRecorder.js";
+import { SkippedSlots } from "./skippedSlots.js";
+import type { SlotRunnerPorts } from "./slotRunner.js";
+import * as sql from "./sql.js";
+import { StatementBatch } from "./statementBatch.js";
+import { TaskRunner } from "./taskRunner.js";
+
+/**
+ * The engine's wiring: builds, once, the parts that AgendaEngine (src/engine/agendaEngine.ts)
+ * starts and drains, around one Agenda instance, and connects their callbacks. Nothing here runs
+ * on its own; the engine's lifecycle does.
+ */
+
+const DEFAULT_TIMEOUT_GRACE_MS = SCHEDULER_DEFAULTS.timeoutGraceMs;
+const DEFAULT_MISSED_SLOT_GRACE_MS = SCHEDULER_DEFAULTS.missedSlotGraceMs;
+const DEFAULT_MISSED_SLOT_CHECK_MS = SCHEDULER_DEFAULTS.missedSlotCheckMs;
+const DEFAULT_LIVENESS_CHECK_MS = SCHEDULER_DEFAULTS.livenessCheckMs;
+export const DEFAULT_MAX_CONCURRENCY = SCHEDULER_DEFAULTS.maxConcurrency;
+/**
+ * The notification channel's longest wait between reconnects while the database is down
+ * (src/engine/notificationChannel.ts): at most a poll, past which the claim loop's own pass has
+ * looked for what a lost notification would have woken it for.
+ */
+const channelReconnectMaxMs = (processEveryMs: number) => Math.max(1_000, processEveryMs);
+
+/** What the engine builds once and then starts and drains. */
+export interface EngineParts {
+  agenda: Agenda;
+  recorder: RunRecorder;
+  dependencies: DependencyCoordinator;
+  channel: JobNotificationChannel;
+  repository: CronwardenJobRepository;
+  runs: ClaimedRuns;
+  liveness: InstanceLiveness | undefined;
+  missedSlots: MissedSlotDetector;
+  writes: JobWrites;
+  /** Renews running jobs' locks from its own thread; closed after the drain. */
+  locks: LockKeeper;
+}
+
+/** What the wiring takes from the engine: its options, clock, log, error and health reporters, and two calls back. */
+export interface EngineContext {
+  options: EngineOptions;
+  logger: Logger;
+  clock: Clock;
+  errors: EngineErrors;
+  health: DatabaseHealth;
+  /** The parts once built: callbacks that fire later reach them through this. */
+  parts(): EngineParts | undefined;
+  /** Wakes every instance's workers for a job due now (NOTIFY). */
+  wake(job: WakeJob): Promise<void>;
+}
+
+export class EngineWiring {
+  readonly #ctx: EngineContext;
+  readonly #options: EngineOptions;
+  readonly #logger: Logger;
+  readonly #clock: Clock;
+  readonly #errors: EngineErrors;
+  readonly #health: DatabaseHealth;
+
+  constructor(ctx: EngineContext) {
+    this.#ctx = ctx;
+    this.#options = ctx.options;
+    this.#logger = ctx.logger;
+    this.#clock = ctx.clock;
+    this.#errors = ctx.errors;
+    this.#health = ctx.health;
+  }
+
+  /** The parts, built in order: the recorder, the dependencies, the rows, Agenda, the claimed runs. */
+  async build(): Promise<EngineParts> {
+    const { pool, instanceId } = this.#options;
+    const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
+    const recorder = new RunRecorder(
+      jobLogger,
+      instanceId,
+      this.#logger,
+      // a start row and the outcome row that replaces it never share a statement
+      new StatementBatch((rows) => sql.writeRunLogRows(pool, rows).then(() => rows.map(() => undefined)), {
+        key: (row) => row.replaces ?? row.id,
+      }),
+      this.#clock,
+    );
+    const dependencies = this.#dependencies();
+    // OpenTelemetry, an optional peer, is imported here once (docs/tracing.md)
+    const tracer = await loadRunTracer(instanceId);
+    recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
+    const channel = this.#notificationChannel();
+    const repository = this.#repository();
+    const agenda = await this.#agenda({ repository, channel, jobLogger });
+    const locks = new LockKeeper({
+      pool,
+      renewer: repository,
+      lockLifetimeMs: this.#options.lockLifetimeMs,
+      logger: this.#logger,
+      clock: this.#clock,
+    });
+    const runs = new ClaimedRuns({
+      agenda,
+      repository,
+      ports: this.#runPorts({ repository, recorder, dependencies, tracer, locks }),
+      instanceId,
+      processEveryMs: this.#options.processEveryMs,
+      lockLifetimeMs: this.#options.lockLifetimeMs,
+      maxConcurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      clock: this.#clock,
+      logger: this.#logger,
+      hooks: this.#options.hooks ?? {},
+      wake: (job) => this.#ctx.wake(job),
+      onRunError: (error) => this.#errors.runError(error),
+    });
+    channel.subscribe((notification) => {
+      const due = notification.nextRunAt;
+      if (!due || new Date(due).getTime() <= this.#clock.now() + runs.lookAheadMs) runs.claimNow();
+    });
+    return {
+      agenda,
+      locks,
+      recorder,
+      dependencies,
+      channel,
+      repository,
+      runs,
+      liveness: this.#liveness(),
+      missedSlots: this.#missedSlotDetector(() => [...runs.definedTasks]),
+      writes: new JobWrites({
+        pool,
+        agenda,
+        dependencies,
+        instanceId,
+        clock: this.#clock,
+        wake: (job) => this.#ctx.wake(job),
+      }),
+    };
+  }
+
+  #dependencies(): DependencyCoordinator {
+    const { pool, instanceId, processEveryMs } = this.#options;
+    return new DependencyCoordinator({
+      pool,
+      instanceId,
+      logger: this.#logger,
+      hooks: this.#options.hooks ?? {},
+      sweepEveryMs: this.#options.dependencySweepMs,
+      sweepPhaseMs: POLL_PHASES.dependencySweep * processEveryMs,
+      clock: this.#clock,
+      wake: (rows) => {
+        this.#ctx.parts()?.runs.claimNow();
+        for (const row of rows)
+          void this.#ctx
+            .wake({ id: row.id, name: row.name, nextRunAt: row.next_run_at, priority: 0 })
+            .catch(() => {});
+      },
+    });
+  }
+
+  #notificationChannel(): JobNotificationChannel {
+    const channel = new JobNotificationChannel({
+      pool: this.#options.pool,
+      reconnect: { enabled: true, maxDelayMs: channelReconnectMaxMs(this.#options.processEveryMs) },
+    });
+    // The channel is an EventEmitter that emits 'error' when its LISTEN connection drops (a
+    // database restart); without a listener that is an uncaught exception. It reconnects itself.
+    channel.on("error", (error: Error) => this.#errors.componentError(error, "notification channel"));
+    return channel;
+  }
+
+  #repository(): CronwardenJobRepository {
+    const { pool, lockLifetimeMs, processEveryMs } = this.#options;
+    return new CronwardenJobRepository(pool, this.#logger, {
+      lockLifetimeMs,
+      clock: this.#clock,
+      onRowGivenBack: () => this.#ctx.parts()?.runs.claimNow(),
+      onHandedOff: (jobId, taskName) => {
+        // the other instances lock it now, not at their next poll
+        void this.#ctx
+          .wake({
+            id: jobId,
+            name: taskName,
+            nextRunAt: new Date(this.#clock.now()),
+            priority: 0,
+          })
+          .catch(() => {});
+      },
+      catchUpGraceMs: Math.max(
+        this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS,
+        2 * processEveryMs,
+      ),
+      onPaused: (_jobId, taskName, pause) => {
+        this.#logger.warn(
+          { task: taskName, failures: pause.failures, slot: pause.slot, lastError: pause.lastError },
+          `task "${taskName}" paused after ${pause.failures} failed slot(s) in a row (pauseOnFailure); it resumes when its config entry changes or by POST /tasks/${taskName}/resume`,
+        );
+        this.#options.hooks?.taskPaused?.({ taskName, ...pause });
+      },
+    });
+  }
+
+  /** Agenda on our backend: the job documents, `create`/`save`, the job log, the notifications. */
+  async #agenda(parts: {
+    repository: CronwardenJobRepository;
+    channel: JobNotificationChannel;
+    jobLogger: PostgresJobLogger;
+  }): Promise<Agenda> {
+    const backend: AgendaBackend = {
+      name: "PostgreSQL (cronwarden)",
+      repository: parts.repository,
+      notificationChannel: parts.channel,
+      logger: parts.jobLogger,
+      ownsConnection: false,
+      connect: async () => {},
+      disconnect: async () => {},
+    };
+    const agenda = new Agenda({
+      backend,
+      name: this.#options.instanceId,
+      processEvery: this.#options.processEveryMs,
+      defaultLockLifetime: this.#options.lockLifetimeMs,
+      defaultConcurrency: 1,
+      maxConcurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      logging: true,
+    });
+    agenda.on("error", (error: Error) => this.#errors.runError(error));
+    await agenda.ready;
+    return agenda;
+  }
+
+  /** What each run's owner (src/engine/slotRunner.ts) uses: the rows, the recorder, the checks and attempts. */
+  #runPorts({
+    repository,
+    recorder,
+    dependencies,
+    tracer,
+    locks,
+  }: {
+    repository: CronwardenJobRepository;
+    recorder: RunRecorder;
+    dependencies: DependencyCoordinator;
+    tracer: RunTracer;
+    locks: LockKeeper;
+  }): SlotRunnerPorts {
+    const { pool, lockLifetimeMs, instanceId } = this.#options;
+    const hooks = this.#options.hooks ?? {};
+    const runHooks: EngineHooks = {
+      ...hooks,
+      runStarted: (run: EngineRun) => {
+        hooks.runStarted?.(run);
+        dependencies.runStarted(run);
+      },
+    };
+    const logger = this.#logger;
+    const clock = this.#clock;
+    const skipped = new SkippedSlots({ recorder, logger, hooks: runHooks, clock });
+    const runner = new TaskRunner({
+      watchdog: locks,
+      recorder,
+      logger,
+      hooks: runHooks,
+      checks: new RunChecks({ pool, logger, lockLifetimeMs, clock, skipped, dependencies }),
+      skipped,
+      timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
+      lockLifetimeMs,
+      clock,
+      startAheadMs: startAheadOf(lockLifetimeMs),
+      tracer,
+    });
+    return { rows: repository, recorder, runner, logger, clock, instanceId };
+  }
+
+  #liveness(): InstanceLiveness | undefined {
+    const { pool, instanceId, processEveryMs } = this.#options;
+    const livenessCheckMs = this.#options.livenessCheckMs ?? DEFAULT_LIVENESS_CHECK_MS;
+    if (livenessCheckMs <= 0) return undefined;
+    return new InstanceLiveness({
+      pool,
+      instanceId,
+      checkEveryMs: livenessCheckMs,
+      logger: this.#logger,
+      // the check's answer is the health probe's; a failed check asks the pool at once
+      onChecked: (answered) => {
+        if (answered) this.#health.confirmUp();
+        else void this.#health.probe();
+      },
+      // a session cut by the server (a restart, a failover, a switchover): expired locks say
+      // nothing about their owners until they could renew on the new server
+      onSessionInterrupted: () => this.#ctx.parts()?.repository.holdTakeovers(this.#options.lockLifetimeMs),
+      onReleased: (rows) => {
+        this.#ctx.parts()?.runs.claimNow();
+        const soon = this.#clock.now() + processEveryMs;
+        for (const row of rows)
+          if (row.next_run_at && row.next_run_at.getTime() <= soon)
+            void this.#ctx
+              .wake({
+                id: row.id,
+                name: row.name,
+                nextRunAt: row.next_run_at,
+                priority: row.priority,
+              })
+              .catch(() => {});
+      },
+    });
+  }
+
+  #missedSlotDetector(taskNames: () => string[]): MissedSlotDetector {
+    const { pool, processEveryMs, lockLifetimeMs } = this.#options;
+    return new MissedSlotDetector({
+      pool,
+      taskNames,
+      graceMs: Math.max(this.#options.missedSlotGraceMs ?? DEFAULT_MISSED_SLOT_GRACE_MS, 2 * processEveryMs),
+      lockLifetimeMs,
+      checkEveryMs: this.#options.missedSlotCheckMs ?? DEFAULT_MISSED_SLOT_CHECK_MS,
+      phaseMs: POLL_PHASES.missedSlotCheck * processEveryMs,
+      clock: this.#clock,
+      logger: this.#logger,
+      onMissed: (missed) => this.#options.hooks?.missedSlot?.(missed),
+      nudge: (row) =>
+        this.#ctx.wake({ id: row.id, name: row.name, nextRunAt: row.next_run_at, priority: row.priority }),
+      repairLostNextRun: async () => this.#options.repairLostNextRun?.(),
+    });
+  }
+}
