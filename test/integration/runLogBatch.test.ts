@@ -1,7 +1,12 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
-import { insertRunLogRows, type RunLogInsert, writeRunLogRows } from "../../src/engine/sql/runLog.js";
+import {
+  insertRunLogRows,
+  type RunLogInsert,
+  selectLastStart,
+  writeRunLogRows,
+} from "../../src/engine/sql/runLog.js";
 import { StatementBatch } from "../../src/engine/statementBatch.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
@@ -225,4 +230,56 @@ describe("a batch written again (its first answer lost)", () => {
     );
     expect(written).toEqual([{ count: 3 }]);
   });
+
+  it("a record and a start written again are each written once: one record, one run in progress", async () => {
+    const first = randomUUID();
+    const second = randomUUID();
+    const start = (id: string, second: number): RunLogInsert => ({
+      ...row("retried-run", 1),
+      timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, second)),
+      id,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: new Date(Date.UTC(2026, 11, 1, 0, 0, second)).toISOString() },
+    });
+    await writeRunLogRows(db.pool, [start(first, 1)]);
+    const batch = [{ ...row("retried-run", 1), id: first, replaces: first }, start(second, 2)];
+    await writeRunLogRows(db.pool, batch);
+    await writeRunLogRows(db.pool, batch);
+    const { rows } = await db.pool.query("SELECT id, event FROM agenda_logs WHERE job_name = 'retried-run'");
+    expect(rows).toEqual([{ id: first, event: "success" }]);
+    const inProgress = await db.pool.query(
+      "SELECT id FROM cronwarden_run_starts WHERE job_name = 'retried-run'",
+    );
+    expect(inProgress.rows).toEqual([{ id: second }]);
+  });
+});
+
+describe("the run a re-run repeats (selectLastStart)", () => {
+  it.each(["interrupted", "lock-lost"])(
+    "finds a %s run by its record (not final: the re-run repeats it), not a failed one",
+    async (outcome) => {
+      const job = `unfinished-${outcome}`;
+      const record = (second: number, recordOutcome: string): RunLogInsert => {
+        const startedAt = new Date(Date.UTC(2026, 11, 1, 0, 0, second));
+        return {
+          ...row(job, 1),
+          jobId: job,
+          id: randomUUID(),
+          timestamp: new Date(startedAt.getTime() + 500),
+          event: "fail",
+          error: "cut",
+          meta: {
+            scheduledAt: startedAt.toISOString(),
+            startedAt: startedAt.toISOString(),
+            outcome: recordOutcome,
+          },
+        };
+      };
+      await writeRunLogRows(db.pool, [record(1, outcome), record(10, "failed")]);
+      const found = await selectLastStart(db.pool, job, new Date(Date.UTC(2026, 11, 1, 0, 1)));
+      expect(found?.timestamp).toEqual(new Date(Date.UTC(2026, 11, 1, 0, 0, 1)));
+      expect(found?.meta).toMatchObject({ outcome });
+    },
+  );
 });
