@@ -296,6 +296,7 @@ export class EngineWiring {
       instanceId,
       checkEveryMs: livenessCheckMs,
       logger: this.#logger,
+      clock: this.#clock,
       // the check's answer is the health probe's; a failed check asks the pool at once
       onChecked: (answered) => {
         if (answered) this.#health.confirmUp();

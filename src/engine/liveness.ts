@@ -1,5 +1,6 @@
 import type { Pool } from "pg";
 import pg from "pg";
+import { type Clock, type ClockTimer, systemClock } from "../core/clock.js";
 import { type Logger, toError } from "../core/logger.js";
 import {
   deregisterInstance,
@@ -12,6 +13,8 @@ import {
 } from "./sql.js";
 
 export interface InstanceLivenessOptions {
+  /** The check, confirmation and reconnect timers (src/core/clock.ts); the system's by default. */
+  clock?: Clock;
   /** The instances' pool: its connection settings open the dedicated session (not one of its connections). */
   pool: Pool;
   instanceId: string;
@@ -62,10 +65,11 @@ export const CONFIRM_AFTER_MS = 500;
  */
 export class InstanceLiveness {
   readonly #options: InstanceLivenessOptions;
+  readonly #clock: Clock;
   #client: pg.Client | undefined;
-  #timer: NodeJS.Timeout | undefined;
-  #confirmTimer: NodeJS.Timeout | undefined;
-  #reconnectTimer: NodeJS.Timeout | undefined;
+  #timer: ClockTimer | undefined;
+  #confirmTimer: ClockTimer | undefined;
+  #reconnectTimer: ClockTimer | undefined;
   #reconnectDelayMs = 250;
   #checking: Promise<void> | undefined;
   #stopped = false;
@@ -74,6 +78,7 @@ export class InstanceLiveness {
 
   constructor(options: InstanceLivenessOptions) {
     this.#options = options;
+    this.#clock = options.clock ?? systemClock;
   }
 
   /** Whether this instance's liveness lock is held now. */
@@ -97,7 +102,7 @@ export class InstanceLiveness {
       );
       this.#scheduleReconnect();
     }
-    this.#timer = setInterval(() => this.#checkNow(), this.#options.checkEveryMs);
+    this.#timer = this.#clock.setInterval(() => this.#checkNow(), this.#options.checkEveryMs);
     this.#timer.unref();
   }
 
@@ -110,9 +115,9 @@ export class InstanceLiveness {
   /** Deregisters, then closes the session (which drops the lock). */
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearInterval(this.#timer);
-    clearTimeout(this.#confirmTimer);
-    clearTimeout(this.#reconnectTimer);
+    this.#clock.clearInterval(this.#timer);
+    this.#clock.clearTimeout(this.#confirmTimer);
+    this.#clock.clearTimeout(this.#reconnectTimer);
     this.#timer = undefined;
     this.#confirmTimer = undefined;
     await this.#checking;
@@ -185,7 +190,7 @@ export class InstanceLiveness {
     if (this.#stopped || this.#reconnectTimer) return;
     const delay = this.#reconnectDelayMs;
     this.#reconnectDelayMs = Math.min(this.#reconnectDelayMs * 2, 5_000);
-    this.#reconnectTimer = setTimeout(() => {
+    this.#reconnectTimer = this.#clock.setTimeout(() => {
       this.#reconnectTimer = undefined;
       this.#connect().catch((error: unknown) => {
         // after a restart this instance's old session may linger on the server for a moment
@@ -237,7 +242,7 @@ export class InstanceLiveness {
   #scheduleConfirmation(): void {
     const delay = this.#options.confirmAfterMs ?? CONFIRM_AFTER_MS;
     if (this.#stopped || this.#confirmTimer || delay <= 0 || this.#options.checkEveryMs <= delay) return;
-    this.#confirmTimer = setTimeout(() => {
+    this.#confirmTimer = this.#clock.setTimeout(() => {
       this.#confirmTimer = undefined;
       if (!this.#stopped) this.#checkNow();
     }, delay);

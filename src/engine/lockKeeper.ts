@@ -73,7 +73,7 @@ export class LockKeeper implements LockWatcher {
       renewer: options.renewer,
       lockLifetimeMs: options.lockLifetimeMs,
       logger: options.logger,
-      now: () => new Date(this.#clock.now()),
+      clock: this.#clock,
     });
   }
 
@@ -97,7 +97,8 @@ export class LockKeeper implements LockWatcher {
       id,
       jobId: lock.jobId,
       lockedAt: lock.heldLockAt.getTime(),
-      offsetMs: this.#clock.now() - Date.now(),
+      // the thread writes lock times by the system's clock, shifted to the engine's
+      offsetMs: this.#clock.now() - systemClock.now(),
     });
     return () => {
       if (watch.fallbackStop) return watch.fallbackStop();
@@ -124,7 +125,7 @@ export class LockKeeper implements LockWatcher {
       worker.once("exit", () => resolve());
     });
     worker.postMessage({ type: "stop" });
-    await Promise.race([stopped, new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
+    await Promise.race([stopped, this.#clock.sleep(2_000)]);
     await worker.terminate();
   }
 

@@ -1,3 +1,4 @@
+import { type Clock, type ClockTimer, systemClock } from "../core/clock.js";
 import { toError } from "../core/logger.js";
 import type { RunResult } from "./engineApi.js";
 
@@ -27,7 +28,8 @@ export interface SuperviseOptions {
   graceMs: number;
   onLockLost: (reason: string) => void;
   onAbandoned: (reason: string) => void;
-  now?: () => number;
+  /** The time and timers (src/core/clock.ts); the system's by default. */
+  clock?: Clock;
 }
 
 export class RunTimeoutError extends Error {
@@ -51,7 +53,8 @@ type Event =
  *   signal still never overlaps the next run; after `graceMs` more it is abandoned.
  */
 export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunResult, "final">> {
-  const now = options.now ?? Date.now;
+  const clock = options.clock ?? systemClock;
+  const now = () => clock.now();
   let handled: Promise<void>;
   try {
     handled = Promise.resolve(options.run());
@@ -73,9 +76,9 @@ export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunR
     },
   );
   const lost: Promise<Event> = options.lockLost.then((reason) => ({ kind: "lost", reason }) as const);
-  const timers: NodeJS.Timeout[] = [];
+  const timers: ClockTimer[] = [];
   const after = (ms: number): Promise<Event> =>
-    new Promise((resolve) => timers.push(setTimeout(() => resolve({ kind: "deadline" }), ms)));
+    new Promise((resolve) => timers.push(clock.setTimeout(() => resolve({ kind: "deadline" }), ms)));
   const finish = (error?: Error): Omit<RunResult, "final"> => ({
     outcome: error instanceof LockLostError ? "lock-lost" : error ? "failed" : "succeeded",
     durationMs: (settledAt ?? now()) - options.startedAt.getTime(),
@@ -91,7 +94,8 @@ export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunR
   try {
     const racers = [settled, lost];
     if (options.timeoutMs !== undefined) racers.push(after(options.timeoutMs));
-    if (options.quietMs) await new Promise((resolve) => timers.push(setTimeout(resolve, options.quietMs)));
+    const { quietMs } = options;
+    if (quietMs) await new Promise<void>((resolve) => timers.push(clock.setTimeout(resolve, quietMs)));
     options.started?.();
     const first = await Promise.race(racers);
     if (first.kind === "settled") return finish(first.error);
@@ -107,7 +111,7 @@ export async function superviseRun(options: SuperviseOptions): Promise<Omit<RunR
     options.onAbandoned(reason);
     return finish(new RunTimeoutError(reason));
   } finally {
-    for (const timer of timers) clearTimeout(timer);
+    for (const timer of timers) clock.clearTimeout(timer);
   }
 }
 

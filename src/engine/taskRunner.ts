@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from "node:timers/promises";
 import { exponential, type Job } from "agenda";
 import { type Clock, systemClock } from "../core/clock.js";
 import { isoTime } from "../core/isoTime.js";
@@ -299,7 +298,9 @@ export class TaskRunner {
     });
     this.#deps.hooks.retryScheduled?.(run, error, delayMs);
     const waited = await Promise.race([
-      sleep(delayMs, "waited", { signal }).catch(() => "shutdown" as const),
+      this.#clock
+        .sleep(delayMs, signal)
+        .then(() => (signal.aborted ? ("shutdown" as const) : ("waited" as const))),
       lock.lost.then(() => "lost" as const),
     ]);
     if (waited === "waited") return;
@@ -327,7 +328,7 @@ export class TaskRunner {
     const timer =
       cancelTime === undefined
         ? undefined
-        : setTimeout(
+        : this.#clock.setTimeout(
             () => {
               fired = true;
               slot.abort(
@@ -338,7 +339,7 @@ export class TaskRunner {
             },
             Math.max(0, cancelTime - this.#clock.now()),
           );
-    return { fired: () => fired, clear: () => clearTimeout(timer) };
+    return { fired: () => fired, clear: () => this.#clock.clearTimeout(timer) };
   }
 
   /**
@@ -354,20 +355,17 @@ export class TaskRunner {
   ): Promise<void> {
     const at = entry.handlerAt?.getTime();
     if (at === undefined) return;
-    const giveUpAt = performance.now() + (this.#deps.startAheadMs ?? 0) + WAIT_SLACK_MS;
+    const giveUpAt = this.#clock.monotonic() + (this.#deps.startAheadMs ?? 0) + WAIT_SLACK_MS;
     let lost = false;
     void lockLost.then(() => {
       lost = true;
     });
     for (let step = slotWaitStep(at - this.#clock.now()); step !== "done" && !lost && !signal.aborted; ) {
-      const bound = giveUpAt - performance.now();
+      const bound = giveUpAt - this.#clock.monotonic();
       if (bound <= 0) return;
       if (step === "turn") await new Promise<void>((resolve) => setImmediate(resolve));
       else
-        await Promise.race([
-          sleep(Math.min(step.timerMs, Math.ceil(bound)), undefined, { signal }).catch(() => {}),
-          lockLost,
-        ]);
+        await Promise.race([this.#clock.sleep(Math.min(step.timerMs, Math.ceil(bound)), signal), lockLost]);
       step = slotWaitStep(at - this.#clock.now());
     }
   }
@@ -409,7 +407,7 @@ export class TaskRunner {
           hooks.runStarted?.(attemptRun);
         },
         quietMs,
-        now: () => this.#clock.now(),
+        clock: this.#clock,
         abort: (error) => attempt.abort(error),
         lockLost: lock.lost,
         timeoutMs: options.timeoutMs,

@@ -1,3 +1,4 @@
+import { type Clock, type ClockTimer, systemClock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { toError } from "../core/logger.js";
 import { type LockRenewal, lockTakenReason } from "./sql/claim.js";
@@ -24,7 +25,8 @@ export interface WatchdogOptions {
   /** How often a held lock is renewed; a third of the lifetime leaves two retries before expiry. */
   renewEveryMs?: number;
   logger: Logger;
-  now?: () => Date;
+  /** The time lock times are written with, and the renewal timers (src/core/clock.ts). */
+  clock?: Clock;
 }
 
 /** A lock's holder (src/engine/slotRun.ts): the lock time lives there, and the watchdog renews through it. */
@@ -58,7 +60,7 @@ export class Watchdog implements LockWatcher {
   constructor(options: WatchdogOptions) {
     this.#options = {
       renewEveryMs: Math.max(250, Math.floor(options.lockLifetimeMs / 3)),
-      now: () => new Date(),
+      clock: systemClock,
       ...options,
     };
   }
@@ -72,10 +74,11 @@ export class Watchdog implements LockWatcher {
    * caller's final save is fenced on the lock time really in the row.
    */
   watch(lock: WatchedLock, events: WatchEvents): () => Promise<void> {
-    const { renewer, lockLifetimeMs, renewEveryMs, logger, now } = this.#options;
-    let lastRenewal = lock.heldLockAt?.getTime() ?? now().getTime();
+    const { renewer, lockLifetimeMs, renewEveryMs, logger, clock } = this.#options;
+    const now = () => new Date(clock.now());
+    let lastRenewal = lock.heldLockAt?.getTime() ?? clock.now();
     let stopped = false;
-    let timer: NodeJS.Timeout | undefined;
+    let timer: ClockTimer | undefined;
     let inFlight: Promise<void> | undefined;
 
     const lose = (reason: string) => {
@@ -110,7 +113,7 @@ export class Watchdog implements LockWatcher {
       if (!stopped) schedule();
     };
     const schedule = () => {
-      timer = setTimeout(() => {
+      timer = clock.setTimeout(() => {
         inFlight = tick().finally(() => {
           inFlight = undefined;
         });
@@ -119,7 +122,7 @@ export class Watchdog implements LockWatcher {
     schedule();
     return async () => {
       stopped = true;
-      clearTimeout(timer);
+      clock.clearTimeout(timer);
       await inFlight;
     };
   }

@@ -1,5 +1,6 @@
 import { setTimeout as sleep } from "node:timers/promises";
 import { describe, expect, it } from "vitest";
+import { systemClock } from "../../src/core/clock.js";
 import { LockLostError, RunTimeoutError, superviseRun } from "../../src/engine/runSupervisor.js";
 
 function supervise(
@@ -80,7 +81,7 @@ describe("superviseRun", () => {
     const result = superviseRun({
       ...inertOptions(),
       startedAt: new Date(clock),
-      now: () => clock,
+      clock: { ...systemClock, now: () => clock },
       run: async () => {
         order.push("handler");
         clock += 3; // the handler settles 3 ms after its start
