@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,isolation] [-- --keep]
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,isolation,search] [-- --keep]
  *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the contender workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
@@ -23,6 +23,7 @@ import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
 import { runRolling } from "./scenarios/rolling.js";
+import { runSearch } from "./scenarios/search.js";
 import { runTimerFloor } from "./scenarios/timerFloor.js";
 
 const SCENARIOS = [
@@ -36,6 +37,7 @@ const SCENARIOS = [
   "rolling",
   "reconcile",
   "isolation",
+  "search",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -182,6 +184,10 @@ async function main(): Promise<void> {
     results.reconcile = await runReconcile(context, sizes.reconcileTasks);
     progress("reconcile with 10 tasks (config write -> stored, for contrast)");
     results.reconcileSmall = await runReconcile(context, 10);
+  }
+  if (wanted("search")) {
+    progress(`run search over ${sizes.searchRows.toLocaleString("en")} run records`);
+    results.search = await runSearch(context);
   }
 
   if (wanted("isolation")) {

@@ -36,6 +36,8 @@ export interface Sizes {
   reconcileEdits: number;
   /** Which idle size's process the memory figure is read from (10000 in full mode). */
   memoryTasks: number;
+  /** Run-log records the search scenario loads (10 million in full mode). */
+  searchRows: number;
 }
 
 export const FULL: Sizes = {
@@ -55,6 +57,7 @@ export const FULL: Sizes = {
   reconcileTasks: 10_000,
   reconcileEdits: 3,
   memoryTasks: 10_000,
+  searchRows: 10_000_000,
 };
 
 export const QUICK: Sizes = {
@@ -74,6 +77,7 @@ export const QUICK: Sizes = {
   reconcileTasks: 1000,
   reconcileEdits: 3,
   memoryTasks: 1000,
+  searchRows: 500_000,
 };
 
 /** Settings shared by both contenders: cronwarden's defaults (Agenda's own poll default is also 5 s). */

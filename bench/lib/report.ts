@@ -1,4 +1,5 @@
 /** The bench's output: a markdown report and one line of JSON. */
+
 import type { FailoverTrial } from "../scenarios/failover.js";
 import type { HerdFigures } from "../scenarios/herd.js";
 import type { IdleResult } from "../scenarios/idle.js";
@@ -10,6 +11,7 @@ import {
   type MinuteLatenessResult,
 } from "../scenarios/latenessMinute.js";
 import type { RollingFigures } from "../scenarios/rolling.js";
+import type { SearchFigures } from "../scenarios/search.js";
 import type { FloorFigures, TimerFloorFigures } from "../scenarios/timerFloor.js";
 import {
   type Contender,
@@ -43,6 +45,8 @@ export interface Results {
   reconcileSmall?: ReconcileFigures;
   /** cronwarden only: isolated handlers against in-process ones (docs/isolation.md). */
   isolation?: IsolationFigures;
+  /** cronwarden only: the run search over a large run log (bench/scenarios/search.ts). */
+  search?: SearchFigures;
 }
 
 type Figure = number | null;
@@ -107,6 +111,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     reconcile_change_ms_10000: reconcile?.changeError ? null : round(reconcile?.changeMs),
     reconcile_noop_ms_10000: round(reconcile?.noopMs),
     config_to_stored_ms: round(reconcile ? median(reconcile.configToStoredMs) : null),
+    search_p95_ms: round(results.search?.overall.p95, 1),
   };
   for (const [key, value] of Object.entries(agenda)) figures[`${key}_agenda`] = value;
   for (const key of [
@@ -114,6 +119,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     "reconcile_change_ms_10000",
     "reconcile_noop_ms_10000",
     "config_to_stored_ms",
+    "search_p95_ms",
   ])
     figures[`${key}_agenda`] = null;
   const failures: Record<string, { ms: number | null; error: string }> = {};
@@ -266,8 +272,32 @@ export function markdown(options: {
       "n/a",
     );
   }
+  if (results.search) searchRows(row, results.search);
   lines.push("");
   return lines.join("\n");
+}
+
+function searchRows(row: Row, search: SearchFigures): void {
+  const rows = search.rows.toLocaleString("en");
+  row(
+    `run search over ${rows} run records (table ${search.tableBytes}, index ${search.indexBytes})`,
+    "load / index build (s)",
+    `${show(search.loadS, 0)} / ${show(search.indexBuildS, 0)}`,
+    "n/a",
+  );
+  for (const kind of search.kinds)
+    row(
+      `run search: ${kind.kind} (${kind.searches}x, ${show(kind.meanRows, 0)} rows each)`,
+      "p50 / p95 / max (ms)",
+      `${show(kind.p50, 1)} / ${show(kind.p95, 1)} / ${show(kind.max, 1)}`,
+      "n/a",
+    );
+  row(
+    `run search: all ${search.overall.searches} searches`,
+    "p50 / p95 / max (ms)",
+    `${show(search.overall.p50, 1)} / ${show(search.overall.p95, 1)} / ${show(search.overall.max, 1)}`,
+    "n/a",
+  );
 }
 
 function latenessRows(row: Row, lateness: Record<Contender, LatenessFigures>): void {

@@ -69,23 +69,8 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
   // fastify and the routes are loaded when the server starts, not by every process that imports
   // cronwarden: a scheduler without an admin API does not carry them
   const build = async (): Promise<FastifyInstance> => {
-    const [
-      { default: Fastify },
-      { DASHBOARD_PREFIX, dashboardRoutes },
-      { configRoutes },
-      { dependencyRoutes },
-      { PROBE_PATHS, probeRoutes },
-      { taskRoutes },
-      { timelineRoutes },
-    ] = await Promise.all([
-      import("fastify"),
-      import("../dashboard/dashboardRoutes.js"),
-      import("./configRoutes.js"),
-      import("./dependencyRoutes.js"),
-      import("./probeRoutes.js"),
-      import("./taskRoutes.js"),
-      import("./timelineRoutes.js"),
-    ]);
+    const routes = await loadRoutes();
+    const { Fastify, DASHBOARD_PREFIX, PROBE_PATHS } = routes;
     // fastify's own request logging is off: nothing logs request headers (the token)
     const server = Fastify({ logger: false, bodyLimit: 16 * 1024, return503OnClosing: true });
     server.addHook("onRequest", async (request) => {
@@ -101,13 +86,14 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
     });
     server.setErrorHandler(errorHandler(logger));
     server.setNotFoundHandler(notFoundHandler);
-    taskRoutes(server, options.scheduler, missed, callerOf);
-    timelineRoutes(server, options.scheduler);
-    dependencyRoutes(server, options.scheduler);
-    configRoutes(server, options.scheduler);
+    routes.taskRoutes(server, options.scheduler, missed, callerOf);
+    routes.timelineRoutes(server, options.scheduler);
+    routes.dependencyRoutes(server, options.scheduler);
+    routes.configRoutes(server, options.scheduler);
+    routes.opsRoutes(server, options.scheduler, callerOf);
     monitor = stallMs > 0 ? new EventLoopMonitor() : undefined;
-    probeRoutes(server, options.scheduler, options.metrics, monitor && { monitor, stallMs });
-    dashboardRoutes(server, options.scheduler);
+    routes.probeRoutes(server, options.scheduler, options.metrics, monitor && { monitor, stallMs });
+    routes.dashboardRoutes(server, options.scheduler);
     return server;
   };
 
@@ -128,6 +114,23 @@ export function createAdminServer(options: AdminServerOptions): AdminServer {
       await app?.close();
     },
   };
+}
+
+/** fastify and the route modules, loaded once the server starts. */
+async function loadRoutes() {
+  const [{ default: Fastify }, dashboard, config, dependency, ops, probe, task, timeline] = await Promise.all(
+    [
+      import("fastify"),
+      import("../dashboard/dashboardRoutes.js"),
+      import("./configRoutes.js"),
+      import("./dependencyRoutes.js"),
+      import("./opsRoutes.js"),
+      import("./probeRoutes.js"),
+      import("./taskRoutes.js"),
+      import("./timelineRoutes.js"),
+    ],
+  );
+  return { Fastify, ...dashboard, ...config, ...dependency, ...ops, ...probe, ...task, ...timeline };
 }
 
 function isDashboardFile(url: string, prefix: string): boolean {

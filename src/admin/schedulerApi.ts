@@ -18,4 +18,5 @@ export type AdminScheduler = SchedulerEventSource &
     | "lastReconcile"
     | "auditTrail"
     | "chains"
+    | "fleet"
   >;

@@ -37,6 +37,8 @@ export class AdminClient {
     method: "GET" | "POST",
     path: string,
     schema: T,
+    /** Sent as JSON (a POST's body). */
+    json?: unknown,
   ): Promise<{ status: number; body: z.output<T> }> {
     const url = new URL(
       path.replace(/^\//, ""),
@@ -49,7 +51,9 @@ export class AdminClient {
         headers: {
           accept: "application/json",
           ...(this.#token ? { authorization: `Bearer ${this.#token}` } : {}),
+          ...(json === undefined ? {} : { "content-type": "application/json" }),
         },
+        ...(json === undefined ? {} : { body: JSON.stringify(json) }),
         signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
       });
     } catch (error) {

@@ -206,6 +206,65 @@ paused), 2 error.`,
     options: { ...adminOptions, json: json("print the API's answer as JSON") },
     footer: ADMIN,
   },
+  "pause-all": {
+    command: "pause-all",
+    usage: "usage: cronwarden pause-all --reason TEXT [--url URL] [--token TOKEN] [--json]",
+    summary: "pause every task of the namespace on every instance (no job row changes); audited",
+    description: `Turns the namespace's pause-all switch on: no run starts on any instance until resume-all; runs
+in progress finish. The job rows are not changed, so resume-all restores exactly the state before,
+and the slots missed meanwhile follow each task's catchUp (docs/operations.md, "Pause all").`,
+    options: {
+      reason: { type: "string", value: "TEXT", description: "why (required; kept in the audit trail)" },
+      ...adminOptions,
+      json: json("print the API's answer as JSON"),
+    },
+    footer: ADMIN,
+  },
+  "resume-all": {
+    command: "resume-all",
+    usage: "usage: cronwarden resume-all [--reason TEXT] [--url URL] [--token TOKEN] [--json]",
+    summary: "lift pause-all; slots missed meanwhile follow each task's catchUp; audited",
+    description: 'Turns the namespace\'s pause-all switch off (docs/operations.md, "Pause all").',
+    options: {
+      reason: { type: "string", value: "TEXT", description: "why (kept in the audit trail)" },
+      ...adminOptions,
+      json: json("print the API's answer as JSON"),
+    },
+    footer: ADMIN,
+  },
+  instances: {
+    command: "instances",
+    usage: "usage: cronwarden instances [--url URL] [--token TOKEN] [--json]",
+    summary: "every instance: id, host, version, start, last liveness check, runs in progress, concurrency",
+    description: `Every registered instance (live, or dead and not yet handed over) and those found dead in the
+last day, with the tasks whose runs were handed over (docs/operations.md, "Instances").`,
+    options: { ...adminOptions, json: json("print the instances as a JSON array") },
+    footer: ADMIN,
+  },
+  search: {
+    command: "search",
+    usage:
+      "usage: cronwarden search [--text WORDS] [--task NAME] [--outcome o,p] [--from ISO] [--to ISO] [--limit N] [--url URL] [--token TOKEN] [--json]",
+    summary: "find runs by words in their error or log lines, task, outcome and time, newest first",
+    description: `Finds run records, newest first, by words in their error, their reason or their handler's log
+lines (whole words, case aside; "a phrase", -word to exclude, or), task, outcome and the time
+they were recorded (docs/operations.md, "Search runs").`,
+    options: {
+      text: { type: "string", value: "WORDS", description: "words to find (e.g. ECONNRESET)" },
+      task: { type: "string", value: "NAME", description: "one task's runs only" },
+      outcome: {
+        type: "string",
+        value: "o,p",
+        description: "succeeded, failed, skipped, interrupted (comma-separated)",
+      },
+      from: { type: "string", value: "ISO", description: "recorded at or after (e.g. 2030-01-31T00:00:00Z)" },
+      to: { type: "string", value: "ISO", description: "recorded before" },
+      limit: { type: "string", value: "N", description: "1-500, default 20" },
+      ...adminOptions,
+      json: json("print the runs and the next page's cursor as JSON"),
+    },
+    footer: ADMIN,
+  },
 };
 
 /** `cronwarden help <command>` and `cronwarden <command> --help`. */
@@ -236,8 +295,9 @@ export function generalUsage(): string {
       `      ${spec.summary}`,
     ]),
     "",
-    `${CONNECTION} status, runs, run and resume talk to a running service's admin API
-(--url, --token; a viewer token is enough for status and runs, run and resume need an operator token).
+    `${CONNECTION} status, runs, run, resume, pause-all, resume-all, instances and search talk to a
+running service's admin API (--url, --token; a viewer token is enough for status, runs, instances and
+search; run, resume, pause-all and resume-all need an operator token).
 --json prints JSON on every command but serve (whose log is JSON lines already).
 cronwarden --version prints the version; --help (on any command) its help; both exit 0.`,
   ].join("\n");

@@ -5,6 +5,7 @@ import { CliError, type CliIo } from "./common.js";
 import { auditCommand, planCommand, validateCommand } from "./configCommands.js";
 import { COMMANDS, commandHelp, generalUsage, packageVersion } from "./help.js";
 import { migrateCommand } from "./migrateCommand.js";
+import { instancesCommand, pauseAllCommand, resumeAllCommand, searchCommand } from "./opsCommands.js";
 import { serveCommand } from "./serveCommand.js";
 
 type Runner = (parsed: ParsedArguments, io: CliIo) => Promise<number>;
@@ -22,6 +23,10 @@ const RUNNERS: Readonly<Record<string, Runner>> = {
   runs: ({ values, positional }, io) => runsCommand(positional as string, as(values), io),
   run: ({ values, positional }, io) => runNowCommand(positional as string, as(values), io),
   resume: ({ values, positional }, io) => resumeCommand(positional as string, as(values), io),
+  "pause-all": ({ values }, io) => pauseAllCommand(as(values), io),
+  "resume-all": ({ values }, io) => resumeAllCommand(as(values), io),
+  instances: ({ values }, io) => instancesCommand(as(values), io),
+  search: ({ values }, io) => searchCommand(as(values), io),
 };
 
 /**

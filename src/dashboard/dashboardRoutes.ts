@@ -21,7 +21,7 @@ const auditQuery = z.object({
 });
 
 /**
- * The web dashboard, served by the admin server: three static files and cronstrue's browser
+ * The web dashboard, served by the admin server: four static files and cronstrue's browser
  * build (cron in words), read once at start-up. No build step, no CDN. Plus `GET /audit`, the
  * audit trail the config page shows drift repairs from.
  */
@@ -31,6 +31,10 @@ export function dashboardRoutes(app: FastifyInstance, scheduler: DashboardSchedu
     "": { body: readFileSync(path.join(assetsDir, "index.html"), "utf8"), type: "text/html; charset=utf-8" },
     "app.js": {
       body: readFileSync(path.join(assetsDir, "app.js"), "utf8"),
+      type: "text/javascript; charset=utf-8",
+    },
+    "ops.js": {
+      body: readFileSync(path.join(assetsDir, "ops.js"), "utf8"),
       type: "text/javascript; charset=utf-8",
     },
     "style.css": {

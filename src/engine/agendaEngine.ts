@@ -18,6 +18,7 @@ import { EngineErrors } from "./engineErrors.js";
 import { DEFAULT_MAX_CONCURRENCY, type EngineParts, EngineWiring } from "./engineWiring.js";
 import { readTaskJobs } from "./jobReads.js";
 import { type JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
+import type { PauseGate, PauseState } from "./pauseGate.js";
 import { checkSchema, migrateSchema } from "./schema.js";
 import { requireSessionPooling } from "./sessionPooling.js";
 import * as sql from "./sql.js";
@@ -152,6 +153,8 @@ export class AgendaEngine {
     await parts.liveness?.start();
     parts.locks.start();
     await parts.channel.connect();
+    // the switch as it is now, before the first claim (the channel's own read may still be in flight)
+    await parts.gate.refresh();
     parts.runs.start();
     this.#health.start();
     parts.missedSlots.start();
@@ -291,6 +294,38 @@ export class AgendaEngine {
   /** Deletes run-log rows past the retention (one instance at a time); null when another instance is at it. */
   pruneRunLog(retention: sql.RunLogRetention): Promise<number | null> {
     return sql.pruneRunLog(this.#options.pool, retention);
+  }
+
+  /** The namespace's pause-all switch as this instance knows it; undefined while off. */
+  get pauseState(): PauseState | undefined {
+    return this.#parts?.gate.state;
+  }
+
+  /** Turns the pause-all switch on or off, with its audit entry in the same transaction (src/engine/pauseGate.ts). */
+  setPauseAll(...args: Parameters<PauseGate["set"]>): ReturnType<PauseGate["set"]> {
+    return this.#require().gate.set(...args);
+  }
+
+  /** The registered instances and the deaths recorded since `deathsSince` (GET /instances). */
+  async instances(
+    deathsSince: Date,
+  ): Promise<{ instances: sql.InstanceRow[]; deaths: sql.InstanceDeathRow[] }> {
+    const pool = this.#options.pool;
+    const [instances, deaths] = await Promise.all([
+      sql.selectInstances(pool),
+      sql.selectInstanceDeaths(pool, { from: deathsSince, limit: 100 }),
+    ]);
+    return { instances, deaths };
+  }
+
+  /** Instance deaths recorded in [from, to), newest first, at most `limit` (the timeline's marks). */
+  instanceDeaths(range: { from: Date; to: Date; limit: number }): Promise<sql.InstanceDeathRow[]> {
+    return sql.selectInstanceDeaths(this.#options.pool, range);
+  }
+
+  /** Run records matching a search, newest first (src/engine/sql/runSearch.ts). */
+  searchRuns(query: sql.RunSearchQuery): Promise<sql.RunSearchRow[]> {
+    return sql.searchRunLog(this.#options.pool, query);
   }
 
   /** Whether the database answered the last probe. */

@@ -50,6 +50,8 @@ export interface ClaimedRunsDeps {
   wake(job: WakeJob): Promise<void>;
   /** A claim pass or a run's start failed (the loop goes on). */
   onRunError(error: Error): void;
+  /** Whether the namespace's pause-all switch is on: then a pass claims nothing (src/engine/pauseGate.ts). */
+  paused?: () => boolean;
 }
 
 export interface RunsDrained {
@@ -97,6 +99,7 @@ export class ClaimedRuns {
       lockLifetimeMs,
       clock: deps.clock,
       claim: async (request) => {
+        if (deps.paused?.()) return [];
         const rows = await deps.repository.claimDue({
           until: request.until,
           limit: request.limit,

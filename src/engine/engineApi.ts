@@ -39,6 +39,10 @@ export interface EngineOptions {
   migrate?: boolean;
   /** An event-loop stall this long or longer is logged and counted (default 2 s; 0 turns it off). */
   stallWarnMs?: number;
+  /** The deployment's namespace: the pause-all switch it obeys (src/engine/pauseGate.ts); default "default". */
+  namespace?: string;
+  /** The host and version this instance shows in GET /instances (src/engine/sql/instances.ts). */
+  describe?: { host: string; version: string };
   /** How often the dependency sweeper runs (waitAtMost, queued downstream runs); default 1 s. */
   dependencySweepMs?: number;
   logger: Logger;

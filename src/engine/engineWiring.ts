@@ -16,6 +16,7 @@ import { InstanceLiveness } from "./liveness.js";
 import { LockKeeper } from "./lockKeeper.js";
 import { MissedSlotDetector } from "./missedSlotDetector.js";
 import { JobNotificationChannel } from "./notificationChannel.js";
+import { PauseGate } from "./pauseGate.js";
 import { RunChecks } from "./runChecks.js";
 import { RunRecorder } from "./runRecorder.js";
 import { SkippedSlots } from "./skippedSlots.js";
@@ -55,6 +56,8 @@ export interface EngineParts {
   writes: JobWrites;
   /** Renews running jobs' locks from its own thread; closed after the drain. */
   locks: LockKeeper;
+  /** The namespace's pause-all switch (src/engine/pauseGate.ts). */
+  gate: PauseGate;
 }
 
 /** What the wiring takes from the engine: its options, clock, log, error and health reporters, and two calls back. */
@@ -106,6 +109,13 @@ export class EngineWiring {
     const tracer = await loadRunTracer(instanceId);
     recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
     const channel = this.#notificationChannel();
+    const gate = new PauseGate({
+      pool,
+      namespace: this.#options.namespace ?? "default",
+      logger: this.#logger,
+      onLifted: () => this.#ctx.parts()?.runs.claimNow(),
+    });
+    channel.alsoListen(gate.channel());
     const repository = this.#repository();
     const agenda = await this.#agenda({ repository, channel, jobLogger });
     const locks = new LockKeeper({
@@ -118,7 +128,7 @@ export class EngineWiring {
     const runs = new ClaimedRuns({
       agenda,
       repository,
-      ports: this.#runPorts({ repository, recorder, dependencies, tracer, locks }),
+      ports: this.#runPorts({ repository, recorder, dependencies, tracer, locks, paused: () => gate.paused }),
       instanceId,
       processEveryMs: this.#options.processEveryMs,
       lockLifetimeMs: this.#options.lockLifetimeMs,
@@ -128,6 +138,7 @@ export class EngineWiring {
       hooks: this.#options.hooks ?? {},
       wake: (job) => this.#ctx.wake(job),
       onRunError: (error) => this.#errors.runError(error),
+      paused: () => gate.paused,
     });
     channel.subscribe((notification) => {
       const due = notification.nextRunAt;
@@ -136,13 +147,15 @@ export class EngineWiring {
     return {
       agenda,
       locks,
+      gate,
       recorder,
       dependencies,
       channel,
       repository,
       runs,
       liveness: this.#liveness(),
-      missedSlots: this.#missedSlotDetector(() => [...runs.definedTasks]),
+      // while pause-all is on every slot falls due unrun on purpose: not a silent stop to report
+      missedSlots: this.#missedSlotDetector(() => (gate.paused ? [] : [...runs.definedTasks])),
       writes: new JobWrites({
         pool,
         agenda,
@@ -252,12 +265,14 @@ export class EngineWiring {
     dependencies,
     tracer,
     locks,
+    paused,
   }: {
     repository: CronwardenJobRepository;
     recorder: RunRecorder;
     dependencies: DependencyCoordinator;
     tracer: RunTracer;
     locks: LockKeeper;
+    paused: () => boolean;
   }): SlotRunnerPorts {
     const { pool, lockLifetimeMs, instanceId } = this.#options;
     const hooks = this.#options.hooks ?? {};
@@ -276,7 +291,7 @@ export class EngineWiring {
       recorder,
       logger,
       hooks: runHooks,
-      checks: new RunChecks({ pool, logger, lockLifetimeMs, clock, skipped, dependencies }),
+      checks: new RunChecks({ pool, logger, lockLifetimeMs, clock, skipped, dependencies, paused }),
       skipped,
       timeoutGraceMs: this.#options.timeoutGraceMs ?? DEFAULT_TIMEOUT_GRACE_MS,
       lockLifetimeMs,
@@ -297,6 +312,12 @@ export class EngineWiring {
       checkEveryMs: livenessCheckMs,
       logger: this.#logger,
       clock: this.#clock,
+      details: {
+        host: this.#options.describe?.host ?? "",
+        version: this.#options.describe?.version ?? "",
+        startedAt: new Date(this.#clock.now()),
+        concurrency: this.#options.maxConcurrency ?? DEFAULT_MAX_CONCURRENCY,
+      },
       // the check's answer is the health probe's; a failed check asks the pool at once
       onChecked: (answered) => {
         if (answered) this.#health.confirmUp();

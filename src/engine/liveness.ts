@@ -4,6 +4,7 @@ import { type Clock, type ClockTimer, systemClock } from "../core/clock.js";
 import { type Logger, toError } from "../core/logger.js";
 import {
   deregisterInstance,
+  type InstanceDetails,
   type ReleasedJobRow,
   registerInstance,
   releaseDeadInstances,
@@ -33,6 +34,8 @@ export interface InstanceLivenessOptions {
    * "Failover of the primary"), so the engine holds takeovers for a lock lifetime.
    */
   onSessionInterrupted?: () => void;
+  /** What the registry shows of this instance (GET /instances). */
+  details?: InstanceDetails;
 }
 
 /**
@@ -146,7 +149,7 @@ export class InstanceLiveness {
           `the liveness lock of instance id "${instanceId}" is held by another session: another live process with the same id (give each instance its own, CRONWARDEN_INSTANCE_ID), or this id's previous process whose session has not ended yet`,
         );
       }
-      await registerInstance(client, instanceId);
+      await registerInstance(client, instanceId, this.#options.details);
       if (first) {
         const released = await releasePreviousLife(client, instanceId);
         if (released.length > 0) {

@@ -4,6 +4,16 @@ import type { PoolClient } from "pg";
 /** The parent's LISTEN connection, a pooled client it keeps checked out while connected. */
 interface ListenConnection {
   listenClient?: PoolClient;
+  handleConnectionLoss(): void;
+}
+
+/** Another channel heard on the same LISTEN connection (the pause-all switch, src/engine/pauseGate.ts). */
+export interface ExtraChannel {
+  name: string;
+  /** A notification on it (its payload). */
+  onMessage(payload: string): void;
+  /** Listening (again) after each connect: what was sent while not listening was missed. */
+  onListening(): void;
 }
 
 /**
@@ -35,6 +45,11 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
   #closed = false;
   /** Connects that failed (or connections lost) since the last connect that succeeded. */
   #failures = 0;
+  readonly #extra: ExtraChannel[] = [];
+  /** The client the extra channels listen on, and the listener this channel added to it. */
+  #extraListening:
+    | { client: PoolClient; listener: (message: { channel: string; payload?: string }) => void }
+    | undefined;
 
   constructor(...options: ConstructorParameters<typeof PostgresNotificationChannel>) {
     super(...options);
@@ -58,6 +73,34 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
     }
     this.#failures = 0;
     if (this.#closed) await super.disconnect();
+    else await this.#listenExtra();
+  }
+
+  /** Hears `channel` too, on the same connection (one LISTEN more per connect, no statement per message). */
+  alsoListen(channel: ExtraChannel): void {
+    this.#extra.push(channel);
+  }
+
+  async #listenExtra(): Promise<void> {
+    const connection = this as unknown as ListenConnection;
+    const client = connection.listenClient;
+    if (!client || this.#extra.length === 0) return;
+    const listener = (message: { channel: string; payload?: string }) => {
+      for (const channel of this.#extra)
+        if (message.channel === channel.name) channel.onMessage(message.payload ?? "");
+    };
+    this.#stopExtra();
+    client.on("notification", listener);
+    this.#extraListening = { client, listener };
+    try {
+      for (const channel of this.#extra) await client.query(`LISTEN "${channel.name}"`);
+    } catch (error) {
+      // as a connection lost: the parent reconnects, and the next connect listens again
+      this.emit("error", error);
+      connection.handleConnectionLoss();
+      return;
+    }
+    for (const channel of this.#extra) channel.onListening();
   }
 
   /**
@@ -81,9 +124,24 @@ export class JobNotificationChannel extends PostgresNotificationChannel {
     this.emit("reconnectScheduled", delayMs);
   }
 
+  /**
+   * A pooled client goes back to the pool at a disconnect: it must not keep hearing the extra
+   * channels (nor keep this channel's listener) for its next user.
+   */
+  #stopExtra(): Promise<unknown> | undefined {
+    const listening = this.#extraListening;
+    this.#extraListening = undefined;
+    if (!listening) return undefined;
+    listening.client.removeListener("notification", listening.listener);
+    return Promise.all(
+      this.#extra.map((channel) => listening.client.query(`UNLISTEN "${channel.name}"`).catch(() => {})),
+    );
+  }
+
   override async disconnect(): Promise<void> {
     this.#closed = true;
     this.#failures = 0;
+    await this.#stopExtra();
     await super.disconnect();
     // the parent clears its reconnect timer before its UNLISTEN: a connection lost during that
     // statement schedules another one

@@ -12,7 +12,7 @@ import { decodeRunMeta } from "./runLogMeta.js";
 import type { SkippedSlots } from "./skippedSlots.js";
 import type { SlotRun } from "./slotRun.js";
 import * as sql from "./sql.js";
-import { DatabaseUnreachableBeforeStartError } from "./staleStart.js";
+import { DatabaseUnreachableBeforeStartError, PausedBeforeStartError } from "./staleStart.js";
 
 export interface RunChecksDeps {
   pool: Pool;
@@ -20,6 +20,8 @@ export interface RunChecksDeps {
   lockLifetimeMs: number;
   clock: Clock;
   skipped: SkippedSlots;
+  /** Whether the namespace's pause-all switch is on (src/engine/pauseGate.ts). */
+  paused?: () => boolean;
   /** Task dependencies: a downstream run's upstream runs, and manual runs with their downstreams. */
   dependencies?: {
     beforeRun(
@@ -52,6 +54,11 @@ export class RunChecks {
     this.#deps = deps;
   }
 
+  /** Whether the namespace's pause-all switch is on now (asked again just before the handler, src/engine/taskRunner.ts). */
+  pausedNow(): boolean {
+    return this.#deps.paused?.() === true;
+  }
+
   async beforeHandler(run: SlotRun, job: Job, preparedAt: Date): Promise<BeforeHandler> {
     const { logger, pool, clock } = this.#deps;
     const deadline = run.startDeadline(this.#deps.lockLifetimeMs, preparedAt.getTime());
@@ -61,6 +68,9 @@ export class RunChecks {
         clock,
         maxElapsedMs: Math.max(0, deadline - clock.now()),
       });
+    // pause-all: the slot goes back untouched (no skip record, no catch-up decided), to be decided
+    // by the task's catchUp once the switch is off (docs/operations.md, "Pause all")
+    if (this.#deps.paused?.()) throw new PausedBeforeStartError(run.taskName);
     try {
       if (!this.#deps.skipped.catchUp(run)) return { kind: "skipped" };
       const skipReason = await this.#whySkip(run, job, beforeStart);

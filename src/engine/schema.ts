@@ -10,14 +10,21 @@ import { CronwardenError } from "../core/errors.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
 import { withAdvisoryLock } from "./advisoryLock.js";
 import {
+  ADD_INSTANCE_COLUMNS,
   CREATE_DEPENDENCY_WAITS,
   CREATE_DUE_INDEX,
+  CREATE_INSTANCE_DEATHS,
+  CREATE_PAUSE_TABLE,
   CREATE_RUN_STARTS,
+  CREATE_SEARCH_FUNCTION,
+  CREATE_SEARCH_INDEX,
   createSlotIndex,
   DEPENDENCY_WAITS_TABLE,
+  INSTANCE_DEATHS_TABLE,
   INSTANCES_TABLE,
   JOBS_TABLE,
   LOGS_TABLE,
+  PAUSE_TABLE,
   RUN_STARTS_TABLE,
   SCHEMA_LOCK_KEY,
   SLOT_INDEX,
@@ -41,7 +48,11 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * 5: `resume` entries in the audit trail (a task paused by failure resumed through the API);
  * 6: the table of dependency waits (docs/dependencies.md);
  * 7: the claim's index of due jobs (src/engine/sql/claim.ts CREATE_DUE_INDEX);
- * 8: one run-log row per finished run: the runs in progress in their own table, the partial
+ * 8: operations (docs/operations.md): the pause-all switch (src/engine/sql/pauseAll.ts) and its
+ *    `pause-all`/`resume-all` audit entries, the instances' self-description and last check, their
+ *    recorded deaths (src/engine/sql/instances.ts), and the run log's search index
+ *    (src/engine/sql/runSearch.ts; on a large run log this step takes a while: it reads every row).
+ * 9: one run-log row per finished run: the runs in progress in their own table, the partial
  *    indexes of the log's unfinished starts (src/engine/sql/runStarts.ts, runLog.ts), and without
  *    Agenda's index by job id (AGENDA_JOB_ID_INDEX); the slot index without the id.
  */
@@ -70,6 +81,17 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
     await client.query(CREATE_DUE_INDEX);
   },
   async (client) => {
+    await client.query(CREATE_PAUSE_TABLE);
+    await client.query(`ALTER TABLE "${AUDIT_TABLE}" DROP CONSTRAINT IF EXISTS "${AUDIT_TABLE}_kind_check"`);
+    await client.query(
+      `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume', 'pause-all', 'resume-all'))`,
+    );
+    await client.query(ADD_INSTANCE_COLUMNS);
+    await client.query(CREATE_INSTANCE_DEATHS);
+    await client.query(CREATE_SEARCH_FUNCTION);
+    await client.query(CREATE_SEARCH_INDEX);
+  },
+  async (client) => {
     await client.query(CREATE_RUN_STARTS);
     for (const statement of UNFINISHED_INDEXES) await client.query(statement);
     await client.query(`DROP INDEX IF EXISTS "${AGENDA_JOB_ID_INDEX}"`);
@@ -95,6 +117,8 @@ export const SERVICE_TABLES = [
   SCHEMA_TABLE,
   INSTANCES_TABLE,
   DEPENDENCY_WAITS_TABLE,
+  PAUSE_TABLE,
+  INSTANCE_DEATHS_TABLE,
   RUN_STARTS_TABLE,
 ] as const;
 

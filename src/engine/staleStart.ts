@@ -39,6 +39,16 @@ export class DatabaseUnreachableBeforeStartError extends RunNotStartedError {
   }
 }
 
+/** The namespace's pause-all switch was on when the run came to its handler (src/engine/pauseGate.ts). */
+export class PausedBeforeStartError extends RunNotStartedError {
+  constructor(taskName: string) {
+    super(
+      `${taskName}: pause-all is on; the slot was given back and runs (by its catchUp) once it is lifted`,
+    );
+    this.name = "PausedBeforeStartError";
+  }
+}
+
 export function isNotStarted(message: string | undefined): boolean {
   return message?.includes(NOT_STARTED_MARKER) ?? false;
 }

@@ -15,7 +15,7 @@ import { LockLostError, RunTimeoutError, superviseRun } from "./runSupervisor.js
 import type { SkippedSlots } from "./skippedSlots.js";
 import type { SlotRun } from "./slotRun.js";
 import { QUIET_AFTER_SLOT_MS, slotWaitStep } from "./slotWait.js";
-import { RunNotStartedError } from "./staleStart.js";
+import { PausedBeforeStartError, RunNotStartedError } from "./staleStart.js";
 import type { LockWatcher } from "./watchdog.js";
 
 export interface TaskRunnerDeps {
@@ -132,6 +132,8 @@ export class TaskRunner {
       throw new RunNotStartedError(
         `${entry.taskName}: ${lostFor === undefined ? "the shutdown's drain deadline came" : `the lock was lost (${lostFor})`} before its slot; the handler did not start and the slot was given back`,
       );
+    // pause-all since its checks, while it waited for its slot or a worker: given back untouched
+    if (this.#deps.checks.pausedNow()) throw new PausedBeforeStartError(entry.taskName);
     return new Date(this.#clock.now());
   }
 

@@ -2,7 +2,7 @@ import { EventEmitter } from "node:events";
 import { hostname } from "node:os";
 import type { Pool } from "pg";
 import { type Clock, clockDate, systemClock } from "../core/clock.js";
-import { AgendaEngine, type ChainSlot, type RunRecord, type TaskJob } from "../engine/agendaEngine.js";
+import type { AgendaEngine, ChainSlot, RunRecord, TaskJob } from "../engine/agendaEngine.js";
 import type { RunHandler } from "../engine/engineApi.js";
 import type { ReconcileResult } from "../reconcile/configReconciler.js";
 import type { ConfigSource } from "../sources/configSource.js";
@@ -24,9 +24,11 @@ import { readRunSummaries, readRuns } from "../status/runReads.js";
 import type { Readiness, ResumeResult, RunNowResult, TaskStatus } from "../status/statusModel.js";
 import { buildTaskStatuses } from "../status/taskStatuses.js";
 import { ConfigApplier } from "./configApplier.js";
+import { FleetOperations } from "./operations.js";
 import { OperatorActions, type RunNowOptions } from "./operatorActions.js";
 import { RunHistoryRetention } from "./retention.js";
 import { RunReporter } from "./runReporter.js";
+import { schedulerEngine } from "./schedulerEngine.js";
 import {
   checkPoolSize,
   parseSchedulerSettings,
@@ -82,6 +84,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   readonly #reporter: RunReporter;
   /** Each task's engine options, limits in force and isolated hosts (src/scheduler/taskDefinitions.ts). */
   readonly #definitions: TaskDefinitions;
+  /** The fleet's switches and views on a bad day: pause all, the instances, the run search (docs/operations.md). */
+  readonly fleet: FleetOperations;
   readonly #clock: Clock;
   readonly #config: ConfigApplier;
   readonly #audit: AuditLog;
@@ -118,7 +122,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       this.#definitions.limitsOf(name),
     );
     this.#reporter = reporter;
-    this.#engine = this.#engineFor(pool, this.settings, clock, reporter);
+    this.#engine = schedulerEngine({
+      pool,
+      settings: this.settings,
+      clock,
+      logger: this.#logger,
+      reporter,
+      emitter: this,
+      repair: () => this.#config.repair(),
+    });
     this.#audit = new AuditLog(pool, settings.namespace);
     this.#retention = new RunHistoryRetention({
       engine: this.#engine,
@@ -136,6 +148,13 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       instanceId,
       revision: () => this.#config.current?.revision ?? "-",
     });
+    this.fleet = new FleetOperations({
+      engine: this.#engine,
+      audit: this.#audit,
+      instanceId,
+      clock,
+      revision: () => this.#config.current?.revision ?? "-",
+    });
     this.#config = new ConfigApplier({
       source: config,
       engine: this.#engine,
@@ -148,40 +167,6 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       emitter: this,
       running: () => this.#state === "running",
       onReconciled: (state, trigger) => this.#definitions.applyLimits(state, trigger, this),
-    });
-  }
-
-  /** The engine, its hooks reporting runs and skipped slots, missed slots and pauses as the scheduler's events. */
-  #engineFor(
-    pool: Pool,
-    settings: SchedulerSettings & { instanceId: string },
-    clock: Clock,
-    reporter: RunReporter,
-  ): AgendaEngine {
-    return new AgendaEngine({
-      pool,
-      instanceId: settings.instanceId,
-      processEveryMs: settings.processEveryMs,
-      lockLifetimeMs: settings.lockLifetimeMs,
-      maxConcurrency: settings.maxConcurrency,
-      timeoutGraceMs: settings.timeoutGraceMs,
-      healthProbeMs: settings.healthProbeMs,
-      missedSlotGraceMs: settings.missedSlotGraceMs,
-      missedSlotCheckMs: settings.missedSlotCheckMs,
-      livenessCheckMs: settings.livenessCheckMs,
-      stallWarnMs: settings.stallWarnMs,
-      migrate: settings.migrate,
-      logger: this.#logger,
-      clock,
-      repairLostNextRun: async () => {
-        await this.#config.repair();
-      },
-      hooks: {
-        ...reporter.hooks(),
-        missedSlot: (missed) => this.emit("missed-slot", { ...missed, detectedAt: clockDate(clock) }),
-        slotsSkipped: (skipped) => this.emit("slots:skipped", skipped),
-        taskPaused: (paused) => this.emit("task:paused", paused),
-      },
     });
   }
 
@@ -408,7 +393,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     return this.#actions.resume(name, options);
   }
 
-  /** Ready when the database answers, a desired state is in force and the workers run. */
+  /**
+   * Ready when the database answers, a desired state is in force and the workers run. A pause-all
+   * in force is shown (`pausedAll`, since when) but leaves the instance ready: it is an operator's
+   * choice. Its author and reason are not here: /readyz answers without a token (GET /pause-all).
+   */
   async readiness(): Promise<Readiness> {
     const database = this.#state === "running" && this.#engine.databaseUp;
     const desiredStateLoaded = this.#config.current !== undefined;
@@ -418,6 +407,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       database,
       desiredStateLoaded,
       workersStarted,
+      pausedAll: this.#engine.pauseState ? { pausedAt: this.#engine.pauseState.pausedAt } : null,
     };
   }
 

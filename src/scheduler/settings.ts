@@ -116,3 +116,21 @@ export function parseSchedulerSettings(input: SchedulerSettingsInput): Scheduler
   );
   throw new CronwardenError("INVALID_SETTINGS", `invalid scheduler settings: ${problems.join("; ")}`);
 }
+
+/** The settings the engine takes as they are (src/engine/engineApi.ts EngineOptions). */
+export function engineSettings(settings: SchedulerSettings & { instanceId: string }) {
+  return {
+    instanceId: settings.instanceId,
+    processEveryMs: settings.processEveryMs,
+    lockLifetimeMs: settings.lockLifetimeMs,
+    maxConcurrency: settings.maxConcurrency,
+    timeoutGraceMs: settings.timeoutGraceMs,
+    healthProbeMs: settings.healthProbeMs,
+    missedSlotGraceMs: settings.missedSlotGraceMs,
+    missedSlotCheckMs: settings.missedSlotCheckMs,
+    livenessCheckMs: settings.livenessCheckMs,
+    stallWarnMs: settings.stallWarnMs,
+    migrate: settings.migrate,
+    namespace: settings.namespace,
+  };
+}

@@ -105,4 +105,9 @@ export interface Readiness {
   database: boolean;
   desiredStateLoaded: boolean;
   workersStarted: boolean;
+  /**
+   * The namespace's pause-all switch while on (docs/operations.md, "Pause all"): since when; null
+   * while off. Who and why are for token holders (GET /pause-all): probes answer without a token.
+   */
+  pausedAll?: { pausedAt: Date } | null;
 }

@@ -1,3 +1,4 @@
+import type { InstanceDeathRow } from "../engine/sql.js";
 import type * as tsql from "./timelineSql.js";
 
 /**
@@ -159,5 +160,32 @@ export function missedMark(task: string, slot: Date): RunMark {
     instanceId: null,
     reason:
       "no run started for this slot (no instance was up, the workers were busy, or the previous run was still going)",
+  };
+}
+
+/**
+ * An instance found dead by the others' liveness check (src/engine/liveness.ts), at the time its
+ * locks were released: the runs it had started were handed over (re-run by another instance). Not
+ * a mark of one task's row: the timeline draws it across the plot, naming the tasks handed over.
+ */
+export interface InstanceDeathMark {
+  kind: "instance-death";
+  instanceId: string;
+  at: Date;
+  /** The instance whose check confirmed the death. */
+  seenBy: string;
+  /** Its last liveness check before it died. */
+  lastSeenAt: Date | null;
+  handedOver: string[];
+}
+
+export function instanceDeathMark(row: InstanceDeathRow): InstanceDeathMark {
+  return {
+    kind: "instance-death",
+    instanceId: row.instance_id,
+    at: row.died_at,
+    seenBy: row.seen_by,
+    lastSeenAt: row.last_seen_at,
+    handedOver: row.handed_over,
   };
 }

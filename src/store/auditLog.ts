@@ -1,14 +1,15 @@
 import type { Pool, PoolClient } from "pg";
 import { insertAuditRows, LIST_AUDIT } from "./statements.js";
 
-export type AuditKind = "change" | "drift" | "run-now" | "resume";
+export type AuditKind = "change" | "drift" | "run-now" | "resume" | "pause-all" | "resume-all";
 
 export interface AuditEntry {
   task: string;
   /**
    * `change`: applied from a new config version; `drift`: repaired by the periodic full
    * reconcile; `run-now`: a manual run was requested (and accepted); `resume`: a task paused by
-   * failure was resumed through the API or `scheduler.resume()`.
+   * failure was resumed through the API or `scheduler.resume()`; `pause-all`/`resume-all`: the
+   * namespace's pause-all switch was turned on or off (task `*`, the reason in `newValue`).
    */
   kind: AuditKind;
   field: string;

@@ -214,6 +214,10 @@ describe("CLI conventions", () => {
       "runs",
       "run",
       "resume",
+      "pause-all",
+      "resume-all",
+      "instances",
+      "search",
     ]);
     for (const command of commands) {
       const help = await cli("help", command);
@@ -278,6 +282,10 @@ describe("CLI conventions", () => {
         /^cronwarden serve: serve does not take --json: it prints the service's log, which is JSON lines already/,
       ],
       [["run", "x", "-j"], /^cronwarden run: unknown option -j for run/],
+      [["pause-all"], /^cronwarden pause-all: pause-all needs --reason TEXT: say why/],
+      [["pause-all", "--reason", "   "], /^cronwarden pause-all: pause-all needs --reason TEXT/],
+      [["search", "--text"], /^cronwarden search: --text needs a value: --text WORDS\n/],
+      [["instances", "x"], /^cronwarden instances: instances takes no arguments, got "x"/],
     ];
     for (const [argv, message] of cases) {
       const result = await cli(...argv);

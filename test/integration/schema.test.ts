@@ -44,7 +44,9 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "cronwarden_audit",
     "cronwarden_dependency_waits",
     "cronwarden_desired_state",
+    "cronwarden_instance_deaths",
     "cronwarden_instances",
+    "cronwarden_pause",
     "cronwarden_run_starts",
     "cronwarden_schema",
   ]);
@@ -82,12 +84,14 @@ it("upgrades a database from before schema versions in place, keeping its rows",
         "cronwarden_schema",
         "cronwarden_instances",
         "cronwarden_dependency_waits",
+        "cronwarden_pause",
+        "cronwarden_instance_deaths",
         "cronwarden_run_starts",
       ],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_run_starts.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_run_starts.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });

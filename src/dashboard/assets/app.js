@@ -1,4 +1,6 @@
 // cronwarden dashboard: a read-only view of the admin API (plus run-now). No build step, no CDN.
+import { drawDeathMarks, loadDeathMarks, opsSection, opsView, refreshBanner } from "./ops.js";
+
 const REFRESH_MS = 5000;
 const TOKEN_KEY = "cronwarden-admin-token";
 const view = document.getElementById("view");
@@ -608,10 +610,14 @@ async function timelineView(params) {
   const plot = document.getElementById("tl-plot");
   const width = Math.max(120, plot.clientWidth);
   const started = performance.now();
-  const data = await loadSlots(shown, from, to, width);
+  const [data, deaths] = await Promise.all([
+    loadSlots(shown, from, to, width),
+    loadDeathMarks(api, html, from, to),
+  ]);
   const loaded = performance.now();
   Object.assign(timeline, {
     marks: data.marks,
+    deaths,
     upcoming: data.upcoming,
     rows: shown,
     from,
@@ -761,6 +767,7 @@ function drawTimeline() {
     ctx.fillStyle = colors.now;
     ctx.fillText("now", Math.min(x(now) + 3, width - 24), AXIS - 4);
   }
+  drawDeathMarks(ctx, timeline.deaths, x, height, colors, width);
 
   // marks, batched per outcome: one path each (fast for a million marks)
   const paths = {};
@@ -1084,11 +1091,10 @@ async function renderOnce() {
     view.innerHTML = '<p class="small">Loading…</p>';
   }
   const params = new URLSearchParams(search);
-  const section = route.startsWith("/config")
-    ? "config"
-    : route.startsWith("/timeline")
-      ? "timeline"
-      : "tasks";
+  const section =
+    opsSection(route) ??
+    (route.startsWith("/config") ? "config" : route.startsWith("/timeline") ? "timeline" : "tasks");
+  void refreshBanner({ api, html, relative, render });
   for (const link of document.querySelectorAll("[data-nav]")) {
     link.classList.toggle("active", section === link.dataset.nav);
     if (section === link.dataset.nav) link.setAttribute("aria-current", "page");
@@ -1098,7 +1104,9 @@ async function renderOnce() {
   try {
     const taskMatch = route.match(/^\/tasks\/(.+)$/);
     const runMatch = route.match(/^\/runs\/(.+)$/);
-    if (taskMatch) next = (await taskView(decodeURIComponent(taskMatch[1]), params)) ?? next;
+    if (opsSection(route))
+      next = (await opsView(section, params, { api, html, relative, render, view, badge })) ?? next;
+    else if (taskMatch) next = (await taskView(decodeURIComponent(taskMatch[1]), params)) ?? next;
     else if (runMatch) next = (await runView(decodeURIComponent(runMatch[1]))) ?? next;
     else if (section === "timeline") next = (await timelineView(params)) ?? next;
     else if (section === "config") await configView();

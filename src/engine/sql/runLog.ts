@@ -27,7 +27,7 @@ import {
  * The run log's index by task and slot, for the reads in slot order: the timeline (ascending) and
  * the run history (descending) in src/status/timelineSql.ts; the few records of one slot are
  * sorted after it (by time and id). Schema version 3 (src/engine/schema.ts), without the id since
- * version 8 (a sixth of the index's bytes, and it ordered only records of the same slot).
+ * version 9 (a sixth of the index's bytes, and it ordered only records of the same slot).
  */
 export const SLOT_INDEX = "agenda_logs_cw_slot_idx";
 

@@ -7,7 +7,7 @@ import { jsonRecords, jsonTime, LOGS_TABLE, type Queryable } from "./tables.js";
  * the start in `meta.startedAt`, under the id its start had here); a start row in the log is a
  * run that never finished (its instance died), moved there by the job's next start. So the log
  * only grows by inserts, one per run, and this table stays as small as the job table.
- * Schema version 8 (src/engine/schema.ts).
+ * Schema version 9 (src/engine/schema.ts).
  */
 export const RUN_STARTS_TABLE = "cronwarden_run_starts";
 

@@ -8,6 +8,8 @@ export const LOGS_TABLE = "agenda_logs";
 
 /** Every instance that has taken part in liveness since it last stopped (its lock is its life). */
 export const INSTANCES_TABLE = "cronwarden_instances";
+/** Instances found dead by the liveness check, with the tasks whose runs were handed over (kept 7 days). */
+export const INSTANCE_DEATHS_TABLE = "cronwarden_instance_deaths";
 
 /** pg_advisory_lock keys: arbitrary constants, unique to cronwarden ("cw" + purpose). */
 export const SCHEMA_LOCK_KEY = 0x6377_0001;

@@ -1,0 +1,41 @@
+import type { EventEmitter } from "node:events";
+import { hostname } from "node:os";
+import type { Pool } from "pg";
+import { type Clock, clockDate } from "../core/clock.js";
+import type { Logger } from "../core/logger.js";
+import { AgendaEngine } from "../engine/agendaEngine.js";
+import { packageVersion } from "../version.js";
+import type { SchedulerEvents } from "./events.js";
+import type { RunReporter } from "./runReporter.js";
+import { engineSettings, type SchedulerSettings } from "./settings.js";
+
+/**
+ * The scheduler's engine: its settings, and its hooks reporting runs, skipped slots, missed slots
+ * and pauses as the scheduler's events.
+ */
+export function schedulerEngine(deps: {
+  pool: Pool;
+  settings: SchedulerSettings & { instanceId: string };
+  clock: Clock;
+  logger: Logger;
+  reporter: RunReporter;
+  emitter: Pick<EventEmitter<SchedulerEvents>, "emit">;
+  /** A job found without a next run: a reconcile re-times it. */
+  repair: () => Promise<void>;
+}): AgendaEngine {
+  const { clock, emitter } = deps;
+  return new AgendaEngine({
+    pool: deps.pool,
+    ...engineSettings(deps.settings),
+    describe: { host: hostname(), version: packageVersion() },
+    logger: deps.logger,
+    clock,
+    repairLostNextRun: deps.repair,
+    hooks: {
+      ...deps.reporter.hooks(),
+      missedSlot: (missed) => emitter.emit("missed-slot", { ...missed, detectedAt: clockDate(clock) }),
+      slotsSkipped: (skipped) => emitter.emit("slots:skipped", skipped),
+      taskPaused: (paused) => emitter.emit("task:paused", paused),
+    },
+  });
+}
