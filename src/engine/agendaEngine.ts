@@ -1,5 +1,5 @@
 import { Job, type JobId } from "agenda";
-import { type Clock, systemClock } from "../core/clock.js";
+import { type Clock, clockDate, systemClock } from "../core/clock.js";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import { EventLoopMonitor } from "../core/eventLoopMonitor.js";
 import type { Logger } from "../core/logger.js";
@@ -325,7 +325,7 @@ export class AgendaEngine {
 
   /** Run records matching a search, newest first (src/engine/sql/runSearch.ts). */
   searchRuns(query: sql.RunSearchQuery): Promise<sql.RunSearchRow[]> {
-    return sql.searchRunLog(this.#options.pool, query);
+    return sql.searchRunLog(this.#options.pool, query, clockDate(this.#clock));
   }
 
   /** Whether the database answered the last probe. */

@@ -6,6 +6,7 @@ import type { Logger } from "../core/logger.js";
 import { PeriodicTimer } from "../core/periodic.js";
 import { type Downstream, DownstreamCache } from "./downstreamCache.js";
 import type { ChainSlot, EngineHooks, EngineRun } from "./engineApi.js";
+import { retryWhileDisconnected } from "./retry.js";
 import type { RunLogMeta } from "./runLogMeta.js";
 import {
   decideWait,
@@ -48,6 +49,13 @@ const REEVALUATE_EVERY_SWEEPS = 5;
  * run start still looks again after NO_DOWNSTREAMS_TTL_MS (src/engine/downstreamCache.ts), so its downstreams' waits open as before.
  */
 const NO_DOWNSTREAMS_SWEEP_TTL_MS = 15_000;
+/**
+ * How long a run's dependency work (opening its downstreams' waits, deciding them) is retried while
+ * the database is unreachable: as long as the run's own rows (src/engine/runRecorder.ts). A wait
+ * that is never opened is a downstream slot with no run and no record: the sweeper only decides
+ * waits that exist.
+ */
+const WORK_RETRY_MS = 10 * 60_000;
 
 /**
  * The engine side of task dependencies (docs/dependencies.md). A downstream's job row has no
@@ -68,6 +76,7 @@ export class DependencyCoordinator {
   readonly #manualChains = new Set<string>();
   readonly #pending = new Set<Promise<unknown>>();
   #timer: PeriodicTimer | undefined;
+  #stopping = false;
   #sweeps = 0;
   #sweeping = false;
 
@@ -81,6 +90,7 @@ export class DependencyCoordinator {
 
   start(): void {
     if (this.#timer) return;
+    this.#stopping = false;
     const every = this.#options.sweepEveryMs ?? DEFAULT_SWEEP_MS;
     this.#timer = new PeriodicTimer(
       every,
@@ -95,6 +105,7 @@ export class DependencyCoordinator {
 
   /** Stops the sweeper and waits for the decisions in flight. */
   async stop(): Promise<void> {
+    this.#stopping = true;
     this.#timer?.stop();
     this.#timer = undefined;
     while (this.#pending.size > 0) await Promise.allSettled([...this.#pending]);
@@ -124,7 +135,9 @@ export class DependencyCoordinator {
     const key = runKey(run.taskName, run.scheduledAt);
     const chain = this.#manualChains.has(key);
     if (run.trigger === "manual" && !chain) return;
-    this.#track(this.#openDownstreams(run.taskName, run.scheduledAt, chain));
+    this.#track(run.taskName, run.scheduledAt, () =>
+      this.#openDownstreams(run.taskName, run.scheduledAt, chain),
+    );
   }
 
   /**
@@ -145,7 +158,7 @@ export class DependencyCoordinator {
     const chain = this.#manualChains.has(key);
     this.#manualChains.delete(key);
     if (meta.trigger === "manual" && !chain && !ranAsDownstream) return;
-    this.#track(this.#settled(taskName, slot, outcome, chain, ranAsDownstream));
+    this.#track(taskName, slot, () => this.#settled(taskName, slot, outcome, chain, ranAsDownstream));
   }
 
   /**
@@ -342,11 +355,25 @@ export class DependencyCoordinator {
     if (rows.length > 0) this.#options.wake(rows);
   }
 
-  #track(work: Promise<unknown>): void {
-    const tracked = work.catch((error: unknown) =>
+  /**
+   * Runs a task's dependency work for a slot in the background, again while the database cannot be
+   * reached (a failover cuts the pool's connections after the run's own rows are written): each
+   * statement is idempotent (a wait is opened ON CONFLICT DO NOTHING, decided once, fenced on its
+   * state), so a retry after a lost answer changes nothing twice. Once stopping, a failed try is the last.
+   */
+  #track(taskName: string, slot: Date, work: () => Promise<unknown>): void {
+    let tries = 0;
+    const tracked = retryWhileDisconnected(
+      () => {
+        if (tries++ > 0 && this.#stopping)
+          throw new Error("stopping: the dependency work is not tried again");
+        return work();
+      },
+      { clock: this.#options.clock, maxElapsedMs: WORK_RETRY_MS },
+    ).catch((error: unknown) =>
       this.#logger.warn(
-        { err: error },
-        "could not update a downstream's wait; the sweeper decides it again within seconds",
+        { err: error, task: taskName, slot },
+        "could not open or decide the downstream waits of a run; an open wait is decided again by the sweeper, a wait never opened is not",
       ),
     );
     this.#pending.add(tracked);

@@ -341,7 +341,9 @@ describe("search runs", () => {
     // bad input is named
     const bad = await call(url, "GET", "/runs/search?outcome=broken");
     expect(bad.status).toBe(400);
-    expect(String(bad.json.error)).toMatch(/outcome must be succeeded, failed, skipped or interrupted/);
+    expect(String(bad.json.error)).toMatch(
+      /outcome must be succeeded, failed, skipped, interrupted or lock-lost/,
+    );
 
     const printed = await cli(url, ["search", "--text", "ECONNRESET", "--task", "flaky", "--limit", "5"]);
     expect(printed.code).toBe(0);

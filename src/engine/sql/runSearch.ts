@@ -117,11 +117,7 @@ const COLUMNS = `id, job_name, event, timestamp, duration, error, agenda_name,
  * timestamp) index, a time range Agenda's timestamp index, words the search index, window by
  * window (WINDOWS_MS).
  */
-export async function searchRunLog(
-  db: Queryable,
-  query: RunSearchQuery,
-  now = new Date(),
-): Promise<RunSearchRow[]> {
+export async function searchRunLog(db: Queryable, query: RunSearchQuery, now: Date): Promise<RunSearchRow[]> {
   if (query.text === undefined) return (await db.query<RunSearchRow>(...statement(query, {}))).rows;
   const all = await db.query<RunSearchRow & { matched: number }>(
     ...statement(query, { cap: ALL_MATCHES_CAP }),
