@@ -65,14 +65,26 @@ export async function readLogRows(client: pg.ClientBase): Promise<LogRow[]> {
     timestamp: Date;
     meta: Record<string, unknown> | null;
     error: string | null;
-  }>("SELECT job_name, event, timestamp, meta, error FROM agenda_logs");
+    agenda_name: string | null;
+  }>(
+    // the run log, and every start as a start row: a record whose handler started stands for its
+    // start (`meta.started`, at `meta.startedAt`), and the runs still in progress have theirs in
+    // cronwarden_run_starts (src/engine/sql/runStarts.ts)
+    `SELECT job_name, event, timestamp, meta, error, agenda_name FROM agenda_logs
+     UNION ALL
+     SELECT job_name, 'start', (meta->>'startedAt')::timestamptz, meta - 'outcome', NULL, agenda_name
+       FROM agenda_logs WHERE event IN ('success', 'fail') AND meta->>'started' = 'true'
+     UNION ALL
+     SELECT job_name, 'start', timestamp, meta, NULL, agenda_name FROM cronwarden_run_starts`,
+  );
   return rows.map(
     (row): LogRow => ({
       task: row.job_name,
       event: row.event,
       timestamp: row.timestamp.getTime(),
       slot: typeof row.meta?.scheduledAt === "string" ? Date.parse(row.meta.scheduledAt) : null,
-      instance: typeof row.meta?.instanceId === "string" ? row.meta.instanceId : null,
+      // absent when it is the row's agenda_name (src/engine/sql/runStarts.ts COMPACT_META)
+      instance: typeof row.meta?.instanceId === "string" ? row.meta.instanceId : row.agenda_name,
       outcome: typeof row.meta?.outcome === "string" ? row.meta.outcome : null,
       rerun: row.meta?.rerun === true,
       duplicateOf: row.meta?.duplicateOf !== undefined,

@@ -7,6 +7,7 @@
 export const SCHEDULER_DEFAULTS = {
   namespace: "default",
   runLogRetentionDays: 30,
+  runLogKeepPerTask: 0,
   antiEntropyMs: 60_000,
   defaultTimezone: "UTC",
   lockLifetimeMs: 15_000,

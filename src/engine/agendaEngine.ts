@@ -309,9 +309,9 @@ export class AgendaEngine {
     return this.#require().dependencies.sweep();
   }
 
-  /** Deletes run-log rows older than `before` (one instance at a time); null when another instance is at it. */
-  pruneRunLog(before: Date): Promise<number | null> {
-    return sql.pruneRunLog(this.#options.pool, before);
+  /** Deletes run-log rows past the retention (one instance at a time); null when another instance is at it. */
+  pruneRunLog(retention: sql.RunLogRetention): Promise<number | null> {
+    return sql.pruneRunLog(this.#options.pool, retention);
   }
 
   /** The namespace's pause-all switch as this instance knows it; undefined while off. */

@@ -110,7 +110,10 @@ export class EngineWiring {
       jobLogger,
       instanceId,
       this.#logger,
-      new StatementBatch((rows) => sql.insertRunLogRows(pool, rows).then(() => rows.map(() => undefined))),
+      // a start row and the outcome row that replaces it never share a statement
+      new StatementBatch((rows) => sql.writeRunLogRows(pool, rows).then(() => rows.map(() => undefined)), {
+        key: (row) => row.replaces ?? row.id,
+      }),
       this.#clock,
     );
     const dependencies = this.#dependencies();

@@ -45,6 +45,11 @@ export interface RunLogMeta {
   dependency?: { reason: string; kind: string; upstreams: unknown };
   /** The W3C traceparent of the attempt's span, when traced (docs/tracing.md). */
   traceparent?: string;
+  /**
+   * A record whose run's handler started: it took the place of the run's start row
+   * (src/engine/runRecorder.ts), so that a `fail` without it is a failure without a start.
+   */
+  started?: true;
 }
 
 type MetaKey = keyof RunLogMeta;
@@ -68,6 +73,7 @@ export const RUN_META = {
   errorStack: "errorStack",
   dependency: "dependency",
   traceparent: "traceparent",
+  started: "started",
 } as const satisfies { [K in MetaKey]-?: K };
 
 const OUTCOMES: readonly RunOutcome[] = ["succeeded", "failed", "skipped", "interrupted", "lock-lost"];
@@ -121,6 +127,7 @@ export function encodeRunMeta(meta: RunLogMeta): Record<string, unknown> {
   if (meta.errorStack !== undefined) out.errorStack = meta.errorStack;
   if (meta.dependency !== undefined) out.dependency = meta.dependency;
   if (meta.traceparent !== undefined) out.traceparent = meta.traceparent;
+  if (meta.started === true) out.started = true;
   return out;
 }
 
@@ -176,6 +183,11 @@ export function decodeRunMeta(value: unknown): RunLogMeta {
   }
   const traceparent = raw[RUN_META.traceparent];
   if (isTraceparent(traceparent)) meta.traceparent = traceparent;
+  if (raw[RUN_META.started] === true) {
+    meta.started = true;
+    // attempt 1 of a started run is not stored (src/engine/sql/runLog.ts COMPACT_META)
+    meta.attempt ??= 1;
+  }
   return meta;
 }
 

@@ -31,7 +31,9 @@ export interface RunEnding {
  * handler starts, a `retry` row per failed attempt followed by another, and one outcome row
  * (`success`/`fail`) holding the whole run record: task, slot, start, end, duration, outcome,
  * error, the instance, the attempt, the trigger, the re-run mark, the upstreams (in `meta`,
- * src/engine/runLogMeta.ts). Each is asked for by the run's owner (src/engine/slotRunner.ts) with
+ * src/engine/runLogMeta.ts). The outcome row replaces the start row (same id): a `start` row is a
+ * run in progress, or one that never finished (its instance died), and a finished run costs one
+ * row, its start kept in the record's `startedAt` (docs/operations.md, "Run history"). Each is asked for by the run's owner (src/engine/slotRunner.ts) with
  * the run itself. Rows are written in batches (src/engine/statementBatch.ts), every row's text
  * redacted (src/observability/redact.ts), fire-and-forget, retried while the database is
  * unreachable; `flush()` waits for them.
@@ -44,6 +46,8 @@ export class RunRecorder {
   readonly #batch: StatementBatch<RunLogInsert, unknown> | undefined;
   /** The engine's clock: the times of the rows the recorder stamps itself (src/core/clock.ts). */
   readonly #clock: Clock;
+  /** The id of each run's start row, for its outcome row to replace. */
+  readonly #startRows = new WeakMap<RecordedRun, string>();
   /** Called once a run's outcome row is written (task dependencies decide on the written record). */
   onOutcome: ((taskName: string, meta: RunLogMeta) => void) | undefined;
 
@@ -65,7 +69,10 @@ export class RunRecorder {
   /** The handler of a run is about to start (its first attempt): the run's `start` row. */
   recordStart(run: RecordedRun): void {
     const startedAt = run.startedAt ?? new Date(this.#clock.now());
+    const id = randomUUID();
+    this.#startRows.set(run, id);
     void this.#write({
+      id,
       timestamp: startedAt,
       level: "info",
       event: "start",
@@ -85,6 +92,8 @@ export class RunRecorder {
    * records at a run's end come before the run's own row).
    */
   recordOutcome(run: RecordedRun, ending: RunEnding): Promise<void> {
+    const replaces = this.#startRows.get(run);
+    this.#startRows.delete(run);
     if (run.recorded) return Promise.resolve();
     run.outcomeRecorded();
     const finishedAt = run.endedAt ?? ending.reportedAt;
@@ -96,11 +105,13 @@ export class RunRecorder {
       ...(run.detail ? { detail: run.detail } : {}),
       ...rerunOfMeta(run),
       ...journalMeta(run.journal, run.error),
+      ...(replaces ? { started: true as const } : {}),
     });
     const from = run.endedAt ? run.startedAt : ending.succeeded ? ending.lastRunAt : run.startedAt;
     const duration = from ? finishedAt.getTime() - from.getTime() : undefined;
     const message = ending.error?.message ?? "";
     const written = this.#write({
+      ...(replaces ? { replaces } : {}),
       timestamp: ending.reportedAt,
       level: ending.succeeded ? "info" : "error",
       event: ending.succeeded ? "success" : "fail",
@@ -145,18 +156,19 @@ export class RunRecorder {
     return Promise.all(writes).then(() => {});
   }
 
-  #write(entry: Omit<JobLogEntry, "_id">): Promise<void> {
-    const redacted: Omit<JobLogEntry, "_id"> = {
+  #write(entry: Omit<JobLogEntry, "_id"> & Pick<RunLogInsert, "id" | "replaces">): Promise<void> {
+    const redacted: Omit<JobLogEntry, "_id"> & Pick<RunLogInsert, "id" | "replaces"> = {
       ...entry,
       message: redactSecrets(entry.message),
       ...(entry.error === undefined ? {} : { error: redactSecrets(entry.error) }),
       ...(entry.meta === undefined ? {} : { meta: redactValue(entry.meta) }),
     };
     const batch = this.#batch;
-    // its id is chosen once: a retry after a lost answer does not write the row twice
-    const row: RunLogInsert = { ...redacted, id: randomUUID() };
+    // its id is chosen once (a start's is its run's, a record that replaces a start takes the
+    // start's): a retry after a lost answer does not write the row twice (src/engine/sql/runLog.ts)
+    const row: RunLogInsert = { ...redacted, id: redacted.replaces ?? redacted.id ?? randomUUID() };
     const write = retryWhileDisconnected(
-      () => (batch ? batch.submit(row).then(() => {}) : this.#inner.log(redacted)),
+      () => (batch ? batch.submit(row).then(() => {}) : this.#inner.log(withoutIds(redacted))),
       { clock: this.#clock, maxElapsedMs: LOG_RETRY_MS },
     ).catch((error: unknown) => {
       this.#logger.warn(
@@ -237,6 +249,14 @@ export class RunRecorder {
       ...(run.traceparent ? { traceparent: run.traceparent } : {}),
     };
   }
+}
+
+/** A row for Agenda's own logger, which chooses its ids and replaces nothing (two rows per run). */
+function withoutIds(
+  entry: Omit<JobLogEntry, "_id"> & Pick<RunLogInsert, "id" | "replaces">,
+): Omit<JobLogEntry, "_id"> {
+  const { id: _id, replaces: _replaces, ...row } = entry;
+  return row;
 }
 
 /** The run a re-run repeats (its start and instance), for the run detail and the timeline. */

@@ -18,6 +18,7 @@ import {
   CREATE_DUE_INDEX,
   CREATE_INSTANCE_DEATHS,
   CREATE_PAUSE_TABLE,
+  CREATE_RUN_STARTS,
   CREATE_SEARCH_FUNCTION,
   CREATE_SEARCH_INDEX,
   createSlotIndex,
@@ -27,8 +28,19 @@ import {
   JOBS_TABLE,
   LOGS_TABLE,
   PAUSE_TABLE,
+  RUN_STARTS_TABLE,
   SCHEMA_LOCK_KEY,
+  SLOT_INDEX,
+  UNFINISHED_INDEXES,
 } from "./sql.js";
+
+/**
+ * Agenda's run-log index by job id and time: nothing in cronwarden reads the log by job id but
+ * its unfinished starts (their own partial index), and it was a tenth of a run's bytes
+ * (docs/operations.md, "Run history"). Agenda's `getLogs({ jobId })` still works, by a scan; by
+ * `jobName` it has its index.
+ */
+const AGENDA_JOB_ID_INDEX = `${LOGS_TABLE}_job_id_idx`;
 
 /** One row: the schema version `migrateSchema` last brought the database to. */
 export const SCHEMA_TABLE = "cronwarden_schema";
@@ -46,6 +58,9 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * 9: backfills and their slots (src/engine/sql/backfills.ts), and `rerun`, `backfill` and
  *    `backfill-cancel` entries in the audit trail, beside step 8's (docs/operations.md, "Re-run a
  *    slot", "Backfill").
+ * 10: one run-log row per finished run: the runs in progress in their own table, the partial
+ *    indexes of the log's unfinished starts (src/engine/sql/runStarts.ts, runLog.ts), and without
+ *    Agenda's index by job id (AGENDA_JOB_ID_INDEX); the slot index without the id.
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -89,6 +104,20 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
       `ALTER TABLE "${AUDIT_TABLE}" ADD CONSTRAINT "${AUDIT_TABLE}_kind_check" CHECK (kind IN ('change', 'drift', 'run-now', 'resume', 'pause-all', 'resume-all', 'rerun', 'backfill', 'backfill-cancel'))`,
     );
   },
+  async (client) => {
+    await client.query(CREATE_RUN_STARTS);
+    for (const statement of UNFINISHED_INDEXES) await client.query(statement);
+    await client.query(`DROP INDEX IF EXISTS "${AGENDA_JOB_ID_INDEX}"`);
+    // the slot index without the id (a database from before: built again, as the whole step, in one transaction)
+    const slotIndex = await client.query(
+      "SELECT 1 FROM pg_indexes WHERE indexname = $1 AND indexdef LIKE '%, id)%'",
+      [SLOT_INDEX],
+    );
+    if ((slotIndex.rowCount ?? 0) > 0) {
+      await client.query(`DROP INDEX "${SLOT_INDEX}"`);
+      await createSlotIndex(client);
+    }
+  },
 ];
 /** The version this code needs (the number of MIGRATIONS). */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -105,6 +134,7 @@ export const SERVICE_TABLES = [
   INSTANCE_DEATHS_TABLE,
   BACKFILLS_TABLE,
   BACKFILL_SLOTS_TABLE,
+  RUN_STARTS_TABLE,
 ] as const;
 
 /** The command that creates or upgrades the schema, named by every refusal. */
@@ -134,7 +164,8 @@ export async function migrateSchema(pool: Pool): Promise<MigrationResult> {
       for (const statement of getCreateIndexesSQL(JOBS_TABLE)) await client.query(statement);
       await client.query(getUpdateTimestampTriggerSQL(JOBS_TABLE));
       await client.query(getCreateLogsTableSQL(LOGS_TABLE));
-      for (const statement of getCreateLogsIndexesSQL(LOGS_TABLE)) await client.query(statement);
+      for (const statement of getCreateLogsIndexesSQL(LOGS_TABLE))
+        if (!statement.includes(AGENDA_JOB_ID_INDEX)) await client.query(statement);
       await client.query(`
         CREATE TABLE IF NOT EXISTS "${SCHEMA_TABLE}" (
           id           BOOLEAN PRIMARY KEY DEFAULT TRUE CHECK (id),

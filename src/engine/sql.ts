@@ -14,6 +14,7 @@ export * from "./sql/reruns.js";
 export * from "./sql/runEnd.js";
 export * from "./sql/runLog.js";
 export * from "./sql/runSearch.js";
+export * from "./sql/runStarts.js";
 export * from "./sql/save.js";
 export * from "./sql/tables.js";
 export * from "./sql/transaction.js";

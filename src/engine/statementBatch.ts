@@ -16,7 +16,7 @@ interface Queued<Item, Answer> {
 
 export class StatementBatch<Item, Answer> {
   readonly #send: (items: readonly Item[]) => Promise<readonly Answer[]>;
-  readonly #key: ((item: Item) => string) | undefined;
+  readonly #key: ((item: Item) => string | undefined) | undefined;
   readonly #maxItems: number;
   #queue: Queued<Item, Answer>[] = [];
   #sending = false;
@@ -24,7 +24,7 @@ export class StatementBatch<Item, Answer> {
   /** `send` answers one value per item, in the items' order. */
   constructor(
     send: (items: readonly Item[]) => Promise<readonly Answer[]>,
-    options: { key?: (item: Item) => string; maxItems?: number } = {},
+    options: { key?: (item: Item) => string | undefined; maxItems?: number } = {},
   ) {
     this.#send = send;
     this.#key = options.key;

@@ -1,14 +1,18 @@
 import type { Clock, ClockTimer } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import type { AgendaEngine } from "../engine/agendaEngine.js";
+import type { SchedulerSettings } from "./settings.js";
 
 /** How often run history past its retention is pruned. */
 const RETENTION_EVERY_MS = 3_600_000;
 
 export interface RetentionDeps {
   engine: Pick<AgendaEngine, "pruneRunLog">;
-  /** Run history older than this many days is deleted; 0 keeps it all. */
-  retentionDays: number;
+  /**
+   * `runLogRetentionDays`: run history older than this many days is deleted (0 keeps it all);
+   * `runLogKeepPerTask`: each task's records beyond its latest this many are (0 keeps any number).
+   */
+  settings: Pick<SchedulerSettings, "runLogRetentionDays" | "runLogKeepPerTask">;
   logger: Logger;
   clock: Clock;
   /** The hourly prune runs only while the scheduler runs. */
@@ -31,7 +35,7 @@ export class RunHistoryRetention {
     this.#deps = deps;
   }
 
-  /** Deletes run history older than the retention; the rows deleted (null: another instance is at it). */
+  /** Deletes run history past the retention (by age, and by count per task); the rows deleted (null: another instance is at it). */
   prune(now: Date): Promise<number | null> {
     const prune = this.#prune(now);
     const settled = prune.then(
@@ -45,8 +49,8 @@ export class RunHistoryRetention {
 
   /** Starts the hourly prune. */
   start(): void {
-    const { clock, logger, retentionDays, running } = this.#deps;
-    if (retentionDays <= 0 || this.#timer) return;
+    const { clock, logger, settings, running } = this.#deps;
+    if ((settings.runLogRetentionDays <= 0 && settings.runLogKeepPerTask <= 0) || this.#timer) return;
     this.#timer = clock.setInterval(() => {
       if (this.#hourly || !running()) return;
       this.#hourly = this.prune(new Date(clock.now()))
@@ -73,13 +77,17 @@ export class RunHistoryRetention {
   }
 
   async #prune(now: Date): Promise<number | null> {
-    const { retentionDays: days, engine, logger } = this.#deps;
-    if (days <= 0) return 0;
-    const deleted = await engine.pruneRunLog(new Date(now.getTime() - days * 86_400_000));
+    const { settings, engine, logger } = this.#deps;
+    const { runLogRetentionDays: days, runLogKeepPerTask: keepPerTask } = settings;
+    if (days <= 0 && keepPerTask <= 0) return 0;
+    const deleted = await engine.pruneRunLog({
+      before: days > 0 ? new Date(now.getTime() - days * 86_400_000) : null,
+      keepPerTask,
+    });
     if (deleted)
       logger.info(
-        { deleted, retentionDays: days },
-        `pruned ${deleted} run-log row(s) older than ${days} days`,
+        { deleted, retentionDays: days, keepPerTask },
+        `pruned ${deleted} run-log row(s) past the retention (${days > 0 ? `older than ${days} days` : "any age"}, ${keepPerTask > 0 ? `the last ${keepPerTask} records of each task kept` : "any number"})`,
       );
     return deleted;
   }

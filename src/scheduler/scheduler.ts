@@ -135,7 +135,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#audit = new AuditLog(pool, settings.namespace);
     this.#retention = new RunHistoryRetention({
       engine: this.#engine,
-      retentionDays: settings.runLogRetentionDays,
+      settings,
       logger: this.#logger,
       clock,
       running: () => this.#state === "running",
@@ -427,7 +427,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   }
 
   /**
-   * Deletes run history older than the retention; returns the rows deleted (null: another
+   * Deletes run history past the retention (by age, and by count per task); returns the rows deleted (null: another
    * instance is at it). stop() waits for every prune in flight, the hourly one and called ones.
    */
   pruneRunHistory(now = clockDate(this.#clock)): Promise<number | null> {

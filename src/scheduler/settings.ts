@@ -21,6 +21,8 @@ export const schedulerSettingsSchema = z
       .default(SCHEDULER_DEFAULTS.namespace),
     /** Run-log rows (agenda_logs) older than this many days are deleted, hourly; 0 keeps them forever. */
     runLogRetentionDays: z.number().min(0).default(SCHEDULER_DEFAULTS.runLogRetentionDays),
+    /** Each task's records beyond its latest this many are deleted, hourly; 0 keeps any number. */
+    runLogKeepPerTask: z.number().int().min(0).default(SCHEDULER_DEFAULTS.runLogKeepPerTask),
     /** A full reconcile this often repairs drift; 0 turns it off. */
     antiEntropyMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.antiEntropyMs),
     defaultTimezone: z

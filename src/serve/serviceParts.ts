@@ -149,6 +149,7 @@ export function schedulerOf(
     antiEntropyMs: settings.CRONWARDEN_ANTI_ENTROPY_MS,
     maxDisableShare: settings.CRONWARDEN_MAX_DISABLE_SHARE,
     runLogRetentionDays: settings.CRONWARDEN_RUN_LOG_RETENTION_DAYS,
+    runLogKeepPerTask: settings.CRONWARDEN_RUN_LOG_KEEP_PER_TASK,
     migrate: settings.CRONWARDEN_MIGRATE,
   });
 }

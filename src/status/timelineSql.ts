@@ -1,6 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { metaHas, metaJson, metaText } from "../engine/runLogMeta.js";
-import { JOBS_TABLE, type JobRow, LOGS_TABLE } from "../engine/sql.js";
+import { JOBS_TABLE, type JobRow, LOGS_TABLE, RUN_STARTS_TABLE, UNFINISHED_START } from "../engine/sql.js";
 import { AUDIT_TABLE } from "../store/schema.js";
 
 /**
@@ -36,7 +36,9 @@ export interface SlotRow {
 
 const SLOT_COLUMNS = `id, job_name, event, timestamp, duration, error, agenda_name,
   ${metaText("scheduledAt")} AS slot, ${metaText("outcome")} AS outcome, ${metaText("startedAt")} AS started_at,
-  ${metaText("finishedAt")} AS finished_at, ${metaText("attempt")} AS attempt, ${metaText("trigger")} AS trigger,
+  ${metaText("finishedAt")} AS finished_at,
+  coalesce(${metaText("attempt")}, CASE WHEN ${metaText("started")} = 'true' THEN '1' END) AS attempt,
+  ${metaText("trigger")} AS trigger,
   ${metaText("requestedBy")} AS requested_by,
   (${metaText("rerun")})::boolean AS rerun, ${metaJson("rerunOf")} AS rerun_of, ${metaText("instanceId")} AS instance_id,
   ${metaText("detail")} AS detail`;
@@ -101,14 +103,25 @@ export interface LastStartRow {
   trigger: string | null;
 }
 
-/** The latest start of each of `names` (the runs in progress, or cut off and not yet re-run). */
+/**
+ * The latest start of each of `names` (the runs in progress, or cut off and not yet re-run): the
+ * runs in progress (src/engine/sql/runStarts.ts) and the log's start rows (runs that died).
+ */
 export async function selectLastStarts(db: Queryable, names: string[]): Promise<LastStartRow[]> {
   if (names.length === 0) return [];
   const result = await db.query<LastStartRow>(
     `SELECT s.* FROM unnest($1::text[]) AS n(name) CROSS JOIN LATERAL (
-       SELECT id, job_name, timestamp, ${metaText("scheduledAt")} AS slot,
-              coalesce(${metaText("instanceId")}, agenda_name) AS instance_id, ${metaText("trigger")} AS trigger
-         FROM "${LOGS_TABLE}" WHERE job_name = n.name AND event = 'start'
+       SELECT * FROM (
+         SELECT id, job_name, timestamp, ${metaText("scheduledAt")} AS slot,
+                coalesce(${metaText("instanceId")}, agenda_name) AS instance_id, ${metaText("trigger")} AS trigger
+           FROM "${RUN_STARTS_TABLE}" s
+          -- of the job as it is now (a start of a job row dropped by hand is no run of this task)
+          WHERE job_name = n.name AND EXISTS (SELECT 1 FROM "${JOBS_TABLE}" j WHERE j.id::text = s.job_id)
+         UNION ALL
+         (SELECT id, job_name, timestamp, ${metaText("scheduledAt")} AS slot,
+                 coalesce(${metaText("instanceId")}, agenda_name) AS instance_id, ${metaText("trigger")} AS trigger
+            FROM "${LOGS_TABLE}" WHERE job_name = n.name AND ${UNFINISHED_START} AND event = 'start'
+           ORDER BY timestamp DESC LIMIT 1)) starts
         ORDER BY timestamp DESC LIMIT 1) s`,
     [names],
   );
@@ -182,11 +195,17 @@ export interface RunDetailRow extends SlotRow {
   meta: unknown;
 }
 
-/** One run record (or a start row) by id, with its log lines and error stack. */
+/** One run record (or a start: a run in progress, or one that died) by id, with its log lines and error stack. */
 export async function selectRunDetail(db: Queryable, id: string): Promise<RunDetailRow | undefined> {
   const result = await db.query<RunDetailRow & { slot: string | null; outcome: string | null }>(
     `SELECT ${SLOT_COLUMNS}, meta
-       FROM "${LOGS_TABLE}" WHERE id = $1::uuid AND event IN ('success', 'fail', 'retry', 'start')`,
+       FROM "${LOGS_TABLE}" WHERE id = $1::uuid AND event IN ('success', 'fail', 'retry', 'start')
+     UNION ALL
+     SELECT ${SLOT_COLUMNS}, meta FROM (
+       SELECT id, job_name, 'start'::varchar AS event, timestamp, NULL::int AS duration, NULL::text AS error,
+              agenda_name, meta
+         FROM "${RUN_STARTS_TABLE}" WHERE id = $1::uuid) s
+     LIMIT 1`,
     [id],
   );
   return result.rows[0];

@@ -8,6 +8,7 @@ import { createLogger } from "../../src/index.js";
 import { type EmbeddedPostgres, startEmbeddedPostgres } from "../../src/infra/embeddedPostgres/index.js";
 import { yamlOf } from "../helpers/harness.js";
 import { ServiceProcess } from "../helpers/processes.js";
+import { STARTS } from "../helpers/runStarts.js";
 
 /**
  * Short database blips under load, two instances: a blip is not a failure. The test owns this
@@ -120,7 +121,9 @@ it("PostgreSQL restarted under load: one start and one outcome row per slot, no 
                 count(*) FILTER (WHERE event = 'start')::int AS starts,
                 count(*) FILTER (WHERE event IN ('success', 'fail') )::int AS outcomes,
                 count(*) FILTER (WHERE event = 'fail')::int AS fails
-           FROM agenda_logs WHERE event IN ('start', 'success', 'fail') GROUP BY 1, 2`,
+           FROM (SELECT job_name, meta, 'start' AS event FROM ${STARTS}
+                 UNION ALL SELECT job_name, meta, event FROM agenda_logs WHERE event IN ('success', 'fail')) r
+          GROUP BY 1, 2`,
       );
       const phantom = await client.query(
         "SELECT job_name, meta->>'scheduledAt' AS slot, error FROM agenda_logs WHERE event = 'fail'",

@@ -66,10 +66,14 @@ interface RunRow {
 async function runRows(): Promise<RunRow[]> {
   const { rows } = await suite.db.pool.query<RunRow>(
     `SELECT job_name AS task, meta->>'scheduledAt' AS slot, event, meta->>'outcome' AS outcome,
-            coalesce((meta->>'rerun')::boolean, false) AS rerun, meta->>'instanceId' AS instance,
+            coalesce((meta->>'rerun')::boolean, false) AS rerun, coalesce(meta->>'instanceId', agenda_name) AS instance,
             (meta->>'startedAt')::timestamptz AS started, timestamp AS finished
        FROM agenda_logs WHERE job_name LIKE 'chain-%' AND event IN ('start', 'success', 'fail')
-      ORDER BY timestamp`,
+     UNION ALL -- the runs in progress (src/engine/sql/runStarts.ts)
+     SELECT job_name, meta->>'scheduledAt', 'start', NULL, coalesce((meta->>'rerun')::boolean, false),
+            coalesce(meta->>'instanceId', agenda_name), timestamp, timestamp
+       FROM cronwarden_run_starts WHERE job_name LIKE 'chain-%'
+      ORDER BY finished`,
   );
   return rows;
 }

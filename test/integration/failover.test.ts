@@ -5,6 +5,7 @@ import { type ConfigEntry, yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
 import { ServiceProcess } from "../helpers/processes.js";
 import { processSuite } from "../helpers/processSuite.js";
+import { STARTS } from "../helpers/runStarts.js";
 
 /** Several service processes against one PostgreSQL: exactly once per slot, and takeover after a crash. */
 
@@ -136,8 +137,10 @@ describe("several instances", () => {
     expect(maxHeld).toBeGreaterThan(0);
     expect(maxHeld).toBeLessThanOrEqual(20);
     const { rows } = await suite.db.pool.query<{ task: string; instance: string }>(
-      `SELECT job_name AS task, meta->>'instanceId' AS instance FROM agenda_logs
-        WHERE event IN ('start', 'success', 'fail') AND job_name LIKE 'herd-%' AND meta->>'scheduledAt' = $1`,
+      `SELECT job_name AS task, coalesce(meta->>'instanceId', agenda_name) AS instance
+         FROM (SELECT job_name, meta, agenda_name FROM ${STARTS}
+               UNION ALL SELECT job_name, meta, agenda_name FROM agenda_logs WHERE event IN ('success', 'fail')) r
+        WHERE job_name LIKE 'herd-%' AND meta->>'scheduledAt' = $1`,
       [slot],
     );
     const perTask = new Map<string, number>();
@@ -175,7 +178,7 @@ describe("several instances", () => {
     );
     // nobody else started the job while it ran
     const { rows: starts } = await suite.db.pool.query(
-      "SELECT agenda_name FROM agenda_logs WHERE job_name = 'slow' AND event = 'start'",
+      `SELECT agenda_name FROM ${STARTS} WHERE job_name = 'slow'`,
     );
     expect(starts).toEqual([{ agenda_name: run?.instance }]);
   }, 60_000);
@@ -224,7 +227,7 @@ describe("several instances", () => {
     const starts = await pollUntil("the re-run's start row", async () => {
       const { rows } = await suite.db.pool.query(
         `SELECT meta->>'scheduledAt' AS slot, coalesce((meta->>'rerun')::boolean, false) AS rerun, agenda_name
-           FROM agenda_logs WHERE job_name = 'slow' AND event = 'start' ORDER BY timestamp`,
+           FROM ${STARTS} WHERE job_name = 'slow' ORDER BY timestamp`,
       );
       return rows.length >= 2 ? rows : undefined;
     });
@@ -266,7 +269,7 @@ describe("several instances", () => {
     // the re-run's start row is written after its log line: wait for the record
     const starts = await pollUntil("both start rows", async () => {
       const { rows } = await suite.db.pool.query<{ timestamp: Date; agenda_name: string }>(
-        "SELECT timestamp, agenda_name FROM agenda_logs WHERE job_name = 'slow' AND event = 'start' ORDER BY timestamp",
+        `SELECT timestamp, agenda_name FROM ${STARTS} WHERE job_name = 'slow' ORDER BY timestamp`,
       );
       return rows.length >= 2 ? rows : undefined;
     });
@@ -351,9 +354,7 @@ describe("several instances", () => {
  */
 async function slowStartRowWritten(): Promise<void> {
   await pollUntil("the slow run's start row", async () => {
-    const { rows } = await suite.db.pool.query(
-      "SELECT 1 FROM agenda_logs WHERE job_name = 'slow' AND event = 'start'",
-    );
+    const { rows } = await suite.db.pool.query(`SELECT 1 FROM ${STARTS} WHERE job_name = 'slow'`);
     return rows.length > 0;
   });
 }

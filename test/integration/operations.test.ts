@@ -373,4 +373,36 @@ describe("run history retention", () => {
     );
     expect(rows).toEqual([{ message: "recent", n: 3 }]);
   });
+
+  it("keeps each task's latest records by count, beside the age limit, and leaves other tasks alone", async () => {
+    const h = await start(
+      [
+        { name: "keep-a", handler: async () => {} },
+        { name: "keep-b", handler: async () => {} },
+      ],
+      [
+        { name: "keep-a", cron: "0 0 0 1 1 *" },
+        { name: "keep-b", cron: "0 0 0 1 1 *" },
+      ],
+      { runLogRetentionDays: 0, runLogKeepPerTask: 5 },
+    );
+    // keep-a: 12 records a minute apart and a start row of a run that died before the 5th latest;
+    // keep-b: 3 records, under the limit
+    await db().pool.query(
+      `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
+       SELECT now() - make_interval(mins => g), 'info', 'success', 'keep-a', 'record ' || g,
+              jsonb_build_object('outcome', 'succeeded') FROM generate_series(1, 12) g
+       UNION ALL SELECT now() - interval '30 minutes', 'info', 'start', 'keep-a', 'job started', '{}'::jsonb
+       UNION ALL SELECT now() - make_interval(mins => g), 'info', 'success', 'keep-b', 'record ' || g,
+              jsonb_build_object('outcome', 'succeeded') FROM generate_series(1, 3) g`,
+    );
+    expect(await h.scheduler.pruneRunHistory()).toBe(8);
+    const { rows } = await db().pool.query(
+      "SELECT job_name, array_agg(message ORDER BY timestamp DESC) AS kept FROM agenda_logs WHERE job_name LIKE 'keep-%' GROUP BY 1 ORDER BY 1",
+    );
+    expect(rows).toEqual([
+      { job_name: "keep-a", kept: ["record 1", "record 2", "record 3", "record 4", "record 5"] },
+      { job_name: "keep-b", kept: ["record 1", "record 2", "record 3"] },
+    ]);
+  });
 });

@@ -6,6 +6,7 @@ import { type ConfigEntry, yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
 import { ServiceProcess } from "../helpers/processes.js";
 import { processSuite } from "../helpers/processSuite.js";
+import { STARTS } from "../helpers/runStarts.js";
 
 /**
  * Pause all, the instances and the run search (docs/operations.md) on service processes against
@@ -96,7 +97,7 @@ async function records(task: string): Promise<Record_[]> {
 /** Runs started for a slot after `after`. */
 async function starts(task: string, after: Date): Promise<number> {
   const { rows } = await suite.db.pool.query<{ n: number }>(
-    "SELECT count(*)::int AS n FROM agenda_logs WHERE job_name = $1 AND event = 'start' AND (meta->>'scheduledAt')::timestamptz > $2",
+    `SELECT count(*)::int AS n FROM ${STARTS} WHERE job_name = $1 AND (meta->>'scheduledAt')::timestamptz > $2`,
     [task, after],
   );
   return rows[0]?.n ?? 0;

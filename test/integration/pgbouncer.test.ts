@@ -17,6 +17,7 @@ import {
 import { pollUntil } from "../helpers/poll.js";
 import { ServiceProcess } from "../helpers/processes.js";
 import { processSuite } from "../helpers/processSuite.js";
+import { STARTS } from "../helpers/runStarts.js";
 
 /**
  * cronwarden through PgBouncer (Debian's `pgbouncer`, test/helpers/pgbouncer.ts). Session mode:
@@ -184,9 +185,7 @@ describe.skipIf(!available)(`through PgBouncer${available ? "" : " (skipped: pgb
     );
     const slot = owner.find((line) => line.task === "slow" && line.msg === "run started")?.slot;
     await pollUntil("the run's start row", async () => {
-      const { rows } = await suite.db.pool.query(
-        "SELECT 1 FROM agenda_logs WHERE job_name = 'slow' AND event = 'start'",
-      );
+      const { rows } = await suite.db.pool.query(`SELECT 1 FROM ${STARTS} WHERE job_name = 'slow'`);
       return rows.length > 0;
     });
     await owner.kill("SIGKILL");

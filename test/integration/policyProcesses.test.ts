@@ -20,6 +20,9 @@ beforeAll(async () => {
 afterEach(async () => {
   await Promise.all(processes.splice(0).map((child) => child.kill()));
   await db.pool.query("DROP TABLE IF EXISTS agenda_jobs, agenda_logs CASCADE");
+  await db.pool.query(
+    "DO $$ BEGIN IF to_regclass('cronwarden_run_starts') IS NOT NULL THEN TRUNCATE cronwarden_run_starts; END IF; END $$",
+  );
 });
 
 afterAll(async () => {
@@ -45,7 +48,7 @@ const started = (line: { msg?: unknown }) => /^scheduler started/.test(String(li
 
 async function outcomes(task: string): Promise<Array<{ outcome: string; slot: string; instance: string }>> {
   const { rows } = await db.pool.query<{ outcome: string; slot: string; instance: string }>(
-    `SELECT meta->>'outcome' AS outcome, meta->>'scheduledAt' AS slot, meta->>'instanceId' AS instance
+    `SELECT meta->>'outcome' AS outcome, meta->>'scheduledAt' AS slot, coalesce(meta->>'instanceId', agenda_name) AS instance
        FROM agenda_logs WHERE job_name = $1 AND event IN ('success', 'fail') ORDER BY meta->>'scheduledAt'`,
     [task],
   );

@@ -6,6 +6,7 @@ import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
 import { ServiceProcess } from "../helpers/processes.js";
+import { STARTS } from "../helpers/runStarts.js";
 
 /**
  * A rolling deploy: three instances, restarted one after another with SIGTERM while runs are in
@@ -118,7 +119,7 @@ it("three instances restarted one after another with SIGTERM: every slot succeed
   );
   const { rows: starts } = await db.pool.query<StartRow>(
     `SELECT job_name AS task, meta->>'scheduledAt' AS slot, timestamp AS started
-       FROM agenda_logs WHERE job_name LIKE 'herd-%' AND event = 'start'`,
+       FROM ${STARTS} WHERE job_name LIKE 'herd-%'`,
   );
   const succeeded = new Map<string, OutcomeRow[]>();
   for (const row of outcomes.filter((row) => row.outcome === "succeeded")) {

@@ -1,6 +1,12 @@
+import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
-import { insertRunLogRows, type RunLogInsert } from "../../src/engine/sql/runLog.js";
+import {
+  insertRunLogRows,
+  type RunLogInsert,
+  selectLastStart,
+  writeRunLogRows,
+} from "../../src/engine/sql/runLog.js";
 import { StatementBatch } from "../../src/engine/statementBatch.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
@@ -116,6 +122,102 @@ describe("StatementBatch of run-log rows", () => {
       ]);
     },
   );
+
+  it("a run's start waits among the runs in progress; its record takes its id and ends it (one log row per run)", async () => {
+    const runId = randomUUID();
+    const start: RunLogInsert = {
+      ...row("replaced", 1),
+      id: runId,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: "2026-12-01T00:00:00.000Z" },
+    };
+    await writeRunLogRows(db.pool, [start]);
+    const inLog = async () =>
+      (
+        await db.pool.query(
+          "SELECT id, event, job_id, error FROM agenda_logs WHERE job_name = 'replaced' ORDER BY job_id",
+        )
+      ).rows;
+    const inProgress = async () =>
+      (await db.pool.query("SELECT id, job_id FROM cronwarden_run_starts WHERE job_name = 'replaced'")).rows;
+    expect(await inLog()).toEqual([]);
+    expect(await inProgress()).toEqual([{ id: runId, job_id: "job-1" }]);
+    await writeRunLogRows(db.pool, [{ ...row("replaced", 1), replaces: runId }]);
+    expect(await inLog()).toEqual([{ id: runId, event: "success", job_id: "job-1", error: null }]);
+    expect(await inProgress()).toEqual([]);
+    // a start written after its record (retried through an outage) is left out
+    await writeRunLogRows(db.pool, [start]);
+    expect(await inProgress()).toEqual([]);
+  });
+
+  it("a job's next start moves a start whose run never wrote its record into the log", async () => {
+    const dead = randomUUID();
+    const next = randomUUID();
+    const start = (id: string, second: number): RunLogInsert => ({
+      ...row("died", 1),
+      timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, second)),
+      id,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: "2026-12-01T00:00:00.000Z", instanceId: "instance-a" },
+    });
+    await writeRunLogRows(db.pool, [start(dead, 1)]);
+    await writeRunLogRows(db.pool, [start(next, 30)]);
+    const { rows } = await db.pool.query(
+      "SELECT id, event, message, timestamp, meta FROM agenda_logs WHERE job_name = 'died'",
+    );
+    expect(rows).toEqual([
+      {
+        id: dead,
+        event: "start",
+        message: "job started",
+        timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, 1)),
+        // the instance is the row's agenda_name: not repeated in meta (COMPACT_META)
+        meta: { scheduledAt: "2026-12-01T00:00:00.000Z" },
+      },
+    ]);
+    const inProgress = await db.pool.query("SELECT id FROM cronwarden_run_starts WHERE job_name = 'died'");
+    expect(inProgress.rows).toEqual([{ id: next }]);
+  });
+
+  it("a job's record and its next run's start in one batch: the finished run is one record, the next is in progress", async () => {
+    const first = randomUUID();
+    const second = randomUUID();
+    const start = (id: string, second: number): RunLogInsert => ({
+      ...row("back-to-back", 1),
+      timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, second)),
+      id,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: new Date(Date.UTC(2026, 11, 1, 0, 0, second)).toISOString() },
+    });
+    await writeRunLogRows(db.pool, [start(first, 1)]);
+    await writeRunLogRows(db.pool, [{ ...row("back-to-back", 1), replaces: first }, start(second, 2)]);
+    const { rows } = await db.pool.query("SELECT id, event FROM agenda_logs WHERE job_name = 'back-to-back'");
+    expect(rows).toEqual([{ id: first, event: "success" }]);
+    const inProgress = await db.pool.query(
+      "SELECT id FROM cronwarden_run_starts WHERE job_name = 'back-to-back'",
+    );
+    expect(inProgress.rows).toEqual([{ id: second }]);
+  });
+
+  it("a record whose start was moved into the log by the job's next start (another instance, first) takes its place", async () => {
+    const first = randomUUID();
+    const start = (id: string, second: number): RunLogInsert => ({
+      ...row("overtaken", 1),
+      timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, second)),
+      id,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: new Date(Date.UTC(2026, 11, 1, 0, 0, second)).toISOString() },
+    });
+    await writeRunLogRows(db.pool, [start(first, 1)]);
+    await writeRunLogRows(db.pool, [start(randomUUID(), 2)]); // moves the first start into the log
+    await writeRunLogRows(db.pool, [{ ...row("overtaken", 1), replaces: first }]);
+    const { rows } = await db.pool.query("SELECT id, event FROM agenda_logs WHERE job_name = 'overtaken'");
+    expect(rows).toEqual([{ id: first, event: "success" }]);
+  });
 });
 
 describe("a batch written again (its first answer lost)", () => {
@@ -128,4 +230,56 @@ describe("a batch written again (its first answer lost)", () => {
     );
     expect(written).toEqual([{ count: 3 }]);
   });
+
+  it("a record and a start written again are each written once: one record, one run in progress", async () => {
+    const first = randomUUID();
+    const second = randomUUID();
+    const start = (id: string, second: number): RunLogInsert => ({
+      ...row("retried-run", 1),
+      timestamp: new Date(Date.UTC(2026, 11, 1, 0, 0, second)),
+      id,
+      event: "start",
+      message: "job started",
+      meta: { scheduledAt: new Date(Date.UTC(2026, 11, 1, 0, 0, second)).toISOString() },
+    });
+    await writeRunLogRows(db.pool, [start(first, 1)]);
+    const batch = [{ ...row("retried-run", 1), id: first, replaces: first }, start(second, 2)];
+    await writeRunLogRows(db.pool, batch);
+    await writeRunLogRows(db.pool, batch);
+    const { rows } = await db.pool.query("SELECT id, event FROM agenda_logs WHERE job_name = 'retried-run'");
+    expect(rows).toEqual([{ id: first, event: "success" }]);
+    const inProgress = await db.pool.query(
+      "SELECT id FROM cronwarden_run_starts WHERE job_name = 'retried-run'",
+    );
+    expect(inProgress.rows).toEqual([{ id: second }]);
+  });
+});
+
+describe("the run a re-run repeats (selectLastStart)", () => {
+  it.each(["interrupted", "lock-lost"])(
+    "finds a %s run by its record (not final: the re-run repeats it), not a failed one",
+    async (outcome) => {
+      const job = `unfinished-${outcome}`;
+      const record = (second: number, recordOutcome: string): RunLogInsert => {
+        const startedAt = new Date(Date.UTC(2026, 11, 1, 0, 0, second));
+        return {
+          ...row(job, 1),
+          jobId: job,
+          id: randomUUID(),
+          timestamp: new Date(startedAt.getTime() + 500),
+          event: "fail",
+          error: "cut",
+          meta: {
+            scheduledAt: startedAt.toISOString(),
+            startedAt: startedAt.toISOString(),
+            outcome: recordOutcome,
+          },
+        };
+      };
+      await writeRunLogRows(db.pool, [record(1, outcome), record(10, "failed")]);
+      const found = await selectLastStart(db.pool, job, new Date(Date.UTC(2026, 11, 1, 0, 1)));
+      expect(found?.timestamp).toEqual(new Date(Date.UTC(2026, 11, 1, 0, 0, 1)));
+      expect(found?.meta).toMatchObject({ outcome });
+    },
+  );
 });

@@ -1,7 +1,10 @@
+import { randomUUID } from "node:crypto";
 import { getCreateLogsTableSQL, getCreateTableSQL } from "@agendajs/postgres-backend";
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { checkSchema, inspectSchema, migrateSchema, SCHEMA_VERSION } from "../../src/engine/schema.js";
+import { SLOT_INDEX, selectLastStart, writeRunLogRows } from "../../src/engine/sql.js";
+import { readHistory, readRunDetail } from "../../src/status/runHistory.js";
 import { STORE_MIGRATIONS } from "../../src/store/schema.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 
@@ -46,6 +49,7 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "cronwarden_instance_deaths",
     "cronwarden_instances",
     "cronwarden_pause",
+    "cronwarden_run_starts",
     "cronwarden_schema",
   ]);
 });
@@ -86,11 +90,12 @@ it("upgrades a database from before schema versions in place, keeping its rows",
         "cronwarden_instance_deaths",
         "cronwarden_backfills",
         "cronwarden_backfill_slots",
+        "cronwarden_run_starts",
       ],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_backfills, cronwarden_backfill_slots.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_backfills, cronwarden_backfill_slots, cronwarden_run_starts.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });
@@ -112,6 +117,124 @@ it("upgrades a database from before schema versions in place, keeping its rows",
     await old.pool.query("UPDATE cronwarden_schema SET version = $1", [SCHEMA_VERSION + 1]);
     expect(await migrateSchema(old.pool)).toEqual({ from: SCHEMA_VERSION + 1, to: SCHEMA_VERSION + 1 });
     expect((await checkSchema(old.pool)).current).toBe(true);
+  } finally {
+    await old.drop();
+  }
+});
+
+it("upgrades a database of the previous version in place: its rows read as before, and new runs write one row each", async () => {
+  const old = await createTestDatabase();
+  try {
+    await migrateSchema(old.pool);
+    // the previous version's layout: no table of runs in progress, Agenda's index by job id, the slot index with the id
+    await old.pool.query(`
+      DROP TABLE cronwarden_run_starts;
+      DROP INDEX agenda_logs_cw_unfinished_job_idx;
+      DROP INDEX agenda_logs_cw_unfinished_name_idx;
+      DROP INDEX agenda_logs_cw_slot_idx;
+      CREATE INDEX agenda_logs_cw_slot_idx ON agenda_logs (job_name, (meta->>'scheduledAt'), id)
+        WHERE event IN ('success', 'fail', 'retry');
+      CREATE INDEX agenda_logs_job_id_idx ON agenda_logs (job_id, timestamp DESC);
+      UPDATE cronwarden_schema SET version = ${SCHEMA_VERSION - 1};`);
+    // its rows, two per run: a run that finished (start and record) and one that died (start only)
+    const { rows: inserted } = await old.pool.query<{ id: string; event: string; message: string }>(
+      `INSERT INTO agenda_logs (timestamp, level, event, job_id, job_name, message, duration, agenda_name, meta)
+       VALUES ('2026-12-01T00:00:00.010Z', 'info', 'start', 'j1', 'old-task', 'finished', NULL, 'i1',
+               '{"scheduledAt": "2026-12-01T00:00:00.000Z", "instanceId": "i1", "attempt": 1}'),
+              ('2026-12-01T00:00:00.510Z', 'info', 'success', 'j1', 'old-task', 'job succeeded', 500, 'i1',
+               '{"scheduledAt": "2026-12-01T00:00:00.000Z", "instanceId": "i1", "attempt": 1, "startedAt": "2026-12-01T00:00:00.010Z", "finishedAt": "2026-12-01T00:00:00.510Z", "outcome": "succeeded"}'),
+              ('2026-12-01T00:01:00.010Z', 'info', 'start', 'j1', 'old-task', 'died', NULL, 'i1',
+               '{"scheduledAt": "2026-12-01T00:01:00.000Z", "instanceId": "i1", "attempt": 1}')
+       RETURNING id, event, message`,
+    );
+    const idOf = (message: string) => inserted.find((row) => row.message === message)?.id as string;
+
+    expect(await migrateSchema(old.pool)).toEqual({ from: SCHEMA_VERSION - 1, to: SCHEMA_VERSION });
+    const indexes = await old.pool.query<{ indexname: string; indexdef: string }>(
+      "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'agenda_logs' ORDER BY indexname",
+    );
+    const names = indexes.rows.map((row) => row.indexname);
+    expect(names).not.toContain("agenda_logs_job_id_idx");
+    expect(names).toEqual(
+      expect.arrayContaining(["agenda_logs_cw_unfinished_job_idx", "agenda_logs_cw_unfinished_name_idx"]),
+    );
+    expect(indexes.rows.find((row) => row.indexname === SLOT_INDEX)?.indexdef).not.toContain(", id)");
+
+    // the old rows read as before: the history, the run detail of either start, the run that died
+    const history = await readHistory(old.pool, { task: "old-task", limit: 10 });
+    expect(history.runs.map((run) => [run.outcome, run.attempt, run.instanceId])).toEqual([
+      ["succeeded", 1, "i1"],
+    ]);
+    expect(await readRunDetail(old.pool, idOf("finished"))).toMatchObject({
+      outcome: "succeeded",
+      recordId: history.runs[0]?.id,
+    });
+    expect(await readRunDetail(old.pool, idOf("died"))).toMatchObject({
+      outcome: "interrupted",
+      instanceId: "i1",
+    });
+    const dead = await selectLastStart(old.pool, "j1", new Date("2026-12-01T00:02:00Z"));
+    expect(dead?.timestamp).toEqual(new Date("2026-12-01T00:01:00.010Z"));
+
+    // a new run: its start is in progress (not in the log), its record is its one row, under the start's id
+    const runId = randomUUID();
+    const start = {
+      id: runId,
+      timestamp: new Date("2026-12-01T00:02:00.010Z"),
+      level: "info",
+      event: "start",
+      jobId: "j1",
+      jobName: "old-task",
+      message: "job started",
+      agendaName: "i2",
+      meta: { scheduledAt: "2026-12-01T00:02:00.000Z", instanceId: "i2", attempt: 1 },
+    };
+    await writeRunLogRows(old.pool, [start]);
+    expect(await readRunDetail(old.pool, runId)).toMatchObject({ outcome: "interrupted", instanceId: "i2" });
+    expect((await selectLastStart(old.pool, "j1", new Date("2026-12-01T00:03:00Z")))?.agenda_name).toBe("i2");
+    await writeRunLogRows(old.pool, [
+      {
+        ...start,
+        replaces: runId,
+        id: undefined,
+        timestamp: new Date("2026-12-01T00:02:00.900Z"),
+        event: "success",
+        message: "job succeeded",
+        duration: 890,
+        meta: {
+          ...start.meta,
+          startedAt: "2026-12-01T00:02:00.010Z",
+          finishedAt: "2026-12-01T00:02:00.900Z",
+          outcome: "succeeded",
+          started: true,
+        },
+      },
+    ]);
+    const { rows: logRows } = await old.pool.query(
+      "SELECT id, event, meta FROM agenda_logs WHERE timestamp >= '2026-12-01T00:02:00Z'",
+    );
+    // one row; what its columns say (the instance) and attempt 1 of a started run are not repeated in meta
+    expect(logRows).toEqual([
+      {
+        id: runId,
+        event: "success",
+        meta: {
+          scheduledAt: "2026-12-01T00:02:00.000Z",
+          startedAt: "2026-12-01T00:02:00.010Z",
+          finishedAt: "2026-12-01T00:02:00.900Z",
+          outcome: "succeeded",
+          started: true,
+        },
+      },
+    ]);
+    const after = await readHistory(old.pool, { task: "old-task", limit: 10 });
+    expect(after.runs.map((run) => [run.id, run.outcome, run.attempt, run.instanceId])).toEqual([
+      [runId, "succeeded", 1, "i2"],
+      [history.runs[0]?.id, "succeeded", 1, "i1"],
+    ]);
+    expect(await readRunDetail(old.pool, runId)).toMatchObject({ outcome: "succeeded", recordId: runId });
+    // the run that died is still the last unfinished start before the new run
+    expect((await selectLastStart(old.pool, "j1", new Date("2026-12-01T00:02:00Z")))?.agenda_name).toBe("i1");
   } finally {
     await old.drop();
   }

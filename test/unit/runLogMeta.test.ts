@@ -67,6 +67,7 @@ describe("encodeRunMeta", () => {
       errorStack: "s",
       dependency: { reason: "r", kind: "k", upstreams: [] },
       traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+      started: true,
     };
     expect(Object.keys(encodeRunMeta(every)).sort()).toEqual(Object.values(RUN_META).sort());
   });

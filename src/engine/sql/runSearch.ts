@@ -105,7 +105,9 @@ export interface RunSearchRow {
 
 const COLUMNS = `id, job_name, event, timestamp, duration, error, agenda_name,
   ${metaText("scheduledAt")} AS slot, ${metaText("outcome")} AS outcome,
-  ${metaText("startedAt")} AS started_at, ${metaText("attempt")} AS attempt,
+  ${metaText("startedAt")} AS started_at,
+  -- attempt 1 of a started run is not stored (src/engine/sql/runStarts.ts COMPACT_META)
+  coalesce(${metaText("attempt")}, CASE WHEN ${metaText("started")} = 'true' THEN '1' END) AS attempt,
   ${metaText("trigger")} AS trigger, ${metaText("requestedBy")} AS requested_by,
   ${metaText("instanceId")} AS instance_id, ${metaText("detail")} AS detail`;
 
