@@ -1,9 +1,14 @@
-import { existsSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
+import {
+  ARTIFACTS,
+  CHROMIUM,
+  chromiumAvailable,
+  dashboardServer,
+  launchChromium,
+} from "../helpers/chromium.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
 import { skipAPreLockedSlot } from "../helpers/preLock.js";
@@ -13,8 +18,7 @@ import { skipAPreLockedSlot } from "../helpers/preLock.js";
  * against a real scheduler and database. Screenshots land in test-artifacts/.
  */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const available = existsSync(CHROMIUM);
+const available = chromiumAvailable;
 if (!available && process.env.CRONWARDEN_REQUIRE_CHROMIUM === "1") {
   throw new Error(
     `Chromium not found at ${CHROMIUM}: install it with "apt-get install -y chromium" (or set CHROMIUM_PATH)`,
@@ -25,7 +29,6 @@ if (!available) {
     `dashboard tests skipped: no Chromium at ${CHROMIUM}; "apt-get install -y chromium" enables them`,
   );
 }
-const ARTIFACTS = path.resolve("test-artifacts");
 const TOKEN = "dashboard-test-token-0123456789";
 
 let db: TestDatabase;
@@ -37,7 +40,6 @@ let releaseHold: () => void = () => {};
 
 beforeAll(async () => {
   if (!available) return;
-  await mkdir(ARTIFACTS, { recursive: true });
   db = await createTestDatabase();
   harness = await SchedulerHarness.start(
     db.pool,
@@ -76,25 +78,8 @@ beforeAll(async () => {
       { name: "dash-skip", cron: "*/5 * * * * *" },
     ],
   );
-  server = createAdminServer({
-    scheduler: harness.scheduler,
-    port: 0,
-    token: TOKEN,
-    logger: harness.logs.logger,
-  });
-  ({ url } = await server.listen());
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  ({ server, url } = await dashboardServer(harness, TOKEN));
+  browser = await launchChromium();
   await Promise.all([harness.runsOf("dash-ok", 2), harness.runsOf("dash-broken", 1)]);
   // a skip: the task is disabled after Agenda pre-locked its slot (then enabled again)
   await skipAPreLockedSlot(db.pool, harness.scheduler, "dash-skip");

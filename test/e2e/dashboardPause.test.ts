@@ -1,17 +1,14 @@
-import { existsSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
+import type { AdminServer } from "../../src/admin/index.js";
+import { ARTIFACTS, chromiumAvailable, dashboardServer, launchChromium } from "../helpers/chromium.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
 
 /** A task paused by failure in the dashboard (docs/behaviour.md, "Pause on failure"), headless Chromium. */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const available = existsSync(CHROMIUM);
-const ARTIFACTS = path.resolve("test-artifacts");
+const available = chromiumAvailable;
 const TOKEN = "dashboard-pause-token-0123456789";
 
 let db: TestDatabase;
@@ -22,7 +19,6 @@ let browser: Browser;
 
 beforeAll(async () => {
   if (!available) return;
-  await mkdir(ARTIFACTS, { recursive: true });
   db = await createTestDatabase();
   harness = await SchedulerHarness.start(
     db.pool,
@@ -40,17 +36,8 @@ beforeAll(async () => {
       { name: "dash-fine", cron: "* * * * * *" },
     ],
   );
-  server = createAdminServer({
-    scheduler: harness.scheduler,
-    port: 0,
-    token: TOKEN,
-    logger: harness.logs.logger,
-  });
-  ({ url } = await server.listen());
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-  });
+  ({ server, url } = await dashboardServer(harness, TOKEN));
+  browser = await launchChromium();
   await pollUntil(
     "dash-pausing paused",
     async () => (await harness.scheduler.taskStatus("dash-pausing"))?.state === "paused",

@@ -1,9 +1,8 @@
-import { existsSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
 import path from "node:path";
-import { type Browser, chromium, type Page } from "playwright-core";
+import type { Browser, Page } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
+import type { AdminServer } from "../../src/admin/index.js";
+import { ARTIFACTS, chromiumAvailable, dashboardServer, launchChromium } from "../helpers/chromium.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
 
@@ -12,9 +11,7 @@ import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
  * and downstream on the task page, the per-slot chain view, and run now with the downstreams.
  */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const available = existsSync(CHROMIUM);
-const ARTIFACTS = path.resolve("test-artifacts");
+const available = chromiumAvailable;
 const TOKEN = "dependency-dashboard-token-0123456789";
 
 let db: TestDatabase;
@@ -25,7 +22,6 @@ let browser: Browser;
 
 beforeAll(async () => {
   if (!available) return;
-  await mkdir(ARTIFACTS, { recursive: true });
   db = await createTestDatabase();
   harness = await SchedulerHarness.start(
     db.pool,
@@ -53,17 +49,8 @@ beforeAll(async () => {
       { name: "dep-n", after: ["dep-m"] },
     ],
   );
-  server = createAdminServer({
-    scheduler: harness.scheduler,
-    port: 0,
-    token: TOKEN,
-    logger: harness.logs.logger,
-  });
-  ({ url } = await server.listen());
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-  });
+  ({ server, url } = await dashboardServer(harness, TOKEN));
+  browser = await launchChromium();
   // a whole chain slot, and a skipped one, in the database's record
   await pollUntil("a slot of dep-d and a skip of dep-y", async () => {
     const slots = await harness.scheduler.chains({ limit: 100 });

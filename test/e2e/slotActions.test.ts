@@ -1,19 +1,16 @@
-import { existsSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
 import path from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { type Browser, chromium } from "playwright-core";
+import type { Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { type AdminServer, createAdminServer } from "../../src/admin/index.js";
+import type { AdminServer } from "../../src/admin/index.js";
 import type { TaskContext } from "../../src/index.js";
+import { ARTIFACTS, chromiumAvailable, dashboardServer, launchChromium } from "../helpers/chromium.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, SchedulerHarness } from "../helpers/harness.js";
 
 /** Re-run a slot and backfill a range in the dashboard (docs/operations.md), headless Chromium. */
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const available = existsSync(CHROMIUM);
-const ARTIFACTS = path.resolve("test-artifacts");
+const available = chromiumAvailable;
 const TOKEN = "dashboard-slots-token-0123456789";
 
 let db: TestDatabase;
@@ -25,7 +22,6 @@ const seen: Pick<TaskContext, "taskName" | "scheduledAt" | "runKey" | "trigger">
 
 beforeAll(async () => {
   if (!available) return;
-  await mkdir(ARTIFACTS, { recursive: true });
   db = await createTestDatabase();
   const remember = (context: TaskContext) =>
     seen.push({
@@ -57,17 +53,8 @@ beforeAll(async () => {
       { name: "dash-hourly", cron: "0 * * * *" },
     ],
   );
-  server = createAdminServer({
-    scheduler: harness.scheduler,
-    port: 0,
-    token: TOKEN,
-    logger: harness.logs.logger,
-  });
-  ({ url } = await server.listen());
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"],
-  });
+  ({ server, url } = await dashboardServer(harness, TOKEN));
+  browser = await launchChromium();
 }, 120_000);
 
 afterAll(async () => {

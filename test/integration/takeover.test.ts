@@ -21,24 +21,7 @@ it("a taken-over run whose slot was already finished is not re-run, and the slot
   harness.scheduler.on("run:started", (event) => started.push(event));
   // the dead run: slot `finished` started and succeeded (its outcome row), its end never saved; its
   // start save had moved the row's next run to `owed`, now past; its lock long expired
-  const { rows } = await suite.db().pool.query<{ finished: Date; owed: Date }>(
-    `UPDATE agenda_jobs
-        SET next_run_at = date_trunc('second', now()) - interval '2 seconds',
-            last_run_at = now() - interval '20 seconds', last_finished_at = now() - interval '30 seconds',
-            locked_at = now() - interval '60 seconds', last_modified_by = 'dead',
-            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('run', jsonb_build_object(
-              'slot', to_char((date_trunc('second', now()) - interval '20 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-              'startedAt', now() - interval '20 seconds', 'instanceId', 'dead'))
-      WHERE name = 'owed'
-      RETURNING date_trunc('second', now()) - interval '20 seconds' AS finished, next_run_at AS owed`,
-  );
-  const { finished, owed } = rows[0] as { finished: Date; owed: Date };
-  await suite.db().pool.query(
-    `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
-     VALUES (now() - interval '19 seconds', 'info', 'success', 'owed', 'job completed',
-             jsonb_build_object('scheduledAt', $1::text, 'outcome', 'succeeded', 'instanceId', 'dead'))`,
-    [finished.toISOString()],
-  );
+  const { finished, owed } = await deadRunFinished("owed", "now() - interval '60 seconds'");
 
   // bounded by the row: it is run and its end saved for the owed slot
   await pollUntil(
@@ -77,24 +60,7 @@ it("the same when the dead instance's locks are released by the liveness check (
   harness.scheduler.on("run:started", (event) => started.push(event));
   // as above, but its lock is not expired: only the liveness check, which finds the registered
   // instance "dead" without its liveness lock, releases it (and makes the row due now)
-  const { rows } = await suite.db().pool.query<{ finished: Date; owed: Date }>(
-    `UPDATE agenda_jobs
-        SET next_run_at = date_trunc('second', now()) - interval '2 seconds',
-            last_run_at = now() - interval '20 seconds', last_finished_at = now() - interval '30 seconds',
-            locked_at = now() + interval '1 hour', last_modified_by = 'dead',
-            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('run', jsonb_build_object(
-              'slot', to_char((date_trunc('second', now()) - interval '20 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
-              'startedAt', now() - interval '20 seconds', 'instanceId', 'dead'))
-      WHERE name = 'owed-released'
-      RETURNING date_trunc('second', now()) - interval '20 seconds' AS finished, next_run_at AS owed`,
-  );
-  const { finished, owed } = rows[0] as { finished: Date; owed: Date };
-  await suite.db().pool.query(
-    `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
-     VALUES (now() - interval '19 seconds', 'info', 'success', 'owed-released', 'job completed',
-             jsonb_build_object('scheduledAt', $1::text, 'outcome', 'succeeded', 'instanceId', 'dead'))`,
-    [finished.toISOString()],
-  );
+  const { owed } = await deadRunFinished("owed-released", "now() + interval '1 hour'");
   await suite.db().pool.query("INSERT INTO cronwarden_instances (instance_id) VALUES ('dead')");
 
   await pollUntil(
@@ -148,3 +114,30 @@ it("an earlier outcome of the same slot, recorded before the dead run started, d
     [slot.toISOString(), true],
   ]);
 }, 40_000);
+
+/**
+ * A dead run of `task`: its slot 20 s ago started and succeeded (its outcome row), its end never
+ * saved; its start save had moved the row's next run to `owed`, 2 s ago; its lock time `lockedAt` (SQL).
+ */
+async function deadRunFinished(task: string, lockedAt: string): Promise<{ finished: Date; owed: Date }> {
+  const { rows } = await suite.db().pool.query<{ finished: Date; owed: Date }>(
+    `UPDATE agenda_jobs
+        SET next_run_at = date_trunc('second', now()) - interval '2 seconds',
+            last_run_at = now() - interval '20 seconds', last_finished_at = now() - interval '30 seconds',
+            locked_at = ${lockedAt}, last_modified_by = 'dead',
+            data = coalesce(data, '{}'::jsonb) || jsonb_build_object('run', jsonb_build_object(
+              'slot', to_char((date_trunc('second', now()) - interval '20 seconds') AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'),
+              'startedAt', now() - interval '20 seconds', 'instanceId', 'dead'))
+      WHERE name = $1
+      RETURNING date_trunc('second', now()) - interval '20 seconds' AS finished, next_run_at AS owed`,
+    [task],
+  );
+  const { finished, owed } = rows[0] as { finished: Date; owed: Date };
+  await suite.db().pool.query(
+    `INSERT INTO agenda_logs (timestamp, level, event, job_name, message, meta)
+     VALUES (now() - interval '19 seconds', 'info', 'success', $2, 'job completed',
+             jsonb_build_object('scheduledAt', $1::text, 'outcome', 'succeeded', 'instanceId', 'dead'))`,
+    [finished.toISOString(), task],
+  );
+  return { finished, owed };
+}
