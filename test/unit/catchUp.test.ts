@@ -174,26 +174,44 @@ describe("decideCatchUp: a stored slot that is no slot of the schedule", () => {
 });
 
 describe("decideCatchUp: slots that fell during the previous run", () => {
-  it("are the overlap policy's, not missed: lateness counts from the end of that run", () => {
+  it("lateness counts from the end of that run; the slots after the stored one are owed or recorded", () => {
     const input = {
       policy: policy("none"),
       storedSlot: 10 * minute,
       graceMs: 1_000,
       schedule: every(minute),
     };
-    // the previous run ended 500 ms ago, long after the slot: an ordinary late run
+    // the previous run ended 500 ms ago, long after the slot: an ordinary late run; 11 and 12 fell
+    // due while it went on, more than the grace ago: recorded, not run
     expect(
       decideCatchUp({ ...input, now: 13 * minute - 200, previousRunEndedAt: 13 * minute - 500 }),
-    ).toMatchObject({
-      kind: "on-time",
-    });
-    // the same, but slot 13 fell due meanwhile: it is recorded (the slots up to 12 are the overlap's)
+    ).toMatchObject({ kind: "catch-up", run: 10 * minute, skipped: [11 * minute, 12 * minute] });
+    // the same, and slot 13 fell due meanwhile: recorded too
     expect(
       decideCatchUp({ ...input, now: 13 * minute + 200, previousRunEndedAt: 13 * minute - 500 }),
-    ).toMatchObject({ kind: "catch-up", run: 10 * minute, skipped: [13 * minute] });
+    ).toMatchObject({ kind: "catch-up", run: 10 * minute, skipped: [11 * minute, 12 * minute, 13 * minute] });
     // nothing ran for 2 min after it ended: missed
     expect(decideCatchUp({ ...input, now: 15 * minute, previousRunEndedAt: 13 * minute })).toMatchObject({
       kind: "catch-up",
+    });
+  });
+
+  it("owed slots within the grace run in order: a late run's overlap decision left them to it", () => {
+    // every 10 s: a re-run of 10 s began at 27 s and ended at 31 s; its overlap decision left 20 s
+    // and 30 s owed, and 20 s runs now: 30 s runs after it, then the schedule goes on from 30 s
+    const owed = {
+      policy: policy("latest"),
+      storedSlot: 20_000,
+      graceMs: 60_000,
+      previousRunEndedAt: 31_000,
+      schedule: every(10_000),
+    };
+    expect(decideCatchUp({ ...owed, now: 31_050 })).toEqual({ kind: "on-time", nextAfter: 20_000 });
+    // an owed slot past the grace is missed like any other
+    expect(decideCatchUp({ ...owed, graceMs: 500, now: 31_050 })).toMatchObject({
+      kind: "catch-up",
+      run: 20_000,
+      skipped: [30_000],
     });
   });
 

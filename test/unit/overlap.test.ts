@@ -80,9 +80,10 @@ describe("decideOverlapAtEnd: a run that started on time and outlasted its inter
 });
 
 describe("decideOverlapAtEnd: never an older slot run after a newer one recorded skipped", () => {
-  it("a stalled event loop: slot :48 ran late, :49 and :50 fell due; :50 runs, :49 is recorded", () => {
+  it("a stalled event loop: slot :48 ran late, :49 and :50 fell due; nothing is recorded, :49 runs next", () => {
     // claimed ahead: start save at 46.5 s (lastRunAt: the due time 48 s), pending 49 s; the loop
-    // stalled, the handler began at 49.3 s and ended at 50.2 s
+    // stalled, the handler began at 49.3 s and ended at 50.2 s. On time it would have ended at
+    // 48.9 s: :49 and :50 are owed (the catch-up at :49's start runs :50 after it)
     const stalled = {
       runStartedAt: 48_000,
       handlerStartedAt: 49_300,
@@ -91,26 +92,26 @@ describe("decideOverlapAtEnd: never an older slot run after a newer one recorded
       pendingSlot: 49_000,
       schedule: everySecond,
     };
-    for (const policy of POLICIES) {
-      const decision = decideOverlapAtEnd({ ...stalled, policy });
-      expect(decision, policy).toMatchObject({ skipped: [49_000], runs: 50_000, nextAfter: undefined });
-      expect(decision?.reason).toMatch(/started its slot late/);
-    }
+    for (const policy of POLICIES) expect(decideOverlapAtEnd({ ...stalled, policy }), policy).toBeUndefined();
+    // the pending slot already moved past :49: :49 is still owed, and runs before :50
+    expect(decideOverlapAtEnd({ ...stalled, pendingSlot: 50_000, policy: "skip" })).toBeUndefined();
   });
 
-  it("a slow start save: the pending slot due before the handler began is no longer run after the later ones are skipped", () => {
-    // start save at 10.2 s computed the pending 11 s; the handler began at 11.4 s and ran to 13.5 s
+  it("a slow start save: the slots the run overlapped on time are the policy's, the later ones owed", () => {
+    // start save at 10.2 s computed the pending 11 s; the handler began at 11.4 s and ran to 13.5 s:
+    // on time it would have ended at 12.1 s, overlapping 11 s and 12 s; 13 s is owed
     const slow = { ...input, handlerStartedAt: 11_400 };
-    for (const policy of POLICIES)
-      expect(decideOverlapAtEnd({ ...slow, policy }), policy).toMatchObject({
-        skipped: [11_000, 12_000],
-        runs: 13_000,
-      });
+    expect(decideOverlapAtEnd({ ...slow, policy: "skip" })).toMatchObject({
+      skipped: [11_000, 12_000],
+      runs: 13_000,
+    });
+    for (const policy of ["queueOne", "cancelRunning"] as const)
+      expect(decideOverlapAtEnd({ ...slow, policy }), policy).toMatchObject({ skipped: [11_000], runs: 12_000 });
     // a short run after the slow save: the pending slot just runs, nothing is recorded
     expect(decideOverlapAtEnd({ ...slow, now: 11_600, policy: "skip" })).toBeUndefined();
   });
 
-  it("holds for every policy, lateness and duration: the slot that runs is the newest due, every skipped one older", () => {
+  it("holds for every policy, lateness and duration: every skipped slot is older than the one that runs next", () => {
     for (const policy of POLICIES)
       for (const lateMs of [0, 300, 999, 1_000, 2_500, 7_000])
         for (const durationMs of [100, 900, 1_000, 1_700, 3_200, 9_999]) {
@@ -129,15 +130,18 @@ describe("decideOverlapAtEnd: never an older slot run after a newer one recorded
           const label = `${policy}, ${lateMs} ms late, ${durationMs} ms`;
           const recorded = decision?.skipped ?? [];
           const runs = decision === undefined ? (due.length > 0 ? 11_000 : null) : decision.runs;
-          if (runs !== null) {
-            expect(runs, label).toBe(due.at(-1));
-            expect(recorded.every((slot) => slot < runs)).toBe(true);
+          // the slots a run on time would have overlapped (its end: the slot plus the duration)
+          const overlapped = due.filter((slot) => slot <= 10_000 + durationMs);
+          if (runs === null) expect(recorded, label).toEqual(due);
+          else {
+            // skipped: only overlapped slots, all older than the one that runs; the rest run in order
+            expect(recorded.every((slot) => slot < runs && overlapped.includes(slot)), label).toBe(true);
+            expect(due.filter((slot) => slot >= runs), label).toEqual(
+              due.filter((slot) => !recorded.includes(slot)),
+            );
           }
-          // every due slot ends with the run or a record, none with both
-          expect(
-            [...recorded, ...(runs === null ? [] : [runs])].sort((a, b) => a - b),
-            label,
-          ).toEqual(due);
+          // a slot no run on time would have overlapped is never recorded skipped
+          expect(recorded.filter((slot) => !overlapped.includes(slot)), label).toEqual([]);
         }
   });
 });
@@ -167,12 +171,13 @@ describe("decideOverlapAtEnd: a run that took its slot late is not 'the previous
     ).toMatchObject({ skipped: [20_000], runs: null, nextAfter: 21_000 });
   });
 
-  it("a re-run that starts after the next slot: the slots since its own are decided too, the newest runs", () => {
+  it("a re-run that starts after the next slot: the slots since its own are owed, the oldest runs next", () => {
     const late = { ...tenSeconds, runStartedAt: 27_000, handlerStartedAt: 27_000, rerunOf: { slot: 10_000 } };
-    // still going at 30 s (its start save computed 30 s): 20 s recorded, 30 s runs after it
-    const decision = decideOverlapAtEnd({ ...late, pendingSlot: 30_000, now: 31_000, policy: "skip" });
-    expect(decision).toMatchObject({ skipped: [20_000], runs: 30_000 });
-    expect(decision?.reason).toMatch(/started its slot late/);
+    // still going at 30 s (its start save computed 30 s): 20 s runs after it, then 30 s; none recorded
+    expect(decideOverlapAtEnd({ ...late, pendingSlot: 30_000, now: 31_000, policy: "skip" })).toMatchObject({
+      skipped: [],
+      runs: 20_000,
+    });
     // over before 30 s: 20 s, due before the re-run began, runs after it (30 s follows as usual)
     expect(decideOverlapAtEnd({ ...late, pendingSlot: 30_000, now: 29_000, policy: "skip" })).toMatchObject({
       skipped: [],

@@ -53,8 +53,9 @@ export interface CatchUpInput {
   graceMs: number;
   /**
    * When the task's previous run ended (the row's `last_finished_at`). A slot that fell while that
-   * run was still going was not missed "while nothing ran": it is the overlap policy's (skip: one
-   * late run), so lateness counts from the end of that run.
+   * run was still going was not missed "while nothing ran": the overlap decision at that run's end
+   * either recorded it (and moved the stored slot past it) or left it owed, so lateness counts
+   * from the end of that run.
    */
   previousRunEndedAt?: number | undefined;
   schedule: SlotSource;
@@ -131,10 +132,17 @@ export function decideCatchUp(input: CatchUpInput): CatchUpDecision {
  * are already past do not (one run now, not a burst), except under `all`, which runs them next,
  * one after the other: each gets its record, `skipped` with the reason, so that every slot between
  * the last run and the next one ends with a run or a record, whatever the length of the stop.
+ *
+ * Slots after it that fell due while the previous run was still going are owed, not missed: that
+ * run started late, and its overlap decision left them to run in order (src/core/policies/
+ * overlap.ts). They run one after the other, as under `all`, while the first of them is within the
+ * grace; past that they are missed like any other.
  */
 function decideWithinGrace(input: CatchUpInput): CatchUpDecision {
-  const { policy, storedSlot, now } = input;
+  const { policy, storedSlot, now, graceMs, schedule } = input;
   if (policy.runs === "all") return { kind: "on-time", nextAfter: storedSlot };
+  const owed = schedule.between(storedSlot + 1, Math.min(now, input.previousRunEndedAt ?? storedSlot), 1).slots[0];
+  if (owed !== undefined && now - owed <= graceMs) return { kind: "on-time", nextAfter: storedSlot };
   const skipped = skippedBetween(input, storedSlot + 1, now);
   if (skipped.skippedCount === 0 && !skipped.atLeast) return { kind: "on-time", nextAfter: now };
   return {
@@ -146,24 +154,16 @@ function decideWithinGrace(input: CatchUpInput): CatchUpDecision {
   };
 }
 
-/**
- * The schedule's slots in [from, to], listed (up to SKIPPED_LISTED_CAP) and counted, without those
- * that fell while the previous run went on: the overlap policy decided (and recorded) them at that
- * run's end, so they are not listed twice. The stored slot itself is always the catch-up's.
- */
+/** The schedule's slots in [from, to], listed (up to SKIPPED_LISTED_CAP) and counted. */
 function skippedBetween(
   input: CatchUpInput,
   from: number,
   to: number,
 ): { skipped: number[]; skippedCount: number; atLeast: boolean } {
-  const { schedule, storedSlot } = input;
-  const overlapEnd = input.previousRunEndedAt ?? Number.NEGATIVE_INFINITY;
-  const notOverlaps = (slots: number[]) => slots.filter((slot) => slot === storedSlot || slot > overlapEnd);
-  const listed = schedule.between(from, to, SKIPPED_LISTED_CAP);
-  const skipped = notOverlaps(listed.slots);
-  if (listed.complete) return { skipped, skippedCount: skipped.length, atLeast: false };
-  const counted = schedule.between(from, to, SKIPPED_COUNT_CAP);
-  return { skipped, skippedCount: notOverlaps(counted.slots).length, atLeast: !counted.complete };
+  const listed = input.schedule.between(from, to, SKIPPED_LISTED_CAP);
+  if (listed.complete) return { skipped: listed.slots, skippedCount: listed.slots.length, atLeast: false };
+  const counted = input.schedule.between(from, to, SKIPPED_COUNT_CAP);
+  return { skipped: listed.slots, skippedCount: counted.slots.length, atLeast: !counted.complete };
 }
 
 /** `90s`, `15m`, `6h`, `1d`: whole numbers of one unit (ms, s, m, h, d). */

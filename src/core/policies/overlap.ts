@@ -7,12 +7,14 @@ import type { SlotSource } from "./catchUp.js";
  * run's end (src/engine/taskRunner.ts), before the save that releases the row.
  *
  * Two rules hold under every policy:
- * - of the slots that fell due, at most one runs after the run, and it is the newest: no older slot
- *   runs after a newer one was recorded skipped;
  * - a slot is "the previous run still going" only if the run would still have been going at it had
  *   it started on time (its slot's due time plus the run's duration). A slot that fell due only
  *   because the run started late (a hand-off or takeover re-run, a wait for a worker, a stalled
- *   event loop) is not the policy's: the newest such slot runs at once.
+ *   event loop) is not the policy's: it is owed. The oldest owed slot runs next, and the catch-up
+ *   decision at its start runs the others after it, in slot order (src/core/policies/catchUp.ts:
+ *   slots that fell due while the previous run went on are decided by no one else);
+ * - every slot the policy records skipped is older than every slot that runs after the run: no
+ *   older slot runs after a newer one was recorded skipped.
  */
 
 export type OverlapPolicy = "skip" | "queueOne" | "cancelRunning";
@@ -54,7 +56,10 @@ export interface OverlapDecision {
   skipped: number[];
   skippedCount: number;
   atLeast: boolean;
-  /** The slot that runs as soon as this run ends (already due): the newest that fell due; null: none. */
+  /**
+   * The slot that runs as soon as this run ends (already due), null: none. The newest overlapped
+   * slot (queueOne, cancelRunning), else the oldest owed one; owed slots after it follow in order.
+   */
   runs: number | null;
   /** When `runs` is null: the next slot is the first after this time. */
   nextAfter: number | undefined;
@@ -64,13 +69,12 @@ export interface OverlapDecision {
 const LISTED = 100;
 const COUNTED = 10_000;
 
-const REASONS: Record<OverlapPolicy | "late", string> = {
+const REASONS: Record<OverlapPolicy, string> = {
   skip: "fell due while the previous run was still going; overlap is skip",
   queueOne:
     "fell due while the previous run was still going; overlap is queueOne: only the newest of them runs, after it",
   cancelRunning:
     "fell due while the previous run was being cancelled; overlap is cancelRunning: only the newest of them runs",
-  late: "fell due while the previous run, which started its slot late (a re-run, a takeover, a wait for a worker), was still going; only the newest of them runs, after it",
 };
 
 export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undefined {
@@ -83,16 +87,22 @@ export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undef
   // nothing fell due during the run
   if (newest === undefined || newest < from) return undefined;
   // had the run started on time, it would have ended `late` ms earlier: the slots after that
-  // end fell due only because it started late, and are not the policy's
+  // end fell due only because it started late, and are owed, not the policy's
   const late =
     input.handlerStartedAt !== undefined && input.slotDueAt !== undefined
       ? Math.max(0, input.handlerStartedAt - input.slotDueAt)
       : 0;
   const onTimeEnd = now - late;
-  const runs = newest > onTimeEnd || policy !== "skip" ? newest : null;
+  const overlapped = schedule.newestAtOrBefore(onTimeEnd);
+  const newestOverlapped = overlapped !== undefined && overlapped >= from ? overlapped : undefined;
+  const oldestOwed = schedule.between(Math.max(from, Math.floor(onTimeEnd) + 1), newest, 1).slots[0];
+  // queueOne and cancelRunning run the newest overlapped slot (the owed ones follow it in order);
+  // skip runs none of them
+  const runs =
+    policy !== "skip" && newestOverlapped !== undefined ? newestOverlapped : (oldestOwed ?? null);
   const skippedUntil = runs === null ? now : runs - 1;
   const listed = schedule.between(from, skippedUntil, LISTED);
-  // the pending slot is the newest and nothing else fell due: it just runs
+  // the pending slot is the one to run and nothing before it fell due: it just runs
   if (runs === pendingSlot && listed.slots.length === 0) return undefined;
   let skippedCount = listed.slots.length;
   let atLeast = false;
@@ -101,16 +111,13 @@ export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undef
     skippedCount = counted.slots.length;
     atLeast = !counted.complete;
   }
-  // the reason of the skipped slots: the policy's, unless some fell due only because of the lateness
-  const newestSkipped = runs === null ? newest : schedule.newestAtOrBefore(runs - 1);
-  const lateSkipped = newestSkipped !== undefined && newestSkipped >= from && newestSkipped > onTimeEnd;
   return {
     skipped: listed.slots,
     skippedCount,
     atLeast,
     runs,
     nextAfter: runs === null ? now : undefined,
-    reason: REASONS[lateSkipped ? "late" : policy],
+    reason: REASONS[policy],
   };
 }
 
