@@ -106,7 +106,10 @@ describe("decideOverlapAtEnd: never an older slot run after a newer one recorded
       runs: 13_000,
     });
     for (const policy of ["queueOne", "cancelRunning"] as const)
-      expect(decideOverlapAtEnd({ ...slow, policy }), policy).toMatchObject({ skipped: [11_000], runs: 12_000 });
+      expect(decideOverlapAtEnd({ ...slow, policy }), policy).toMatchObject({
+        skipped: [11_000],
+        runs: 12_000,
+      });
     // a short run after the slow save: the pending slot just runs, nothing is recorded
     expect(decideOverlapAtEnd({ ...slow, now: 11_600, policy: "skip" })).toBeUndefined();
   });
@@ -135,13 +138,20 @@ describe("decideOverlapAtEnd: never an older slot run after a newer one recorded
           if (runs === null) expect(recorded, label).toEqual(due);
           else {
             // skipped: only overlapped slots, all older than the one that runs; the rest run in order
-            expect(recorded.every((slot) => slot < runs && overlapped.includes(slot)), label).toBe(true);
-            expect(due.filter((slot) => slot >= runs), label).toEqual(
-              due.filter((slot) => !recorded.includes(slot)),
-            );
+            expect(
+              recorded.every((slot) => slot < runs && overlapped.includes(slot)),
+              label,
+            ).toBe(true);
+            expect(
+              due.filter((slot) => slot >= runs),
+              label,
+            ).toEqual(due.filter((slot) => !recorded.includes(slot)));
           }
           // a slot no run on time would have overlapped is never recorded skipped
-          expect(recorded.filter((slot) => !overlapped.includes(slot)), label).toEqual([]);
+          expect(
+            recorded.filter((slot) => !overlapped.includes(slot)),
+            label,
+          ).toEqual([]);
         }
   });
 });

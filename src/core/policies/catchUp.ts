@@ -141,7 +141,8 @@ export function decideCatchUp(input: CatchUpInput): CatchUpDecision {
 function decideWithinGrace(input: CatchUpInput): CatchUpDecision {
   const { policy, storedSlot, now, graceMs, schedule } = input;
   if (policy.runs === "all") return { kind: "on-time", nextAfter: storedSlot };
-  const owed = schedule.between(storedSlot + 1, Math.min(now, input.previousRunEndedAt ?? storedSlot), 1).slots[0];
+  const owed = schedule.between(storedSlot + 1, Math.min(now, input.previousRunEndedAt ?? storedSlot), 1)
+    .slots[0];
   if (owed !== undefined && now - owed <= graceMs) return { kind: "on-time", nextAfter: storedSlot };
   const skipped = skippedBetween(input, storedSlot + 1, now);
   if (skipped.skippedCount === 0 && !skipped.atLeast) return { kind: "on-time", nextAfter: now };

@@ -98,8 +98,7 @@ export function decideOverlapAtEnd(input: OverlapInput): OverlapDecision | undef
   const oldestOwed = schedule.between(Math.max(from, Math.floor(onTimeEnd) + 1), newest, 1).slots[0];
   // queueOne and cancelRunning run the newest overlapped slot (the owed ones follow it in order);
   // skip runs none of them
-  const runs =
-    policy !== "skip" && newestOverlapped !== undefined ? newestOverlapped : (oldestOwed ?? null);
+  const runs = policy !== "skip" && newestOverlapped !== undefined ? newestOverlapped : (oldestOwed ?? null);
   const skippedUntil = runs === null ? now : runs - 1;
   const listed = schedule.between(from, skippedUntil, LISTED);
   // the pending slot is the one to run and nothing before it fell due: it just runs
