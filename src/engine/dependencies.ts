@@ -4,9 +4,9 @@ import { decideDependency, notDoneReason, type UpstreamStanding } from "../core/
 import type { DependencyCondition, DependencySpec, UpstreamRun } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import { PeriodicTimer } from "../core/periodic.js";
+import { retryWhileDisconnected } from "../db/retry.js";
 import { type Downstream, DownstreamCache } from "./downstreamCache.js";
 import type { ChainSlot, EngineHooks, EngineRun } from "./engineApi.js";
-import { retryWhileDisconnected } from "./retry.js";
 import type { RunLogMeta } from "./runLogMeta.js";
 import {
   decideWait,

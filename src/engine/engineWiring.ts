@@ -4,6 +4,7 @@ import type { Clock } from "../core/clock.js";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
 import { POLL_PHASES } from "../core/periodic.js";
+import { StatementBatch } from "../db/statementBatch.js";
 import { loadRunTracer, type RunTracer } from "../observability/tracing.js";
 import { BACKFILL_WAKE, BackfillRunner } from "./backfillRunner.js";
 import { Backfills } from "./backfills.js";
@@ -25,7 +26,6 @@ import { SkippedSlots } from "./skippedSlots.js";
 import { SlotReruns } from "./slotReruns.js";
 import type { SlotRunnerPorts } from "./slotRunner.js";
 import * as sql from "./sql.js";
-import { StatementBatch } from "./statementBatch.js";
 import { TaskRunner, type TaskRunnerDeps } from "./taskRunner.js";
 
 /**

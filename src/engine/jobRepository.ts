@@ -4,7 +4,8 @@ import type { Pool } from "pg";
 import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { type PauseMark, streakOfData } from "../core/policies/pauseOnFailure.js";
-import { isConnectionError, retryWhileDisconnected } from "./retry.js";
+import { isConnectionError, retryWhileDisconnected } from "../db/retry.js";
+import { StatementBatch } from "../db/statementBatch.js";
 import { knowSlotAfterDue, planStart, saveSlotEnd } from "./slotPolicies.js";
 import { type RowAtStart, SlotRun } from "./slotRun.js";
 import {
@@ -23,7 +24,6 @@ import {
   saveJobRows,
 } from "./sql.js";
 import { DatabaseUnreachableBeforeStartError, StaleStartError } from "./staleStart.js";
-import { StatementBatch } from "./statementBatch.js";
 import type { LockRenewer } from "./watchdog.js";
 
 /**

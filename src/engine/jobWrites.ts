@@ -8,7 +8,7 @@ import { dueAt } from "../core/policies/jitter.js";
 import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { type PauseMark, pauseOfValue } from "../core/policies/pauseOnFailure.js";
 import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
-import { withAdvisoryTryLock } from "./advisoryLock.js";
+import { withAdvisoryTryLock } from "../db/advisoryLock.js";
 import type { DependencyCoordinator } from "./dependencies.js";
 import type { DependencySpec } from "./engineApi.js";
 import * as sql from "./sql.js";

@@ -1,8 +1,8 @@
 import type { Pool, PoolClient } from "pg";
 import { type Logger, toError } from "../core/logger.js";
+import { inTransaction } from "../db/transaction.js";
 import type { ExtraChannel } from "./notificationChannel.js";
 import { deletePause, insertPause, PAUSE_CHANNEL, type PauseRow, selectPause } from "./sql/pauseAll.js";
-import { inTransaction } from "./sql/transaction.js";
 
 /** The namespace's pause-all switch while it is on. */
 export interface PauseState {

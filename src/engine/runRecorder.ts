@@ -3,13 +3,13 @@ import type { PostgresJobLogger } from "@agendajs/postgres-backend";
 import type { JobLogEntry } from "agenda";
 import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
+import { retryWhileDisconnected } from "../db/retry.js";
+import type { StatementBatch } from "../db/statementBatch.js";
 import { redactSecrets, redactValue } from "../observability/redact.js";
-import { retryWhileDisconnected } from "./retry.js";
 import { journalMeta, type RunJournal } from "./runJournal.js";
 import { decodeRunMeta, encodeRunMeta, type RunLogMeta } from "./runLogMeta.js";
 import type { RecordedRun } from "./slotRun.js";
 import type { RunLogInsert } from "./sql/runLog.js";
-import type { StatementBatch } from "./statementBatch.js";
 
 /** How long a run log row is retried while the database is unreachable. */
 const LOG_RETRY_MS = 10 * 60_000;
@@ -34,7 +34,7 @@ export interface RunEnding {
  * src/engine/runLogMeta.ts). The outcome row replaces the start row (same id): a `start` row is a
  * run in progress, or one that never finished (its instance died), and a finished run costs one
  * row, its start kept in the record's `startedAt` (docs/operations.md, "Run history"). Each is asked for by the run's owner (src/engine/slotRunner.ts) with
- * the run itself. Rows are written in batches (src/engine/statementBatch.ts), every row's text
+ * the run itself. Rows are written in batches (src/db/statementBatch.ts), every row's text
  * redacted (src/observability/redact.ts), fire-and-forget, retried while the database is
  * unreachable; `flush()` waits for them.
  */

@@ -7,8 +7,8 @@ import {
 } from "@agendajs/postgres-backend";
 import type { Pool, PoolClient } from "pg";
 import { CronwardenError } from "../core/errors.js";
+import { withAdvisoryLock } from "../db/advisoryLock.js";
 import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
-import { withAdvisoryLock } from "./advisoryLock.js";
 import {
   ADD_INSTANCE_COLUMNS,
   BACKFILL_SLOTS_TABLE,

@@ -5,7 +5,7 @@ import { beginTransaction, rollbackTransaction, selectBackendPid } from "./sql/p
 /**
  * What cronwarden needs from its connections: **session** semantics. The instance's liveness
  * lock (src/engine/liveness.ts), the reconcile, schema and retention locks
- * (src/engine/advisoryLock.ts) are session-level advisory locks, and the job notifications
+ * (src/db/advisoryLock.ts) are session-level advisory locks, and the job notifications
  * (src/engine/notificationChannel.ts) are a LISTEN: all are state of a server session that must
  * survive from one statement to the next on the same connection. PostgreSQL and a pooler in
  * session mode (PgBouncer `pool_mode = session`) keep it; a pooler in transaction or statement

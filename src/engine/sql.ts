@@ -3,6 +3,8 @@
  * claiming and holding a lock, the fenced save of a run's start and end, the other ways a run ends, the job rows' reads and in-place changes,
  * the run log, the silent-stop check, and instance liveness. Agenda's repository does the rest.
  */
+
+export * from "../db/transaction.js";
 export * from "./sql/backfills.js";
 export * from "./sql/claim.js";
 export * from "./sql/dependencies.js";
@@ -17,4 +19,3 @@ export * from "./sql/runSearch.js";
 export * from "./sql/runStarts.js";
 export * from "./sql/save.js";
 export * from "./sql/tables.js";
-export * from "./sql/transaction.js";

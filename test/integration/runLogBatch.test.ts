@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { StatementBatch } from "../../src/db/statementBatch.js";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
 import {
   insertRunLogRows,
@@ -7,7 +8,6 @@ import {
   selectLastStart,
   writeRunLogRows,
 } from "../../src/engine/sql/runLog.js";
-import { StatementBatch } from "../../src/engine/statementBatch.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
 

@@ -11,7 +11,7 @@ import { describe, expect, it } from "vitest";
 const ROWS: readonly (readonly string[])[] = [
   ["observability", "version.ts"],
   ["core"],
-  ["sources", "store", "infra"],
+  ["sources", "store", "infra", "db"],
   ["config", "engine"],
   ["reconcile", "status", "isolation"],
   ["scheduler", "dashboard"],

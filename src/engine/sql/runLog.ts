@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { withAdvisoryTryLock } from "../advisoryLock.js";
+import { withAdvisoryTryLock } from "../../db/advisoryLock.js";
 import { metaText } from "../runLogMeta.js";
 import {
   CLOSE_STARTS,

@@ -33,7 +33,7 @@ export async function saveJobRow(db: Queryable, save: JobRowSave): Promise<RowAt
 }
 
 /**
- * Several saves in one statement (src/engine/statementBatch.ts batches the saves of a herd), each
+ * Several saves in one statement (src/db/statementBatch.ts batches the saves of a herd), each
  * with its own fence; no two may be of the same job. Answers one entry per save, in order.
  */
 export async function saveJobRows(

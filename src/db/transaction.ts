@@ -1,5 +1,5 @@
 import type { Pool, PoolClient } from "pg";
-import { isConnectionError } from "../retry.js";
+import { isConnectionError } from "./retry.js";
 
 /**
  * Runs `work` in one transaction on one pooled connection: committed if it returns, rolled back
