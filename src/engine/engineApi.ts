@@ -8,6 +8,7 @@ import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { PauseMark } from "../core/policies/pauseOnFailure.js";
 import type { AttemptOutcome, PreviousRun, RetryPolicy, RunOutcome } from "../core/runTypes.js";
 import type { RunJournal } from "./runJournal.js";
+import type { RunLogMeta } from "./runLogMeta.js";
 
 export interface EngineOptions {
   pool: Pool;
@@ -43,8 +44,11 @@ export interface EngineOptions {
   namespace?: string;
   /** The host and version this instance shows in GET /instances (src/engine/sql/instances.ts). */
   describe?: { host: string; version: string };
-  /** How often the dependency sweeper runs (waitAtMost, queued downstream runs); default 1 s. */
-  dependencySweepMs?: number;
+  /**
+   * Task dependencies (docs/dependencies.md), built once with the engine's wake: the coordinator of
+   * src/dependencies/coordinator.ts. Without it no task may run after another.
+   */
+  dependencies?: (engine: { wake(rows: DownstreamWake[]): void }) => TaskDependencies;
   logger: Logger;
   hooks?: EngineHooks;
   /** Called when the missed-slot check finds a job without a next run: a reconcile re-times it. */
@@ -249,3 +253,32 @@ export interface DrainOutcome {
 
 /** The engine's modules name these through this file; they are declared in src/core/runTypes.ts. */
 export type { DependencySpec, PreviousRun, RetryPolicy, UpstreamRun };
+
+/** A downstream row made due, to wake the instances for. */
+export interface DownstreamWake {
+  id: string;
+  name: string;
+  next_run_at: Date;
+}
+
+/**
+ * What the engine asks of task dependencies (docs/dependencies.md): a run's start opens its
+ * downstreams' waits, its recorded outcome decides them, a downstream's run learns the upstream
+ * runs it waited for, and the reconciler's writes set a row's dependency.
+ */
+export interface TaskDependencies {
+  start(): void;
+  /** Stops the sweeper and waits for the decisions in flight. */
+  stop(): Promise<void>;
+  beforeRun(
+    taskName: string,
+    slot: Date,
+    options: { withDownstream: boolean; downstream: boolean },
+  ): Promise<UpstreamRun[] | undefined>;
+  runStarted(run: EngineRun): void;
+  outcomeRecorded(taskName: string, meta: RunLogMeta): void;
+  setDependency(taskName: string, spec: DependencySpec | null): Promise<void>;
+  /** Expired waits skipped, queued runs made due; `noneTtlMs`: how old a "no downstream" answer may be. */
+  sweep(noneTtlMs?: number): Promise<void>;
+  chains(query: { tasks?: string[]; limit: number }): Promise<ChainSlot[]>;
+}

@@ -1,5 +1,6 @@
 import { PostgresJobLogger } from "@agendajs/postgres-backend";
 import { Agenda, type AgendaBackend } from "agenda";
+import type { Pool } from "pg";
 import type { Clock } from "../core/clock.js";
 import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import type { Logger } from "../core/logger.js";
@@ -10,8 +11,7 @@ import { BACKFILL_WAKE, BackfillRunner } from "./backfillRunner.js";
 import { Backfills } from "./backfills.js";
 import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
 import type { DatabaseHealth } from "./databaseHealth.js";
-import { DependencyCoordinator } from "./dependencies.js";
-import type { EngineHooks, EngineOptions, EngineRun } from "./engineApi.js";
+import type { EngineHooks, EngineOptions, EngineRun, TaskDependencies } from "./engineApi.js";
 import type { EngineErrors } from "./engineErrors.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { JobWrites, type WakeJob } from "./jobWrites.js";
@@ -50,7 +50,7 @@ const channelReconnectMaxMs = (processEveryMs: number) => Math.max(1_000, proces
 export interface EngineParts {
   agenda: Agenda;
   recorder: RunRecorder;
-  dependencies: DependencyCoordinator;
+  dependencies: TaskDependencies;
   channel: JobNotificationChannel;
   repository: CronwardenJobRepository;
   runs: ClaimedRuns;
@@ -65,6 +65,23 @@ export interface EngineParts {
   reruns: SlotReruns;
   backfills: Backfills;
   backfillRunner: BackfillRunner;
+}
+
+/**
+ * An engine built without task dependencies (a test's, or a tool's that only writes rows): the
+ * rows still take their dependency, but no wait opens and no downstream run is queued.
+ */
+function noDependencies(pool: Pool): TaskDependencies {
+  return {
+    start() {},
+    stop: () => Promise.resolve(),
+    beforeRun: () => Promise.resolve(undefined),
+    runStarted() {},
+    outcomeRecorded() {},
+    setDependency: (taskName, spec) => sql.setDependencyRow(pool, taskName, spec),
+    sweep: () => Promise.resolve(),
+    chains: () => Promise.resolve([]),
+  };
 }
 
 /** The job id of a backfill's wake notification (no job has it). */
@@ -187,7 +204,7 @@ export class EngineWiring {
     agenda: Agenda;
     runs: ClaimedRuns;
     recorder: RunRecorder;
-    dependencies: DependencyCoordinator;
+    dependencies: TaskDependencies;
     paused: () => boolean;
   }): Pick<EngineParts, "reruns" | "backfills" | "backfillRunner"> {
     const { pool, instanceId } = this.#options;
@@ -215,7 +232,7 @@ export class EngineWiring {
     agenda: Agenda;
     runs: ClaimedRuns;
     recorder: RunRecorder;
-    dependencies: DependencyCoordinator;
+    dependencies: TaskDependencies;
     paused: () => boolean;
   }): BackfillRunner {
     const { pool, instanceId, lockLifetimeMs, processEveryMs } = this.#options;
@@ -237,16 +254,11 @@ export class EngineWiring {
     });
   }
 
-  #dependencies(): DependencyCoordinator {
-    const { pool, instanceId, processEveryMs } = this.#options;
-    return new DependencyCoordinator({
-      pool,
-      instanceId,
-      logger: this.#logger,
-      hooks: this.#options.hooks ?? {},
-      sweepEveryMs: this.#options.dependencySweepMs,
-      sweepPhaseMs: POLL_PHASES.dependencySweep * processEveryMs,
-      clock: this.#clock,
+  /** Task dependencies as the options build them (src/dependencies/), woken through this engine. */
+  #dependencies(): TaskDependencies {
+    const build = this.#options.dependencies;
+    if (!build) return noDependencies(this.#options.pool);
+    return build({
       wake: (rows) => {
         this.#ctx.parts()?.runs.claimNow();
         for (const row of rows)
@@ -339,7 +351,7 @@ export class EngineWiring {
   }: {
     repository: CronwardenJobRepository;
     recorder: RunRecorder;
-    dependencies: DependencyCoordinator;
+    dependencies: TaskDependencies;
     tracer: RunTracer;
     locks: LockKeeper;
     paused: () => boolean;

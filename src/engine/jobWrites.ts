@@ -9,8 +9,7 @@ import type { OverlapPolicy } from "../core/policies/overlap.js";
 import { type PauseMark, pauseOfValue } from "../core/policies/pauseOnFailure.js";
 import { nextSlot, rowSchedule, scheduleOf } from "../core/policies/schedule.js";
 import { withAdvisoryTryLock } from "../db/advisoryLock.js";
-import type { DependencyCoordinator } from "./dependencies.js";
-import type { DependencySpec } from "./engineApi.js";
+import type { DependencySpec, TaskDependencies } from "./engineApi.js";
 import * as sql from "./sql.js";
 
 /** Another instance's reconcile holds the lock: asked again after this, doubling up to the max. */
@@ -28,7 +27,7 @@ export interface WakeJob {
 export interface JobWritesDeps {
   pool: Pool;
   agenda: Agenda;
-  dependencies: DependencyCoordinator;
+  dependencies: TaskDependencies;
   instanceId: string;
   clock: Clock;
   wake(job: WakeJob): Promise<void>;

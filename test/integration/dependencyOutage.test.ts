@@ -1,8 +1,8 @@
 import pg from "pg";
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { systemClock } from "../../src/core/clock.js";
+import { DependencyCoordinator } from "../../src/dependencies/coordinator.js";
 import { AgendaEngine } from "../../src/engine/agendaEngine.js";
-import { DependencyCoordinator } from "../../src/engine/dependencies.js";
 import { encodeRunMeta } from "../../src/engine/runLogMeta.js";
 import { insertRunLogRows } from "../../src/engine/sql/runLog.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";

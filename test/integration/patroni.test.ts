@@ -138,7 +138,7 @@ describe.skipIf(!available)(
       await Promise.all(instances.map((instance) => instance.ready));
       // The record is checked from when the fleet runs in step, not through its start-up: an
       // instance that looked for downstreams before the config created them reuses that "none" for
-      // up to 5 s (NO_DOWNSTREAMS_TTL_MS, src/engine/dependencies.ts), and its upstream runs of
+      // up to 5 s (NO_DOWNSTREAMS_TTL_MS, src/dependencies/coordinator.ts), and its upstream runs of
       // those seconds open no wait, so their downstream slots never run (a start-up gap, not a
       // failover's; reported separately).
       const readyAt = Math.max(...instances.map((instance) => instance.record.readyAt ?? Date.now()));

@@ -13,7 +13,7 @@ const ROWS: readonly (readonly string[])[] = [
   ["core"],
   ["sources", "store", "infra", "db"],
   ["config", "engine"],
-  ["reconcile", "status", "isolation"],
+  ["reconcile", "status", "isolation", "dependencies"],
   ["scheduler", "dashboard"],
   ["alerts"],
   ["admin", "metrics"],

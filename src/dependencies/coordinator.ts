@@ -5,9 +5,8 @@ import type { DependencyCondition, DependencySpec, UpstreamRun } from "../core/d
 import type { Logger } from "../core/logger.js";
 import { PeriodicTimer } from "../core/periodic.js";
 import { retryWhileDisconnected } from "../db/retry.js";
-import { type Downstream, DownstreamCache } from "./downstreamCache.js";
-import type { ChainSlot, EngineHooks, EngineRun } from "./engineApi.js";
-import type { RunLogMeta } from "./runLogMeta.js";
+import type { ChainSlot, EngineHooks, EngineRun, TaskDependencies } from "../engine/engineApi.js";
+import type { RunLogMeta } from "../engine/runLogMeta.js";
 import {
   decideWait,
   finishWait,
@@ -23,7 +22,8 @@ import {
   startQueuedWait,
   type UpstreamSlotRow,
   type WaitRow,
-} from "./sql/dependencies.js";
+} from "../engine/sql/dependencies.js";
+import { type Downstream, DownstreamCache } from "./downstreamCache.js";
 
 export interface DependencyOptions {
   pool: Pool;
@@ -46,7 +46,7 @@ const REEVALUATE_EVERY_SWEEPS = 5;
 /**
  * The same for the periodic sweep, which has nothing to do without downstreams: an idle instance
  * then sends one statement every 15 s, not every 5 s (issue 19: at most 1 statement/s in all). A
- * run start still looks again after NO_DOWNSTREAMS_TTL_MS (src/engine/downstreamCache.ts), so its downstreams' waits open as before.
+ * run start still looks again after NO_DOWNSTREAMS_TTL_MS (src/dependencies/downstreamCache.ts), so its downstreams' waits open as before.
  */
 const NO_DOWNSTREAMS_SWEEP_TTL_MS = 15_000;
 /**
@@ -69,7 +69,7 @@ const WORK_RETRY_MS = 10 * 60_000;
  *   run of that row (lock, watchdog, liveness hand-off, crash re-run), for slot S;
  * - a sweeper skips waits past `waitAtMost` and re-decides open ones.
  */
-export class DependencyCoordinator {
+export class DependencyCoordinator implements TaskDependencies {
   readonly #options: DependencyOptions;
   readonly #logger: Logger;
   /** Runs (by run key) whose downstreams follow this very run: a manual run with its downstreams, and their chain. */

@@ -1,9 +1,9 @@
 import type { Pool } from "pg";
 import type { Clock } from "../core/clock.js";
 import { type DependencySpec, specOf } from "../core/dependencies/spec.js";
-import { selectDownstreamRows } from "./sql.js";
+import { selectDownstreamRows } from "../engine/sql.js";
 
-/** A downstream task's row as the dependency coordinator (src/engine/dependencies.ts) reads it. */
+/** A downstream task's row as the dependency coordinator (src/dependencies/coordinator.ts) reads it. */
 export interface Downstream {
   name: string;
   spec: DependencySpec;
