@@ -2,7 +2,7 @@
  * Backfill, cronwarden only (raw Agenda has none): three processes, one task on a 1 s cron whose
  * handler takes 100 ms, a 1 s poll (a 1 s cron needs one) and the default 15 s lock lifetime. After a baseline of live slots,
  * a backfill of `backfillSlots` past slots of the same task at concurrency 10 is created (as
- * `cronwarden backfill` does: src/engine/backfills.ts, then the wake every instance gets); when
+ * `cronwarden backfill` does: src/operations/backfills.ts, then the wake every instance gets); when
  * half of it has succeeded, one process gets SIGKILL. Figures: the backfill's duration and
  * throughput, each slot's succeeded records (exactly one each is the goal), slots started more
  * than once (the killed process's runs, re-run by the others), whether every progress read added
@@ -12,8 +12,8 @@
 
 import pg from "pg";
 import { BACKFILL_WAKE } from "../../src/engine/backfillRunner.js";
-import { Backfills } from "../../src/engine/backfills.js";
 import { LOGS_TABLE } from "../../src/engine/sql/tables.js";
+import { Backfills } from "../../src/operations/backfills.js";
 import type { Worker } from "../lib/children.js";
 import { type BenchContext, percentile, prepareContender, round, sleep } from "../lib/common.js";
 import type { WorkerMessage } from "../lib/protocol.js";

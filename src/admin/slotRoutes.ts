@@ -1,6 +1,6 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { MAX_BACKFILL_CONCURRENCY } from "../engine/backfills.js";
+import { MAX_BACKFILL_CONCURRENCY } from "../operations/backfills.js";
 import type { SlotActions } from "../scheduler/slotActions.js";
 import { type Caller, callerName } from "./auth.js";
 import { HttpError } from "./httpErrors.js";

@@ -4,7 +4,7 @@ import { SCHEDULER_DEFAULTS } from "../core/defaults.js";
 import { EventLoopMonitor } from "../core/eventLoopMonitor.js";
 import type { Logger } from "../core/logger.js";
 import { guardHooks, ListenerFailures } from "../core/safeEmit.js";
-import type { Backfills } from "./backfills.js";
+import { BACKFILL_WAKE } from "./backfillRunner.js";
 import { DatabaseHealth } from "./databaseHealth.js";
 import { cacheDebugColors } from "./debugColors.js";
 import type {
@@ -16,13 +16,12 @@ import type {
   TaskJob,
 } from "./engineApi.js";
 import { EngineErrors } from "./engineErrors.js";
-import { DEFAULT_MAX_CONCURRENCY, type EngineParts, EngineWiring } from "./engineWiring.js";
+import { BACKFILL_WAKE_ID, DEFAULT_MAX_CONCURRENCY, type EngineParts, EngineWiring } from "./engineWiring.js";
 import { readTaskJobs } from "./jobReads.js";
 import { type JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
 import type { PauseGate, PauseState } from "./pauseGate.js";
 import { checkSchema, migrateSchema } from "./schema.js";
 import { requireSessionPooling } from "./sessionPooling.js";
-import type { SlotReruns } from "./slotReruns.js";
 import * as sql from "./sql.js";
 
 export type * from "./engineApi.js";
@@ -284,14 +283,17 @@ export class AgendaEngine {
     return this.#parts !== undefined;
   }
 
-  /** Re-runs of one slot under its own identity (src/engine/slotReruns.ts). */
-  get reruns(): SlotReruns {
-    return this.#require().reruns;
+  /** Wakes the workers of every instance for a job made due now (a re-run: src/operations/slotReruns.ts). */
+  wake(job: WakeJob): Promise<void> {
+    return this.#wake(job);
   }
 
-  /** Backfills of a range of slots (src/engine/backfills.ts). */
-  get backfills(): Backfills {
-    return this.#require().backfills;
+  /** A backfill was created (src/operations/backfills.ts): every instance claims its first slots now. */
+  backfillCreated(): void {
+    this.#require().backfillRunner.claimNow();
+    void this.#wake({ id: BACKFILL_WAKE_ID, name: BACKFILL_WAKE, nextRunAt: null, priority: 0 }).catch(
+      () => {},
+    );
   }
 
   /** Runs `work` while holding a database-wide lock, so instances reconcile one at a time. */

@@ -8,7 +8,6 @@ import { POLL_PHASES } from "../core/periodic.js";
 import { StatementBatch } from "../db/statementBatch.js";
 import { loadRunTracer, type RunTracer } from "../observability/tracing.js";
 import { BACKFILL_WAKE, BackfillRunner } from "./backfillRunner.js";
-import { Backfills } from "./backfills.js";
 import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
 import type { DatabaseHealth } from "./databaseHealth.js";
 import type { EngineHooks, EngineOptions, EngineRun, TaskDependencies } from "./engineApi.js";
@@ -23,7 +22,6 @@ import { PauseGate } from "./pauseGate.js";
 import { RunChecks } from "./runChecks.js";
 import { RunRecorder } from "./runRecorder.js";
 import { SkippedSlots } from "./skippedSlots.js";
-import { SlotReruns } from "./slotReruns.js";
 import type { SlotRunnerPorts } from "./slotRunner.js";
 import * as sql from "./sql.js";
 import { TaskRunner, type TaskRunnerDeps } from "./taskRunner.js";
@@ -61,9 +59,7 @@ export interface EngineParts {
   locks: LockKeeper;
   /** The namespace's pause-all switch (src/engine/pauseGate.ts). */
   gate: PauseGate;
-  /** Operator actions on past slots: re-run one, backfill a range (docs/operations.md). */
-  reruns: SlotReruns;
-  backfills: Backfills;
+  /** Runs the slots of backfills (docs/operations.md, "Backfill"). */
   backfillRunner: BackfillRunner;
 }
 
@@ -85,7 +81,7 @@ function noDependencies(pool: Pool): TaskDependencies {
 }
 
 /** The job id of a backfill's wake notification (no job has it). */
-const BACKFILL_WAKE_ID = "00000000-0000-0000-0000-000000000000";
+export const BACKFILL_WAKE_ID = "00000000-0000-0000-0000-000000000000";
 
 /** What the wiring takes from the engine: its options, clock, log, error and health reporters, and two calls back. */
 export interface EngineContext {
@@ -123,28 +119,13 @@ export class EngineWiring {
   async build(): Promise<EngineParts> {
     const { pool, instanceId } = this.#options;
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
-    const recorder = new RunRecorder(
-      jobLogger,
-      instanceId,
-      this.#logger,
-      // a start row and the outcome row that replaces it never share a statement
-      new StatementBatch((rows) => sql.writeRunLogRows(pool, rows).then(() => rows.map(() => undefined)), {
-        key: (row) => row.replaces ?? row.id,
-      }),
-      this.#clock,
-    );
+    const recorder = this.#recorder(jobLogger);
     const dependencies = this.#dependencies();
     // OpenTelemetry, an optional peer, is imported here once (docs/tracing.md)
     const tracer = await loadRunTracer(instanceId);
     recorder.onOutcome = (taskName, meta) => dependencies.outcomeRecorded(taskName, meta);
     const channel = this.#notificationChannel();
-    const gate = new PauseGate({
-      pool,
-      namespace: this.#options.namespace ?? "default",
-      logger: this.#logger,
-      onLifted: () => this.#ctx.parts()?.runs.claimNow(),
-    });
-    channel.alsoListen(gate.channel());
+    const gate = this.#pauseGate(channel);
     const repository = this.#repository();
     const agenda = await this.#agenda({ repository, channel, jobLogger });
     const locks = new LockKeeper({
@@ -169,9 +150,15 @@ export class EngineWiring {
       onRunError: (error) => this.#errors.runError(error),
       paused: () => gate.paused,
     });
-    const slotParts = this.#slotParts({ agenda, runs, recorder, dependencies, paused: () => gate.paused });
+    const backfillRunner = this.#backfillRunner({
+      agenda,
+      runs,
+      recorder,
+      dependencies,
+      paused: () => gate.paused,
+    });
     channel.subscribe((notification) => {
-      if (notification.jobName === BACKFILL_WAKE) return slotParts.backfillRunner.claimNow();
+      if (notification.jobName === BACKFILL_WAKE) return backfillRunner.claimNow();
       const due = notification.nextRunAt;
       if (!due || new Date(due).getTime() <= this.#clock.now() + runs.lookAheadMs) runs.claimNow();
     });
@@ -195,31 +182,34 @@ export class EngineWiring {
         clock: this.#clock,
         wake: (job) => this.#ctx.wake(job),
       }),
-      ...slotParts,
+      backfillRunner,
     };
   }
 
-  /** Re-runs of one slot and backfills (docs/operations.md, "Re-run a slot", "Backfill"). */
-  #slotParts(parts: {
-    agenda: Agenda;
-    runs: ClaimedRuns;
-    recorder: RunRecorder;
-    dependencies: TaskDependencies;
-    paused: () => boolean;
-  }): Pick<EngineParts, "reruns" | "backfills" | "backfillRunner"> {
+  /** The run log's writer: a start row and the outcome row that replaces it never share a statement. */
+  #recorder(jobLogger: PostgresJobLogger): RunRecorder {
     const { pool, instanceId } = this.#options;
-    const backfillRunner = this.#backfillRunner(parts);
-    return {
-      reruns: new SlotReruns({ pool, instanceId, wake: (job) => this.#ctx.wake(job) }),
-      // a new backfill: every instance claims its first slots now, not at its next idle check
-      backfills: new Backfills(pool, () => {
-        backfillRunner.claimNow();
-        void this.#ctx
-          .wake({ id: BACKFILL_WAKE_ID, name: BACKFILL_WAKE, nextRunAt: null, priority: 0 })
-          .catch(() => {});
+    return new RunRecorder(
+      jobLogger,
+      instanceId,
+      this.#logger,
+      new StatementBatch((rows) => sql.writeRunLogRows(pool, rows).then(() => rows.map(() => undefined)), {
+        key: (row) => row.replaces ?? row.id,
       }),
-      backfillRunner,
-    };
+      this.#clock,
+    );
+  }
+
+  /** The namespace's pause-all switch, heard on the notification channel. */
+  #pauseGate(channel: JobNotificationChannel): PauseGate {
+    const gate = new PauseGate({
+      pool: this.#options.pool,
+      namespace: this.#options.namespace ?? "default",
+      logger: this.#logger,
+      onLifted: () => this.#ctx.parts()?.runs.claimNow(),
+    });
+    channel.alsoListen(gate.channel());
+    return gate;
   }
 
   #backfillRunner({

@@ -81,7 +81,7 @@ export class RunChecks {
       }
       const manual = manualRunOf(job.attrs.data);
       if (manual) await beforeStart(() => sql.clearManualRun(pool, run.jobId));
-      // an operator's re-run runs under the slot it repeats (src/engine/slotReruns.ts)
+      // an operator's re-run runs under the slot it repeats (src/operations/slotReruns.ts)
       run.triggeredBy(manual?.rerun ? "rerun" : manual ? "manual" : "schedule", manual?.by);
       const withDownstream = manual?.withDownstream === true;
       if (!run.previousRunUnfinished) {

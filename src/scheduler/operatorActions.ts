@@ -1,3 +1,4 @@
+import type { Pool } from "pg";
 import type { Clock } from "../core/clock.js";
 import { clockDate } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
@@ -24,7 +25,8 @@ export interface RunNowOptions {
 export const IN_PROCESS_CALLER = "in-process";
 
 export interface OperatorActionsDeps {
-  engine: Pick<AgendaEngine, "requestRun" | "resume" | "listJobs" | "reruns" | "backfills" | "prepared">;
+  engine: Pick<AgendaEngine, "requestRun" | "resume" | "listJobs" | "wake" | "backfillCreated" | "prepared">;
+  pool: Pool;
   registry: Pick<TaskRegistry, "has">;
   audit: Pick<AuditLog, "record">;
   logger: Logger;

@@ -142,6 +142,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     });
     this.#actions = new OperatorActions({
       engine: this.#engine,
+      pool: options.pool,
       registry: this.#registry,
       audit: this.#audit,
       logger: this.#logger,

@@ -1,13 +1,15 @@
+import type { Pool } from "pg";
 import { isoTime } from "../core/isoTime.js";
 import type { AgendaEngine } from "../engine/agendaEngine.js";
-import type {
-  BackfillCreateAnswer,
-  BackfillPlanAnswer,
-  BackfillProgress,
-  BackfillRequest,
-} from "../engine/backfills.js";
-import type { RerunOfSlot } from "../engine/slotReruns.js";
 import type { BackfillSlotRow } from "../engine/sql/backfills.js";
+import {
+  type BackfillCreateAnswer,
+  type BackfillPlanAnswer,
+  type BackfillProgress,
+  type BackfillRequest,
+  Backfills,
+} from "../operations/backfills.js";
+import { type RerunOfSlot, SlotReruns } from "../operations/slotReruns.js";
 import type { AuditEntry, AuditLog } from "../store/auditLog.js";
 
 /** Who asked for an operator action on past slots, through what, and why (the audit row). */
@@ -37,7 +39,8 @@ export type RerunResult =
   | { status: "unknown" | "conflict" | "refused"; taskName: string; reason: string };
 
 export interface SlotActionsDeps {
-  engine: Pick<AgendaEngine, "reruns" | "backfills" | "prepared">;
+  engine: Pick<AgendaEngine, "wake" | "backfillCreated" | "prepared">;
+  pool: Pool;
   audit: Pick<AuditLog, "record">;
   instanceId: string;
   /** The tasks registered in this service. */
@@ -52,9 +55,15 @@ export interface SlotActionsDeps {
  */
 export class SlotActions {
   readonly #deps: SlotActionsDeps;
+  readonly #reruns: SlotReruns;
+  readonly #backfills: Backfills;
 
   constructor(deps: SlotActionsDeps) {
     this.#deps = deps;
+    const { engine, pool, instanceId } = deps;
+    this.#reruns = new SlotReruns({ pool, instanceId, wake: (job) => engine.wake(job) });
+    // a new backfill: every instance claims its first slots now, not at its next idle check
+    this.#backfills = new Backfills(pool, () => engine.backfillCreated());
   }
 
   /** The engine is prepared: before, every action and read is refused (the admin API says 503). */
@@ -62,13 +71,13 @@ export class SlotActions {
     return this.#deps.engine.prepared;
   }
 
-  /** Re-runs one slot under its own `scheduledAt` and run key (src/engine/slotReruns.ts). */
+  /** Re-runs one slot under its own `scheduledAt` and run key (src/operations/slotReruns.ts). */
   async rerun(name: string, slot: Date, options: RerunOptions): Promise<RerunResult> {
     if (!this.#deps.registry.has(name))
       return { status: "unknown", taskName: name, reason: `no task "${name}" is registered in this service` };
     if (Number.isNaN(slot.getTime()))
       return { status: "refused", taskName: name, reason: "the slot must be an ISO 8601 time" };
-    const answer = await this.#deps.engine.reruns.request(
+    const answer = await this.#reruns.request(
       name,
       {
         slot,
@@ -145,13 +154,13 @@ export class SlotActions {
         status: "missing",
         reason: `no task "${request.task}" is registered in this service`,
       });
-    return this.#deps.engine.backfills.plan(request);
+    return this.#backfills.plan(request);
   }
 
   async createBackfill(request: BackfillRequest, caller: ActionCaller): Promise<BackfillCreateAnswer> {
     if (!this.#deps.registry.has(request.task))
       return { status: "missing", reason: `no task "${request.task}" is registered in this service` };
-    return this.#deps.engine.backfills.create(request, (db, row) =>
+    return this.#backfills.create(request, (db, row) =>
       this.#deps.audit.record(
         [
           this.#entry(request.task, "backfill", caller, {
@@ -166,19 +175,19 @@ export class SlotActions {
   }
 
   backfill(id: string): Promise<BackfillProgress | undefined> {
-    return this.#deps.engine.backfills.get(id);
+    return this.#backfills.get(id);
   }
 
   backfills(query: { task?: string | undefined; limit: number }): Promise<BackfillProgress[]> {
-    return this.#deps.engine.backfills.list(query);
+    return this.#backfills.list(query);
   }
 
   backfillSlots(id: string, limit: number): Promise<BackfillSlotRow[]> {
-    return this.#deps.engine.backfills.slots(id, limit);
+    return this.#backfills.slots(id, limit);
   }
 
   cancelBackfill(id: string, caller: ActionCaller) {
-    return this.#deps.engine.backfills.cancel(id, caller.requestedBy, (db, row) =>
+    return this.#backfills.cancel(id, caller.requestedBy, (db, row) =>
       this.#deps.audit.record(
         [
           this.#entry(row.task, "backfill-cancel", caller, {

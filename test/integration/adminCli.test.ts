@@ -223,9 +223,16 @@ const shortTime = (iso: unknown) => (typeof iso === "string" ? iso.replace(/\.\d
 
 describe("--json", () => {
   it("status --json: every field of the table (the task's state among them) and the same exit code", async () => {
-    // stable rows: cli-fail is disabled and cli-hold's yearly slot is far (cli-ok runs every second)
-    const text = await cli(["status"]);
-    const json = await cli(["status", "--json"]);
+    // stable rows: cli-fail is disabled and cli-hold's yearly slot is far (cli-ok runs every second);
+    // a record that lands between the two reads (a run of cli-fail claimed before it was disabled)
+    // changes the rows: the pair is taken when the table is the same before and after the JSON
+    const { text, json } = await pollUntil("a status table unchanged around its --json read", async () => {
+      const before = await cli(["status"]);
+      const read = await cli(["status", "--json"]);
+      const after = await cli(["status"]);
+      const stable = (lines: string[]) => lines.filter((line) => /^cli-(fail|hold) /.test(line)).join("\n");
+      return stable(before.out) === stable(after.out) ? { text: before, json: read } : undefined;
+    });
     expect(json.err).toEqual([]);
     expect(json.code).toBe(text.code);
     const tasks = JSON.parse(json.out.join("\n")) as Json[];

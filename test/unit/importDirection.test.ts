@@ -13,7 +13,7 @@ const ROWS: readonly (readonly string[])[] = [
   ["core"],
   ["sources", "store", "infra", "db"],
   ["config", "engine"],
-  ["reconcile", "status", "isolation", "dependencies"],
+  ["reconcile", "status", "isolation", "dependencies", "operations"],
   ["scheduler", "dashboard"],
   ["alerts"],
   ["admin", "metrics"],

@@ -1,7 +1,7 @@
 import { metaText } from "../runLogMeta.js";
 import { DEPENDENCY_WAITS_TABLE, JOBS_TABLE, LOGS_TABLE, type Queryable } from "./tables.js";
 
-/** A slot's last run record (its start, or its outcome), for a re-run's checks (src/engine/slotReruns.ts). */
+/** A slot's last run record (its start, or its outcome), for a re-run's checks (src/operations/slotReruns.ts). */
 export interface SlotLastRunRow {
   event: "start" | "success" | "fail";
   outcome: string | null;

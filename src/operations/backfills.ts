@@ -3,7 +3,7 @@ import type { Pool, PoolClient } from "pg";
 import { isoTime } from "../core/isoTime.js";
 import { calendarsOf, excludedBy, exclusionReason } from "../core/policies/calendar.js";
 import { rowSchedule, slotsBetween } from "../core/policies/schedule.js";
-import * as sql from "./sql.js";
+import * as sql from "../engine/sql.js";
 
 /** The most slots one backfill may hold: a larger range is refused with the count. */
 export const MAX_BACKFILL_SLOTS = 100_000;

@@ -1,8 +1,8 @@
 import type { Pool, PoolClient } from "pg";
 import { isoTime } from "../core/isoTime.js";
 import type { RunOutcome } from "../core/runTypes.js";
-import type { WakeJob } from "./jobWrites.js";
-import * as sql from "./sql.js";
+import type { WakeJob } from "../engine/jobWrites.js";
+import * as sql from "../engine/sql.js";
 
 /** What a re-run request asks (docs/operations.md, "Re-run a slot"). */
 export interface RerunRequest {
