@@ -43,6 +43,10 @@ export interface EngineOptions {
   namespace?: string;
   /** The host and version this instance shows in GET /instances (src/engine/sql/instances.ts). */
   describe?: { host: string; version: string };
+  /**
+   * The run log's partitions' width in hours (src/engine/sql/runLogPartitions.ts); default 24.
+   */
+  runLogPartitionHours?: number;
   /** How often the dependency sweeper runs (waitAtMost, queued downstream runs); default 1 s. */
   dependencySweepMs?: number;
   logger: Logger;
