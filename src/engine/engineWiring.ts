@@ -111,9 +111,15 @@ export class EngineWiring {
       instanceId,
       this.#logger,
       // a start row and the outcome row that replaces it never share a statement
-      new StatementBatch((rows) => sql.writeRunLogRows(pool, rows, this.#options.runLogPartitionHours).then(() => rows.map(() => undefined)), {
-        key: (row) => row.replaces ?? row.id,
-      }),
+      new StatementBatch(
+        (rows) =>
+          sql
+            .writeRunLogRows(pool, rows, this.#options.runLogPartitionHours)
+            .then(() => rows.map(() => undefined)),
+        {
+          key: (row) => row.replaces ?? row.id,
+        },
+      ),
       this.#clock,
     );
     const dependencies = this.#dependencies();

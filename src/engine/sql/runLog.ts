@@ -1,7 +1,6 @@
 import type { Pool, PoolClient } from "pg";
 import { withAdvisoryTryLock } from "../advisoryLock.js";
 import { metaText } from "../runLogMeta.js";
-import { inTransaction } from "./transaction.js";
 import {
   coverRunLog,
   DEFAULT_PARTITION_HOURS,
@@ -26,6 +25,7 @@ import {
   type Queryable,
   RETENTION_LOCK_KEY,
 } from "./tables.js";
+import { inTransaction } from "./transaction.js";
 
 /**
  * The run log (Agenda's job log table) as the run path writes and reads it: a slot's outcome, the
@@ -344,7 +344,9 @@ export async function insertRunLogRows(db: Pool, rows: readonly RunLogInsert[]):
       meta: row.meta ?? null,
     })),
   );
-  const replaced = rows.flatMap((row) => (row.replaces ? [{ replaces: row.replaces, job_id: row.jobId ?? null }] : []));
+  const replaced = rows.flatMap((row) =>
+    row.replaces ? [{ replaces: row.replaces, job_id: row.jobId ?? null }] : [],
+  );
   if (replaced.length === 0) {
     await db.query(INSERT_RECORDS, [values]);
     return;
@@ -354,7 +356,9 @@ export async function insertRunLogRows(db: Pool, rows: readonly RunLogInsert[]):
     const ended = new Set(closed.rows.map((row) => row.id));
     const moved = replaced.map((row) => row.replaces).filter((id) => !ended.has(id));
     if (moved.length > 0)
-      await client.query(`DELETE FROM "${LOGS_TABLE}" WHERE id = ANY($1::uuid[]) AND event = 'start'`, [moved]);
+      await client.query(`DELETE FROM "${LOGS_TABLE}" WHERE id = ANY($1::uuid[]) AND event = 'start'`, [
+        moved,
+      ]);
     await client.query(INSERT_RECORDS, [values]);
   });
 }

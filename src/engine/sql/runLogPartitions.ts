@@ -247,7 +247,6 @@ async function dropPartition(client: PoolClient, partition: RunLogPartition): Pr
   return count;
 }
 
-
 /**
  * Schema step 11: the run log becomes a partitioned table, in place and once (a partitioned one is
  * left as it is). The table as it was is renamed LEGACY_PARTITION (its indexes too) and attached
@@ -277,7 +276,9 @@ export async function partitionRunLog(
   );
   for (const { name } of indexes.rows) {
     const renamed = (
-      name.startsWith(LOGS_TABLE) ? LEGACY_PARTITION + name.slice(LOGS_TABLE.length) : `${LEGACY_PARTITION}_${name}`
+      name.startsWith(LOGS_TABLE)
+        ? LEGACY_PARTITION + name.slice(LOGS_TABLE.length)
+        : `${LEGACY_PARTITION}_${name}`
     ).slice(0, 63);
     await client.query(`ALTER INDEX "${name}" RENAME TO "${renamed}"`);
   }
