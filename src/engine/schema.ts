@@ -122,7 +122,7 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
       await createSlotIndex(client);
     }
   },
-  (client) => partitionRunLog(client, createRunLogIndexes, new Date()),
+  (client) => partitionRunLog(client, createRunLogIndexes),
 ];
 
 /** The run log's indexes as the steps before 11 left them, built the same way (src/engine/sql/runLogPartitions.ts). */

@@ -147,10 +147,10 @@ export interface RunLogRetention {
 }
 
 /**
- * Deletes run-log rows past the retention, in batches, if no other instance is doing it (a
- * try-lock, not a wait): rows older than `before`, and the rows of each task older than its
- * `keepPerTask`-th latest record. Returns the number of rows deleted, or null when another
- * instance held it.
+ * Deletes run-log rows past the retention if no other instance is doing it (a try-lock, not a
+ * wait): the partitions older than `before` (pruneByAge), and the rows of each task older than its
+ * `keepPerTask`-th latest record, in batches. Returns the number of rows deleted (a large
+ * partition's by PostgreSQL's estimate), or null when another instance held it.
  */
 export async function pruneRunLog(pool: Pool, retention: RunLogRetention): Promise<number | null> {
   const client = await pool.connect();

@@ -260,7 +260,6 @@ async function dropPartition(client: PoolClient, partition: RunLogPartition): Pr
 export async function partitionRunLog(
   client: PoolClient,
   createIndexes: (client: PoolClient) => Promise<void>,
-  now: Date,
 ): Promise<void> {
   await client.query(CREATE_PARTITIONS_FUNCTION);
   await client.query(CREATE_COVER_FUNCTION);
@@ -269,6 +268,8 @@ export async function partitionRunLog(
     `SELECT relkind FROM pg_class WHERE oid = to_regclass('"${LOGS_TABLE}"')`,
   );
   if (kind.rows[0]?.relkind === "p") return;
+  // the database's time: the migration runs outside the engine's clock (src/core/clock.ts)
+  const now = (await client.query<{ now: Date }>("SELECT now() AS now")).rows[0]?.now ?? new Date(0);
   await client.query(`ALTER TABLE "${LOGS_TABLE}" RENAME TO "${LEGACY_PARTITION}"`);
   const indexes = await client.query<{ name: string }>(
     `SELECT c.relname AS name FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
