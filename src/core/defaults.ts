@@ -8,6 +8,7 @@ export const SCHEDULER_DEFAULTS = {
   namespace: "default",
   runLogRetentionDays: 30,
   runLogKeepPerTask: 0,
+  runLogPartitionHours: 24,
   antiEntropyMs: 60_000,
   defaultTimezone: "UTC",
   lockLifetimeMs: 15_000,

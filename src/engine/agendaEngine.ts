@@ -316,6 +316,15 @@ export class AgendaEngine {
     return sql.pruneRunLog(this.#options.pool, retention);
   }
 
+  /** Creates the run log's partitions for now and the days ahead where missing; how many it created. */
+  ensureRunLogPartitions(now: Date): Promise<number> {
+    return sql.ensurePartitionsAhead(
+      this.#options.pool,
+      this.#options.runLogPartitionHours ?? sql.DEFAULT_PARTITION_HOURS,
+      now,
+    );
+  }
+
   /** The namespace's pause-all switch as this instance knows it; undefined while off. */
   get pauseState(): PauseState | undefined {
     return this.#parts?.gate.state;

@@ -49,6 +49,8 @@ export interface EngineOptions {
    * src/dependencies/coordinator.ts. Without it no task may run after another.
    */
   dependencies?: (engine: { wake(rows: DownstreamWake[]): void }) => TaskDependencies;
+  /** The run log's partitions' width in hours (src/engine/sql/runLogPartitions.ts); default 24. */
+  runLogPartitionHours?: number;
   logger: Logger;
   hooks?: EngineHooks;
   /** Called when the missed-slot check finds a job without a next run: a reconcile re-times it. */

@@ -115,11 +115,21 @@ export class EngineWiring {
     this.#health = ctx.health;
   }
 
+  /** The run log's writes, batched (src/engine/sql/runLog.ts writeRunLogRows). */
+  #runLogBatch(): StatementBatch<sql.RunLogInsert, unknown> {
+    const { pool, runLogPartitionHours: hours } = this.#options;
+    // a start row and the outcome row that replaces it never share a statement
+    return new StatementBatch<sql.RunLogInsert, unknown>(
+      (rows) => sql.writeRunLogRows(pool, rows, hours).then(() => rows.map(() => undefined)),
+      { key: (row) => row.replaces ?? row.id },
+    );
+  }
+
   /** The parts, built in order: the recorder, the dependencies, the rows, Agenda, the claimed runs. */
   async build(): Promise<EngineParts> {
     const { pool, instanceId } = this.#options;
     const jobLogger = new PostgresJobLogger({ pool, tableName: sql.LOGS_TABLE, ensureSchema: false });
-    const recorder = this.#recorder(jobLogger);
+    const recorder = new RunRecorder(jobLogger, instanceId, this.#logger, this.#runLogBatch(), this.#clock);
     const dependencies = this.#dependencies();
     // OpenTelemetry, an optional peer, is imported here once (docs/tracing.md)
     const tracer = await loadRunTracer(instanceId);
@@ -184,20 +194,6 @@ export class EngineWiring {
       }),
       backfillRunner,
     };
-  }
-
-  /** The run log's writer: a start row and the outcome row that replaces it never share a statement. */
-  #recorder(jobLogger: PostgresJobLogger): RunRecorder {
-    const { pool, instanceId } = this.#options;
-    return new RunRecorder(
-      jobLogger,
-      instanceId,
-      this.#logger,
-      new StatementBatch((rows) => sql.writeRunLogRows(pool, rows).then(() => rows.map(() => undefined)), {
-        key: (row) => row.replaces ?? row.id,
-      }),
-      this.#clock,
-    );
   }
 
   /** The namespace's pause-all switch, heard on the notification channel. */

@@ -28,6 +28,7 @@ import {
   JOBS_TABLE,
   LOGS_TABLE,
   PAUSE_TABLE,
+  partitionRunLog,
   RUN_STARTS_TABLE,
   SCHEMA_LOCK_KEY,
   SLOT_INDEX,
@@ -61,6 +62,9 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * 10: one run-log row per finished run: the runs in progress in their own table, the partial
  *    indexes of the log's unfinished starts (src/engine/sql/runStarts.ts, runLog.ts), and without
  *    Agenda's index by job id (AGENDA_JOB_ID_INDEX); the slot index without the id.
+ * 11: the run log partitioned by time (src/engine/sql/runLogPartitions.ts): the table as it was
+ *    becomes the partition of the times before, with its rows; retention drops whole partitions
+ *    (on a large run log this step reads every row once and builds its primary key (id, timestamp)).
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -118,7 +122,17 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
       await createSlotIndex(client);
     }
   },
+  (client) => partitionRunLog(client, createRunLogIndexes),
 ];
+
+/** The run log's indexes as the steps before 11 left them, built the same way (src/engine/sql/runLogPartitions.ts). */
+async function createRunLogIndexes(client: PoolClient): Promise<void> {
+  for (const statement of getCreateLogsIndexesSQL(LOGS_TABLE))
+    if (!statement.includes(AGENDA_JOB_ID_INDEX)) await client.query(statement);
+  await createSlotIndex(client);
+  for (const statement of UNFINISHED_INDEXES) await client.query(statement);
+  await client.query(CREATE_SEARCH_INDEX);
+}
 /** The version this code needs (the number of MIGRATIONS). */
 export const SCHEMA_VERSION = MIGRATIONS.length;
 /** Every table the service reads and writes at run time. */

@@ -15,6 +15,7 @@ export * from "./sql/pauseAll.js";
 export * from "./sql/reruns.js";
 export * from "./sql/runEnd.js";
 export * from "./sql/runLog.js";
+export * from "./sql/runLogPartitions.js";
 export * from "./sql/runSearch.js";
 export * from "./sql/runStarts.js";
 export * from "./sql/save.js";

@@ -3,11 +3,11 @@ import type { Logger } from "../core/logger.js";
 import type { AgendaEngine } from "../engine/agendaEngine.js";
 import type { SchedulerSettings } from "./settings.js";
 
-/** How often run history past its retention is pruned. */
+/** How often run history past its retention is pruned, and the run log's partitions ahead created. */
 const RETENTION_EVERY_MS = 3_600_000;
 
 export interface RetentionDeps {
-  engine: Pick<AgendaEngine, "pruneRunLog">;
+  engine: Pick<AgendaEngine, "pruneRunLog" | "ensureRunLogPartitions">;
   /**
    * `runLogRetentionDays`: run history older than this many days is deleted (0 keeps it all);
    * `runLogKeepPerTask`: each task's records beyond its latest this many are (0 keeps any number).
@@ -22,6 +22,8 @@ export interface RetentionDeps {
 /**
  * The run history's retention: an hourly prune (one at a time) and the prunes called
  * (Scheduler.pruneRunHistory). The scheduler's stop waits for every prune in flight: settled().
+ * The same hour creates the run log's partitions ahead (src/engine/sql/runLogPartitions.ts), as
+ * the start does, with or without a retention.
  */
 export class RunHistoryRetention {
   readonly #deps: RetentionDeps;
@@ -47,13 +49,29 @@ export class RunHistoryRetention {
     return prune;
   }
 
-  /** Starts the hourly prune. */
+  /**
+   * Creates the run log's partitions for now and the days ahead where missing. A failure is
+   * logged, not thrown: a row whose partition is missing has it created when it is written.
+   */
+  async ensurePartitions(now: Date): Promise<void> {
+    const { engine, logger } = this.#deps;
+    try {
+      const created = await engine.ensureRunLogPartitions(now);
+      if (created > 0) logger.info({ created }, `created ${created} run-log partition(s) ahead`);
+    } catch (error) {
+      logger.warn({ err: error }, "creating the run log's partitions ahead failed; retrying in an hour");
+    }
+  }
+
+  /** Starts the hourly partitions ahead and prune. */
   start(): void {
-    const { clock, logger, settings, running } = this.#deps;
-    if ((settings.runLogRetentionDays <= 0 && settings.runLogKeepPerTask <= 0) || this.#timer) return;
+    const { clock, logger, running } = this.#deps;
+    if (this.#timer) return;
     this.#timer = clock.setInterval(() => {
       if (this.#hourly || !running()) return;
-      this.#hourly = this.prune(new Date(clock.now()))
+      const now = new Date(clock.now());
+      this.#hourly = this.ensurePartitions(now)
+        .then(() => this.prune(now))
         .then(() => undefined)
         .catch((error: unknown) =>
           logger.warn({ err: error }, "pruning the run history failed; retrying in an hour"),

@@ -244,6 +244,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     this.#definitions.define(this.#engine, runRegistered);
     await this.#config.applyFirst((step) => this.#stillStarting(step));
     this.#stillStarting("after the first reconcile");
+    // the run log's partitions for the runs about to start (src/engine/sql/runLogPartitions.ts)
+    await this.#retention.ensurePartitions(new Date(this.#clock.now()));
     await this.#engine.start();
     this.#stillStarting("after starting the workers");
     this.#config.start();

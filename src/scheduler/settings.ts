@@ -23,6 +23,8 @@ export const schedulerSettingsSchema = z
     runLogRetentionDays: z.number().min(0).default(SCHEDULER_DEFAULTS.runLogRetentionDays),
     /** Each task's records beyond its latest this many are deleted, hourly; 0 keeps any number. */
     runLogKeepPerTask: z.number().int().min(0).default(SCHEDULER_DEFAULTS.runLogKeepPerTask),
+    /** The run log's partitions are this many hours wide (a day by default); retention drops whole partitions. */
+    runLogPartitionHours: z.number().int().min(1).max(744).default(SCHEDULER_DEFAULTS.runLogPartitionHours),
     /** A full reconcile this often repairs drift; 0 turns it off. */
     antiEntropyMs: z.number().int().min(0).default(SCHEDULER_DEFAULTS.antiEntropyMs),
     defaultTimezone: z
@@ -132,5 +134,6 @@ export function engineSettings(settings: SchedulerSettings & { instanceId: strin
     stallWarnMs: settings.stallWarnMs,
     migrate: settings.migrate,
     namespace: settings.namespace,
+    runLogPartitionHours: settings.runLogPartitionHours,
   };
 }

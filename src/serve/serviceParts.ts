@@ -150,6 +150,7 @@ export function schedulerOf(
     maxDisableShare: settings.CRONWARDEN_MAX_DISABLE_SHARE,
     runLogRetentionDays: settings.CRONWARDEN_RUN_LOG_RETENTION_DAYS,
     runLogKeepPerTask: settings.CRONWARDEN_RUN_LOG_KEEP_PER_TASK,
+    runLogPartitionHours: settings.CRONWARDEN_RUN_LOG_PARTITION_HOURS,
     migrate: settings.CRONWARDEN_MIGRATE,
   });
 }

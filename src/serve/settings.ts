@@ -57,6 +57,7 @@ const environmentSchema = z.object({
     .optional(),
   CRONWARDEN_RUN_LOG_RETENTION_DAYS: optionalInt(0),
   CRONWARDEN_RUN_LOG_KEEP_PER_TASK: optionalInt(0),
+  CRONWARDEN_RUN_LOG_PARTITION_HOURS: optionalInt(1),
   CRONWARDEN_INSTANCE_ID: z.string().min(1).optional(),
   CRONWARDEN_PG_POOL_MAX: optionalInt(MIN_POOL_MAX),
   CRONWARDEN_PG_IDLE_TIMEOUT_MS: optionalInt(0).transform((value) => value ?? 300_000),

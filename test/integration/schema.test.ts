@@ -35,8 +35,10 @@ it("creates Agenda's schema once when many instances start together on an empty 
   } finally {
     await Promise.all(pools.map((pool) => pool.end()));
   }
+  // the run log's partitions aside (test/integration/runLogPartitions.test.ts)
   const tables = await db.pool.query(
-    "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name",
+    `SELECT relname AS table_name FROM pg_class
+      WHERE relnamespace = 'public'::regnamespace AND relkind IN ('r', 'p') AND NOT relispartition ORDER BY relname`,
   );
   expect(tables.rows.map((row) => row.table_name)).toEqual([
     "agenda_jobs",
@@ -122,11 +124,12 @@ it("upgrades a database from before schema versions in place, keeping its rows",
   }
 });
 
-it("upgrades a database of the previous version in place: its rows read as before, and new runs write one row each", async () => {
+it("upgrades a database of version 9 in place: its rows read as before, and new runs write one row each", async () => {
   const old = await createTestDatabase();
   try {
     await migrateSchema(old.pool);
-    // the previous version's layout: no table of runs in progress, Agenda's index by job id, the slot index with the id
+    // version 9's layout (step 11's conversion of a log that is not partitioned: test/integration/runLogPartitions.test.ts):
+    // no table of runs in progress, Agenda's index by job id, the slot index with the id
     await old.pool.query(`
       DROP TABLE cronwarden_run_starts;
       DROP INDEX agenda_logs_cw_unfinished_job_idx;
@@ -135,7 +138,7 @@ it("upgrades a database of the previous version in place: its rows read as befor
       CREATE INDEX agenda_logs_cw_slot_idx ON agenda_logs (job_name, (meta->>'scheduledAt'), id)
         WHERE event IN ('success', 'fail', 'retry');
       CREATE INDEX agenda_logs_job_id_idx ON agenda_logs (job_id, timestamp DESC);
-      UPDATE cronwarden_schema SET version = ${SCHEMA_VERSION - 1};`);
+      UPDATE cronwarden_schema SET version = 9;`);
     // its rows, two per run: a run that finished (start and record) and one that died (start only)
     const { rows: inserted } = await old.pool.query<{ id: string; event: string; message: string }>(
       `INSERT INTO agenda_logs (timestamp, level, event, job_id, job_name, message, duration, agenda_name, meta)
@@ -149,7 +152,7 @@ it("upgrades a database of the previous version in place: its rows read as befor
     );
     const idOf = (message: string) => inserted.find((row) => row.message === message)?.id as string;
 
-    expect(await migrateSchema(old.pool)).toEqual({ from: SCHEMA_VERSION - 1, to: SCHEMA_VERSION });
+    expect(await migrateSchema(old.pool)).toEqual({ from: 9, to: SCHEMA_VERSION });
     const indexes = await old.pool.query<{ indexname: string; indexdef: string }>(
       "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'agenda_logs' ORDER BY indexname",
     );

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrateSchema } from "../../src/engine/schema.js";
+import { coverRunLog } from "../../src/engine/sql/runLogPartitions.js";
 import { SLOT_INDEX } from "../../src/engine/sql.js";
 import {
   type BucketMark,
@@ -69,6 +70,8 @@ async function insert(record: SeedRecord): Promise<void> {
 beforeAll(async () => {
   db = await createTestDatabase();
   await migrateSchema(db.pool);
+  // the run log's partitions for these times (rows inserted here directly: src/engine/sql/runLogPartitions.ts)
+  await coverRunLog(db.pool, 24, new Date(T0 - 86_400_000), new Date(T0 + 86_400_000));
   await db.pool.query(
     `INSERT INTO agenda_jobs (name, type, repeat_interval, repeat_timezone, next_run_at, created_at, last_run_at, last_finished_at, locked_at, disabled)
      VALUES ('b-minute', 'single', '* * * * *', 'UTC', $1, $2, $3, $4, $3, false),
@@ -237,7 +240,14 @@ describe("GET /slots with bucketMs, summed in SQL", () => {
       withSlots: true,
     });
     const plan = await db.pool.query(`EXPLAIN ${text}`, values);
-    expect(plan.rows.map((row) => row["QUERY PLAN"]).join("\n")).toContain(SLOT_INDEX);
+    // the slot index or its partitions' (the run log is partitioned by time)
+    const partitions = await db.pool.query<{ name: string }>(
+      "SELECT c.relname AS name FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass",
+      [SLOT_INDEX],
+    );
+    expect(plan.rows.map((row) => row["QUERY PLAN"]).join("\n")).toMatch(
+      new RegExp([SLOT_INDEX, ...partitions.rows.map((row) => row.name)].join("|")),
+    );
   });
 });
 

@@ -1,6 +1,15 @@
-import type { Pool } from "pg";
+import type { Pool, PoolClient } from "pg";
 import { withAdvisoryTryLock } from "../../db/advisoryLock.js";
+import { inTransaction } from "../../db/transaction.js";
 import { metaText } from "../runLogMeta.js";
+import {
+  coverRunLog,
+  DEFAULT_PARTITION_HOURS,
+  dropDetachedPartitions,
+  dropPartitionsBefore,
+  isNoPartitionError,
+  listPartitions,
+} from "./runLogPartitions.js";
 import {
   CLOSE_STARTS,
   COMPACT_META,
@@ -138,10 +147,10 @@ export interface RunLogRetention {
 }
 
 /**
- * Deletes run-log rows past the retention, in batches, if no other instance is doing it (a
- * try-lock, not a wait): rows older than `before`, and the rows of each task older than its
- * `keepPerTask`-th latest record. Returns the number of rows deleted, or null when another
- * instance held it.
+ * Deletes run-log rows past the retention if no other instance is doing it (a try-lock, not a
+ * wait): the partitions older than `before` (pruneByAge), and the rows of each task older than its
+ * `keepPerTask`-th latest record, in batches. Returns the number of rows deleted (a large
+ * partition's by PostgreSQL's estimate), or null when another instance held it.
  */
 export async function pruneRunLog(pool: Pool, retention: RunLogRetention): Promise<number | null> {
   const client = await pool.connect();
@@ -158,12 +167,21 @@ export async function pruneRunLog(pool: Pool, retention: RunLogRetention): Promi
   }
 }
 
-async function pruneByAge(client: Queryable, before: Date): Promise<number> {
-  const total = await deleteInBatches(
-    client,
-    `DELETE FROM "${LOGS_TABLE}" WHERE id IN (SELECT id FROM "${LOGS_TABLE}" WHERE timestamp < $1 LIMIT ${PRUNE_BATCH})`,
-    [before],
-  );
+/**
+ * By age: the partitions whose rows are all older than `before` are dropped whole
+ * (src/engine/sql/runLogPartitions.ts), so up to one partition's width of rows older than it stay
+ * until the next prune after their partition ends. Rows deleted one by one only in the legacy
+ * partition (the log before version 11, every time up to its conversion) until it is dropped.
+ */
+async function pruneByAge(client: PoolClient, before: Date): Promise<number> {
+  let total = (await dropPartitionsBefore(client, before)) + (await dropDetachedPartitions(client));
+  const legacy = (await listPartitions(client)).find((partition) => partition.lower === null);
+  if (legacy)
+    total += await deleteInBatches(
+      client,
+      `DELETE FROM "${legacy.name}" WHERE ctid = ANY(ARRAY(SELECT ctid FROM "${legacy.name}" WHERE timestamp < $1 LIMIT ${PRUNE_BATCH}))`,
+      [before],
+    );
   // the dependency waits of the same slots (docs/dependencies.md), once decided
   await client.query(
     `DELETE FROM "${DEPENDENCY_WAITS_TABLE}" WHERE slot < $1 AND state IN ('ran', 'skipped')`,
@@ -179,14 +197,14 @@ async function pruneByAge(client: Queryable, before: Date): Promise<number> {
 async function pruneByCount(client: Queryable, keep: number): Promise<number> {
   return deleteInBatches(
     client,
-    `DELETE FROM "${LOGS_TABLE}" WHERE id IN (
-       SELECT old.id FROM "${JOBS_TABLE}" j
+    `DELETE FROM "${LOGS_TABLE}" WHERE (id, timestamp) IN (
+       SELECT old.id, old.timestamp FROM "${JOBS_TABLE}" j
         CROSS JOIN LATERAL (
           SELECT timestamp FROM "${LOGS_TABLE}"
            WHERE job_name = j.name AND event IN ('success', 'fail', 'retry')
            ORDER BY timestamp DESC OFFSET $1 - 1 LIMIT 1) nth
         CROSS JOIN LATERAL (
-          SELECT id FROM "${LOGS_TABLE}" WHERE job_name = j.name AND timestamp < nth.timestamp
+          SELECT id, timestamp FROM "${LOGS_TABLE}" WHERE job_name = j.name AND timestamp < nth.timestamp
            LIMIT ${PRUNE_BATCH}) old
         WHERE j.type = 'single'
         LIMIT ${PRUNE_BATCH})`,
@@ -234,8 +252,15 @@ export interface RunLogInsert {
  * never share a batch (the recorder's batch keys them apart), so the start was written before.
  * The records go first: a job's record and its next run's start can share a batch, and that start
  * would otherwise move the finished run's start into the log as one that never finished.
+ * A row for a time no partition of the log covers (a clock far ahead, a dead run's start older
+ * than the oldest partition) has its partition created, `partitionHours` wide, and the batch is
+ * written again: each row once (insertRunLogRows).
  */
-export async function writeRunLogRows(db: Queryable, rows: readonly RunLogInsert[]): Promise<void> {
+export async function writeRunLogRows(
+  db: Pool,
+  rows: readonly RunLogInsert[],
+  partitionHours = DEFAULT_PARTITION_HOURS,
+): Promise<void> {
   const starts: RunStartInsert[] = [];
   const others: RunLogInsert[] = [];
   for (const row of rows) {
@@ -250,56 +275,99 @@ export async function writeRunLogRows(db: Queryable, rows: readonly RunLogInsert
       });
     else others.push(row);
   }
-  await insertRunLogRows(db, others);
-  await insertRunStarts(db, starts);
+  const write = async () => {
+    await insertRunLogRows(db, others);
+    await insertRunStarts(db, starts);
+  };
+  try {
+    await write();
+  } catch (error) {
+    if (!isNoPartitionError(error)) throw error;
+    await coverRowTimes(db, rows, starts, partitionHours);
+    await write();
+  }
+}
+
+/** The partitions of the rows' times and of the starts they would move into the log. */
+async function coverRowTimes(
+  db: Queryable,
+  rows: readonly RunLogInsert[],
+  starts: readonly RunStartInsert[],
+  partitionHours: number,
+): Promise<void> {
+  const moved = await db.query<{ timestamp: Date }>(
+    `SELECT timestamp FROM "${RUN_STARTS_TABLE}" WHERE job_id = ANY($1::text[])`,
+    [starts.map((start) => start.jobId)],
+  );
+  const width = partitionHours * 3_600_000;
+  const slots = new Set<number>();
+  for (const time of [...rows.map((row) => row.timestamp), ...moved.rows.map((row) => row.timestamp)])
+    slots.add(Math.floor(time.getTime() / width) * width);
+  for (const slot of slots) await coverRunLog(db, partitionHours, new Date(slot), new Date(slot + 1));
 }
 
 const COLUMNS =
   "timestamp, level, event, job_id, job_name, message, duration, error, fail_count, retry_delay, retry_attempt, agenda_name, meta";
 
 /**
- * Writes run-log rows in one statement (the columns and values of Agenda's PostgresJobLogger.log,
- * @agendajs/postgres-backend 3.0.6, the rows as one JSON parameter: jsonRecords). A record that
- * `replaces` a run's start takes its id and ends it (CLOSE_STARTS): the log only grows by inserts.
+ * Writes run-log rows (the columns and values of Agenda's PostgresJobLogger.log,
+ * @agendajs/postgres-backend 3.0.6, the rows as one JSON parameter: jsonRecords), each once: a row
+ * already there with its id and time (a batch written again after its answer was lost: the id and
+ * the time are chosen before the first try) is left as it is, by the partitioned table's primary
+ * key (id, timestamp). A record that `replaces` a run's start takes its id and ends it, in one
+ * transaction (docs/design.md, "Run history partitions"):
+ * 1. the starts are deleted from the runs in progress (CLOSE_STARTS); a start that the job's next
+ *    start is moving into the log at that moment is waited for (its row lock);
+ * 2. a start not found there was moved into the log as one that never finished (the job's next
+ *    start, on another instance, came first): that `start` row is deleted, read in a statement
+ *    after the wait, so it sees the move; the record takes its place;
+ * 3. the records are inserted. The log only grows by inserts.
  */
-export async function insertRunLogRows(db: Queryable, rows: readonly RunLogInsert[]): Promise<void> {
+export async function insertRunLogRows(db: Pool, rows: readonly RunLogInsert[]): Promise<void> {
   if (rows.length === 0) return;
-  await db.query(
-    `WITH v AS (
-       SELECT * FROM jsonb_to_recordset($1::jsonb) AS v(id uuid, replaces uuid, timestamp timestamptz, level varchar,
-            event varchar, job_id varchar, job_name varchar, message text, duration int, error text, fail_count int,
-            retry_delay int, retry_attempt int, agenda_name varchar, meta jsonb)),
-     closed AS (${CLOSE_STARTS})
-     INSERT INTO "${LOGS_TABLE}" (id, ${COLUMNS})
-     SELECT coalesce(v.replaces, v.id, gen_random_uuid()), timestamp, level, event, job_id, job_name, message,
-            duration, error, fail_count, retry_delay, retry_attempt, agenda_name, ${COMPACT_META} FROM v
-     -- the job's next start, on another instance, came first and moved this run's start into the
-     -- log as one that never finished: the record takes its place; a row already written (a batch
-     -- retried after a lost answer: same id, not a start) is left as it is, so each is written once
-     ON CONFLICT (id) DO UPDATE SET (${COLUMNS}) = (EXCLUDED.timestamp, EXCLUDED.level, EXCLUDED.event,
-       EXCLUDED.job_id, EXCLUDED.job_name, EXCLUDED.message, EXCLUDED.duration, EXCLUDED.error,
-       EXCLUDED.fail_count, EXCLUDED.retry_delay, EXCLUDED.retry_attempt, EXCLUDED.agenda_name, EXCLUDED.meta)
-       WHERE "${LOGS_TABLE}".event = 'start'`,
-    [
-      jsonRecords(
-        rows.map((row) => ({
-          id: row.id ?? null,
-          replaces: row.replaces ?? null,
-          timestamp: jsonTime(row.timestamp),
-          level: row.level,
-          event: row.event,
-          job_id: row.jobId ?? null,
-          job_name: row.jobName,
-          message: row.message,
-          duration: row.duration === undefined ? null : Math.round(row.duration),
-          error: row.error ?? null,
-          fail_count: row.failCount ?? null,
-          retry_delay: row.retryDelay ?? null,
-          retry_attempt: row.retryAttempt ?? null,
-          agenda_name: row.agendaName ?? null,
-          meta: row.meta ?? null,
-        })),
-      ),
-    ],
+  const values = jsonRecords(
+    rows.map((row) => ({
+      id: row.id ?? null,
+      replaces: row.replaces ?? null,
+      timestamp: jsonTime(row.timestamp),
+      level: row.level,
+      event: row.event,
+      job_id: row.jobId ?? null,
+      job_name: row.jobName,
+      message: row.message,
+      duration: row.duration === undefined ? null : Math.round(row.duration),
+      error: row.error ?? null,
+      fail_count: row.failCount ?? null,
+      retry_delay: row.retryDelay ?? null,
+      retry_attempt: row.retryAttempt ?? null,
+      agenda_name: row.agendaName ?? null,
+      meta: row.meta ?? null,
+    })),
   );
+  const replaced = rows.flatMap((row) =>
+    row.replaces ? [{ replaces: row.replaces, job_id: row.jobId ?? null }] : [],
+  );
+  if (replaced.length === 0) {
+    await db.query(INSERT_RECORDS, [values]);
+    return;
+  }
+  await inTransaction(db, async (client) => {
+    const closed = await client.query<{ id: string }>(CLOSE_STARTS, [jsonRecords(replaced)]);
+    const ended = new Set(closed.rows.map((row) => row.id));
+    const moved = replaced.map((row) => row.replaces).filter((id) => !ended.has(id));
+    if (moved.length > 0)
+      await client.query(`DELETE FROM "${LOGS_TABLE}" WHERE id = ANY($1::uuid[]) AND event = 'start'`, [
+        moved,
+      ]);
+    await client.query(INSERT_RECORDS, [values]);
+  });
 }
+
+const INSERT_RECORDS = `
+  INSERT INTO "${LOGS_TABLE}" (id, ${COLUMNS})
+  SELECT coalesce(v.replaces, v.id, gen_random_uuid()), timestamp, level, event, job_id, job_name, message,
+         duration, error, fail_count, retry_delay, retry_attempt, agenda_name, ${COMPACT_META}
+    FROM jsonb_to_recordset($1::jsonb) AS v(id uuid, replaces uuid, timestamp timestamptz, level varchar,
+         event varchar, job_id varchar, job_name varchar, message text, duration int, error text, fail_count int,
+         retry_delay int, retry_attempt int, agenda_name varchar, meta jsonb)
+  ON CONFLICT (id, timestamp) DO NOTHING`;

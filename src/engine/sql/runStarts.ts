@@ -67,9 +67,12 @@ export async function insertRunStarts(db: Queryable, starts: readonly RunStartIn
     `WITH v AS (
        SELECT DISTINCT ON (job_id) * FROM jsonb_to_recordset($1::jsonb)
            AS v(id uuid, timestamp timestamptz, job_id text, job_name text, agenda_name text, meta jsonb)
-        WHERE NOT EXISTS (SELECT 1 FROM "${LOGS_TABLE}" l WHERE l.id = v.id)
+        -- its record came after it (a day's margin for clocks apart): the partitions from then on
+        WHERE NOT EXISTS (SELECT 1 FROM "${LOGS_TABLE}" l WHERE l.id = v.id AND l.timestamp >= v.timestamp - interval '1 day')
         ORDER BY job_id, timestamp DESC),
-     previous AS (SELECT s.* FROM "${RUN_STARTS_TABLE}" s JOIN v ON v.job_id = s.job_id AND v.id <> s.id),
+     -- locked: a record ending one of these starts at the same moment either waits for the move
+     -- and then finds the start in the log, or deletes it first and it is not moved (insertRunLogRows)
+     previous AS (SELECT s.* FROM "${RUN_STARTS_TABLE}" s JOIN v ON v.job_id = s.job_id AND v.id <> s.id FOR UPDATE OF s),
      moved AS (
        INSERT INTO "${LOGS_TABLE}" (id, timestamp, level, event, job_id, job_name, message, agenda_name, meta)
        SELECT id, timestamp, 'info', 'start', job_id, job_name, 'job started', agenda_name, meta FROM previous
@@ -94,6 +97,9 @@ export async function insertRunStarts(db: Queryable, starts: readonly RunStartIn
   );
 }
 
-/** The SQL that ends runs in progress: the starts that the records of `v` (rows with `replaces`) close. */
-export const CLOSE_STARTS = `DELETE FROM "${RUN_STARTS_TABLE}" s USING v
-   WHERE v.replaces IS NOT NULL AND s.id = v.replaces AND s.job_id = v.job_id`;
+/**
+ * The statement that ends runs in progress: the starts that records close (`$1`: a JSON array of
+ * `replaces`, `job_id`); returns the ids it deleted.
+ */
+export const CLOSE_STARTS = `DELETE FROM "${RUN_STARTS_TABLE}" s USING jsonb_to_recordset($1::jsonb) AS v(replaces uuid, job_id text)
+   WHERE s.id = v.replaces AND s.job_id = v.job_id RETURNING s.id`;
