@@ -253,7 +253,7 @@ it("stop() awaits a retention prune in flight, and the prune completes", async (
   const pruned = harness.scheduler.pruneRunHistory();
   await pollUntil("the prune waiting on the row", async () => {
     const { rows } = await db.pool.query(
-      "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM \"agenda_logs\"%'",
+      "SELECT 1 FROM pg_stat_activity WHERE application_name = $1 AND wait_event_type = 'Lock' AND query LIKE 'DELETE FROM \"agenda_logs%'",
       [name],
     );
     return rows.length > 0;
