@@ -21,6 +21,7 @@ import {
   CREATE_RUN_STARTS,
   CREATE_SEARCH_FUNCTION,
   CREATE_SEARCH_INDEX,
+  CREATE_SHARD_TABLES,
   createSlotIndex,
   DEPENDENCY_WAITS_TABLE,
   INSTANCE_DEATHS_TABLE,
@@ -30,6 +31,8 @@ import {
   PAUSE_TABLE,
   RUN_STARTS_TABLE,
   SCHEMA_LOCK_KEY,
+  SHARD_SLOTS_TABLE,
+  SHARDS_TABLE,
   SLOT_INDEX,
   UNFINISHED_INDEXES,
 } from "./sql.js";
@@ -61,6 +64,7 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * 10: one run-log row per finished run: the runs in progress in their own table, the partial
  *    indexes of the log's unfinished starts (src/engine/sql/runStarts.ts, runLog.ts), and without
  *    Agenda's index by job id (AGENDA_JOB_ID_INDEX); the slot index without the id.
+ * 11: sharded tasks (docs/sharding.md): a row per sharded slot and one per shard (src/engine/sql/shards.ts).
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -118,6 +122,9 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
       await createSlotIndex(client);
     }
   },
+  async (client) => {
+    await client.query(CREATE_SHARD_TABLES);
+  },
 ];
 /** The version this code needs (the number of MIGRATIONS). */
 export const SCHEMA_VERSION = MIGRATIONS.length;
@@ -135,6 +142,8 @@ export const SERVICE_TABLES = [
   BACKFILLS_TABLE,
   BACKFILL_SLOTS_TABLE,
   RUN_STARTS_TABLE,
+  SHARD_SLOTS_TABLE,
+  SHARDS_TABLE,
 ] as const;
 
 /** The command that creates or upgrades the schema, named by every refusal. */

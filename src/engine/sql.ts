@@ -16,5 +16,6 @@ export * from "./sql/runLog.js";
 export * from "./sql/runSearch.js";
 export * from "./sql/runStarts.js";
 export * from "./sql/save.js";
+export * from "./sql/shards.js";
 export * from "./sql/tables.js";
 export * from "./sql/transaction.js";

@@ -1,3 +1,5 @@
+import type { ShardEndedEvent } from "../sharding/shardWorker.js";
+import type { SlotEndedEvent } from "../sharding/slotCoordinator.js";
 import type { AttemptOutcome } from "../core/runTypes.js";
 import type { DependencyDecisionEvent, SkippedSlots } from "../engine/engineApi.js";
 import type { ReconcileResult, ReconcileTrigger } from "../reconcile/configReconciler.js";
@@ -123,4 +125,8 @@ export interface SchedulerEvents {
   "dependency:wait": [{ taskName: string; scheduledAt: Date }];
   /** A downstream's slot was decided, by this instance: its run queued, or skipped with the reason. */
   "dependency:decided": [DependencyDecisionEvent];
+  /** A shard of a sharded slot ended on this instance, its end recorded (docs/sharding.md). */
+  "shard:finished": [ShardEndedEvent];
+  /** A sharded slot ended (after its reduce), by the instance that coordinated it: its derived outcome. */
+  "sharded-slot:finished": [SlotEndedEvent];
 }
