@@ -1,8 +1,8 @@
-import type { ShardEndedEvent } from "../sharding/shardWorker.js";
-import type { SlotEndedEvent } from "../sharding/slotCoordinator.js";
 import type { AttemptOutcome } from "../core/runTypes.js";
 import type { DependencyDecisionEvent, SkippedSlots } from "../engine/engineApi.js";
 import type { ReconcileResult, ReconcileTrigger } from "../reconcile/configReconciler.js";
+import type { ShardEndedEvent } from "../sharding/shardWorker.js";
+import type { SlotEndedEvent } from "../sharding/slotCoordinator.js";
 
 /** The scheduler's typed events: the hook for logs, metrics, alerts and tests. */
 

@@ -4,11 +4,17 @@ import type { DesiredState } from "../config/desiredState.js";
 import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { type EngineRun, runTriggerOf } from "../engine/engineApi.js";
-import type { StaticShards } from "../sharding/shardPlan.js";
-import { type SlotKey, type ShardRow, readLatestSlot, type SlotRow, selectShards } from "../sharding/shardSql.js";
 import type { ShardRun } from "../sharding/shardExecution.js";
+import type { StaticShards } from "../sharding/shardPlan.js";
+import {
+  readLatestSlot,
+  type ShardRow,
+  type SlotKey,
+  type SlotRow,
+  selectShards,
+} from "../sharding/shardSql.js";
 import { ShardWorker } from "../sharding/shardWorker.js";
-import { SlotCoordinator, type ShardSource } from "../sharding/slotCoordinator.js";
+import { type ShardSource, SlotCoordinator } from "../sharding/slotCoordinator.js";
 import type { SchedulerEvents } from "./events.js";
 import type { RunReporter } from "./runReporter.js";
 import type { RegisteredTask, TaskRegistry } from "./taskRegistry.js";
@@ -130,7 +136,11 @@ export class ShardedTasks {
       signal: shard.signal,
       rerunOf: undefined,
     };
-    return this.#deps.reporter.run(task, run, { index: shard.index, count: shard.count, parameter: shard.parameter });
+    return this.#deps.reporter.run(task, run, {
+      index: shard.index,
+      count: shard.count,
+      parameter: shard.parameter,
+    });
   }
 }
 

@@ -1,7 +1,7 @@
 import type { EventEmitter } from "node:events";
 import type { Pool } from "pg";
-import type { Clock } from "../core/clock.js";
 import type { DesiredState } from "../config/desiredState.js";
+import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import type { AgendaEngine, RunHandler } from "../engine/agendaEngine.js";
 import type { EngineRun } from "../engine/engineApi.js";

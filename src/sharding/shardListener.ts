@@ -1,5 +1,5 @@
-import pg from "pg";
 import type { Pool } from "pg";
+import pg from "pg";
 import { type Clock, type ClockTimer, systemClock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import { SHARDS_CHANNEL } from "./shardSql.js";

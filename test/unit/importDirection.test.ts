@@ -13,7 +13,7 @@ const ROWS: readonly (readonly string[])[] = [
   ["core"],
   ["sources", "store", "infra"],
   ["config", "engine"],
-  ["reconcile", "status", "isolation"],
+  ["reconcile", "status", "isolation", "sharding"],
   ["scheduler", "dashboard"],
   ["alerts"],
   ["admin", "metrics"],
