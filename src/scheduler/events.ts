@@ -1,8 +1,11 @@
+import type { ShardFinishedEvent } from "../sharding/shardWorker.js";
+import type { ShardedSlotFinishedEvent } from "../sharding/slotCoordinator.js";
+
+export type { ShardedSlotFinishedEvent, ShardFinishedEvent };
+
 import type { AttemptOutcome } from "../core/runTypes.js";
 import type { DependencyDecisionEvent, SkippedSlots } from "../engine/engineApi.js";
 import type { ReconcileResult, ReconcileTrigger } from "../reconcile/configReconciler.js";
-import type { ShardEndedEvent } from "../sharding/shardWorker.js";
-import type { SlotEndedEvent } from "../sharding/slotCoordinator.js";
 
 /** The scheduler's typed events: the hook for logs, metrics, alerts and tests. */
 
@@ -126,7 +129,7 @@ export interface SchedulerEvents {
   /** A downstream's slot was decided, by this instance: its run queued, or skipped with the reason. */
   "dependency:decided": [DependencyDecisionEvent];
   /** A shard of a sharded slot ended on this instance, its end recorded (docs/sharding.md). */
-  "shard:finished": [ShardEndedEvent];
+  "shard:finished": [ShardFinishedEvent];
   /** A sharded slot ended (after its reduce), by the instance that coordinated it: its derived outcome. */
-  "sharded-slot:finished": [SlotEndedEvent];
+  "sharded-slot:finished": [ShardedSlotFinishedEvent];
 }

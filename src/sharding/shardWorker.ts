@@ -26,7 +26,7 @@ import {
  * nobody announces). With no open shard it sends nothing: the idle load stays the engine's.
  */
 
-export interface ShardEndedEvent {
+export interface ShardFinishedEvent {
   taskName: string;
   scheduledAt: Date;
   index: number;
@@ -53,7 +53,7 @@ export interface ShardWorkerDeps {
   policyOf: (taskName: string) => ShardTaskPolicy | undefined;
   /** Calls the task's handler for one attempt of one shard; its value is the shard's result. */
   execute: (run: ShardRun) => Promise<unknown>;
-  onShardEnded?: (ended: ShardEndedEvent) => void;
+  onShardEnded?: (ended: ShardFinishedEvent) => void;
   /** Lets the coordinator on this instance hear of a shard that ended here at once. */
   onLocalEnd?: (taskName: string) => void;
 }

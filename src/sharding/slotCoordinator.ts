@@ -65,7 +65,7 @@ export interface SlotToCoordinate {
   logger: Logger;
 }
 
-export interface SlotEndedEvent extends SlotOutcome {
+export interface ShardedSlotFinishedEvent extends SlotOutcome {
   taskName: string;
   scheduledAt: Date;
   round: number;
@@ -83,7 +83,7 @@ export interface SlotCoordinatorDeps {
   pollMs?: number;
   /** Ended sharded slots kept per task (their shard rows with them). */
   keepSlots?: number;
-  onSlotEnded?: (ended: SlotEndedEvent) => void;
+  onSlotEnded?: (ended: ShardedSlotFinishedEvent) => void;
 }
 
 const PROGRESS_POLL_MS = 500;
