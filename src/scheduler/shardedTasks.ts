@@ -8,6 +8,7 @@ import type { ShardRun } from "../sharding/shardExecution.js";
 import type { StaticShards } from "../sharding/shardPlan.js";
 import {
   readLatestSlot,
+  readSlot,
   type ShardRow,
   type SlotKey,
   type SlotRow,
@@ -119,7 +120,8 @@ export class ShardedTasks {
     const latest = await readLatestSlot(this.#deps.pool, taskName, scheduledAt);
     if (!latest) return undefined;
     const key: SlotKey = { taskName, scheduledAt, round: round ?? latest.round };
-    return { slot: latest, shards: await selectShards(this.#deps.pool, key) };
+    const slot = round === undefined ? latest : await readSlot(this.#deps.pool, key);
+    return slot && { slot, shards: await selectShards(this.#deps.pool, key) };
   }
 
   /** One shard attempt: the task's handler with `ctx.shard`, through the reporter (logs, secrets). */
