@@ -75,40 +75,7 @@ export function timelineRoutes(app: FastifyInstance, scheduler: AdminScheduler):
     );
     if (!found)
       throw new HttpError(404, `task "${params.name}" has no sharded slot at ${params.slot.toISOString()}`);
-    const { slot, shards } = found;
-    const counts: Record<string, number> = {};
-    for (const shard of shards) counts[shard.state] = (counts[shard.state] ?? 0) + 1;
-    return {
-      task: slot.task_name,
-      scheduledAt: slot.scheduled_at,
-      round: slot.round,
-      shardCount: slot.shard_count,
-      source: slot.source,
-      coordinator: slot.coordinator,
-      reduce: {
-        state: slot.reduce_state,
-        runs: slot.reduce_runs,
-        startedAt: slot.reduce_started_at,
-        endedAt: slot.reduce_ended_at,
-        error: slot.reduce_error,
-      },
-      outcome: slot.outcome,
-      detail: slot.detail,
-      endedAt: slot.ended_at,
-      counts,
-      shards: shards.map((shard) => ({
-        index: shard.shard_index,
-        state: shard.state,
-        instance: shard.holder,
-        assignedTo: shard.assigned_to,
-        attempts: shard.attempts,
-        claims: shard.runs,
-        startedAt: shard.started_at,
-        endedAt: shard.ended_at,
-        durationMs: shard.duration_ms,
-        error: shard.error,
-      })),
-    };
+    return shardsAnswer(found);
   });
 
   app.get("/slots", async (request) => {
@@ -163,4 +130,42 @@ export function decodeCursor<T extends z.ZodType>(text: string, shape: T): z.out
     400,
     "invalid query.cursor: not a cursor this endpoint gave; drop it to start from the first page",
   );
+}
+
+/** The answer of GET /tasks/:name/slots/:slot/shards. */
+function shardsAnswer(found: NonNullable<Awaited<ReturnType<AdminScheduler["shards"]>>>) {
+  const { slot, shards } = found;
+  const counts: Record<string, number> = {};
+  for (const shard of shards) counts[shard.state] = (counts[shard.state] ?? 0) + 1;
+  return {
+    task: slot.task_name,
+    scheduledAt: slot.scheduled_at,
+    round: slot.round,
+    shardCount: slot.shard_count,
+    source: slot.source,
+    coordinator: slot.coordinator,
+    reduce: {
+      state: slot.reduce_state,
+      runs: slot.reduce_runs,
+      startedAt: slot.reduce_started_at,
+      endedAt: slot.reduce_ended_at,
+      error: slot.reduce_error,
+    },
+    outcome: slot.outcome,
+    detail: slot.detail,
+    endedAt: slot.ended_at,
+    counts,
+    shards: shards.map((shard) => ({
+      index: shard.shard_index,
+      state: shard.state,
+      instance: shard.holder,
+      assignedTo: shard.assigned_to,
+      attempts: shard.attempts,
+      claims: shard.runs,
+      startedAt: shard.started_at,
+      endedAt: shard.ended_at,
+      durationMs: shard.duration_ms,
+      error: shard.error,
+    })),
+  };
 }

@@ -1,6 +1,7 @@
 import { writeFile } from "node:fs/promises";
 import path from "node:path";
 import { describe, expect, it } from "vitest";
+import { runCli } from "../../src/cli/main.js";
 import { type ConfigEntry, yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
 import { ServiceProcess } from "../helpers/processes.js";
@@ -14,6 +15,7 @@ import { processSuite } from "../helpers/processSuite.js";
 
 const suite = processSuite("sharding");
 const SHARDS = 200;
+const TOKEN = "sharding-test-token-0123456789";
 
 async function createTables(): Promise<void> {
   await suite.db.pool.query(`
@@ -24,7 +26,9 @@ async function createTables(): Promise<void> {
 }
 
 /** Three instances started with the sharded tasks disabled; returns them and a function that schedules one slot of each. */
-async function cluster(shardMs: number): Promise<{ peers: ServiceProcess[]; schedule: () => Promise<Date> }> {
+async function cluster(
+  shardMs: number,
+): Promise<{ peers: ServiceProcess[]; urls: string[]; schedule: () => Promise<Date> }> {
   await createTables();
   const configFile = path.join(suite.dir, `sharding-${Date.now()}.yaml`);
   const disabled: ConfigEntry[] = [
@@ -46,11 +50,18 @@ async function cluster(shardMs: number): Promise<{ peers: ServiceProcess[]; sche
         CRONWARDEN_MAX_CONCURRENCY: "5",
         SHARD_TASK_MS: String(shardMs),
         MAP_ITEMS: "30",
+        CRONWARDEN_ADMIN_TOKEN: TOKEN,
       }),
   );
   suite.processes.push(...peers);
-  await Promise.all(
-    peers.map((peer) => peer.waitFor("the start", (line) => /^scheduler started/.test(String(line.msg)))),
+  const urls = await Promise.all(
+    peers.map(async (peer) => {
+      await peer.waitFor("the start", (line) => /^scheduler started/.test(String(line.msg)));
+      const listening = await peer.waitFor("the admin API", (line) =>
+        /^admin API listening on/.test(String(line.msg)),
+      );
+      return String(listening.url);
+    }),
   );
   const schedule = async () => {
     const at = new Date(Math.ceil((Date.now() + 3_000) / 1000) * 1000);
@@ -70,7 +81,7 @@ async function cluster(shardMs: number): Promise<{ peers: ServiceProcess[]; sche
     );
     return at;
   };
-  return { peers, schedule };
+  return { peers, urls, schedule };
 }
 
 interface ShardRecord {
@@ -123,12 +134,60 @@ async function reduces(task: string) {
   return rows;
 }
 
+const auth = { authorization: `Bearer ${TOKEN}` };
+
+/** The API, the CLI and the metrics show the slot's shards. */
+async function seeingIt(urls: string[], at: Date): Promise<void> {
+  const [url] = urls;
+  if (!url) throw new Error("no admin URL");
+  const response = await fetch(`${url}/tasks/sharded/slots/${at.toISOString()}/shards`, { headers: auth });
+  expect(response.status).toBe(200);
+  const body = (await response.json()) as {
+    shardCount: number;
+    outcome: string;
+    counts: Record<string, number>;
+    reduce: { state: string; runs: number };
+    shards: { index: number; state: string; instance: string; durationMs: number }[];
+  };
+  expect(body).toMatchObject({ shardCount: SHARDS, outcome: "succeeded", counts: { succeeded: SHARDS } });
+  expect(body.reduce).toMatchObject({ state: "succeeded", runs: 1 });
+  expect(
+    body.shards.every((shard) => ["s1", "s2", "s3"].includes(shard.instance) && shard.durationMs >= 100),
+  ).toBe(true);
+  const missing = await fetch(`${url}/tasks/sharded/slots/2001-01-01T00:00:00.000Z/shards`, {
+    headers: auth,
+  });
+  expect(missing.status).toBe(404);
+
+  const out: string[] = [];
+  const code = await runCli(["shards", "sharded", "--slot", at.toISOString()], {
+    out: (line) => out.push(line),
+    err: (line) => out.push(line),
+    env: { CRONWARDEN_ADMIN_URL: url, CRONWARDEN_ADMIN_TOKEN: TOKEN },
+    cwd: process.cwd(),
+  });
+  expect(code).toBe(0);
+  expect(out[0]).toMatch(
+    /^sharded @ .* \(round 1\): 200 shard\(s\): 200 succeeded; reduce succeeded; coordinator s[123]$/,
+  );
+  expect(out.filter((line) => /^\d+\s+succeeded\s+s[123]\s+1\s+\d+ ms/.test(line))).toHaveLength(SHARDS);
+
+  // each instance counts the shards it ran; together, every shard once
+  let total = 0;
+  for (const instanceUrl of urls) {
+    const text = await (await fetch(`${instanceUrl}/metrics`, { headers: auth })).text();
+    const match = /cronwarden_shards_total\{task="sharded",outcome="succeeded"\} (\d+)/.exec(text);
+    total += Number(match?.[1] ?? 0);
+  }
+  expect(total).toBe(SHARDS);
+}
+
 const sumOfIndexes = (count: number) => (count * (count - 1)) / 2;
 
 describe("sharded tasks on three instances", () => {
   it("200 static shards and 30 map items: each shard succeeds once, one reduce, no instance over 40 %", async () => {
-    const { schedule } = await cluster(100);
-    await schedule();
+    const { schedule, urls } = await cluster(100);
+    const at = await schedule();
     const ended = await slotEnded("sharded", 60_000);
     expect(ended.slots).toEqual([
       { outcome: "succeeded", reduce_state: "succeeded", reduce_runs: 1, round: 1 },
@@ -166,6 +225,7 @@ describe("sharded tasks on three instances", () => {
       Array.from({ length: 30 }, (_, index) => ["succeeded", `tenant-${index}`]),
     );
     expect(await reduces("mapped")).toEqual([expect.objectContaining({ results: 30, succeeded: 30 })]);
+    await seeingIt(urls, at);
   }, 120_000);
 
   it("the coordinating instance SIGKILLed halfway: its shards re-run, still one success per shard and one reduce", async () => {
