@@ -84,6 +84,10 @@ export class ShardedTasks {
       await reporter.run(task, run);
       return;
     }
+    if (task.module && task.module.mode !== "none")
+      throw new Error(
+        `task "${task.name}" has \`shards\` in its config entry but runs isolated (${task.module.mode}); a sharded task runs its shards in-process: remove \`shards\` from the entry or the task's isolation`,
+      );
     const context = await reporter.contextOf(task, run);
     const { map, reduce } = task;
     const source: ShardSource = map

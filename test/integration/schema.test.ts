@@ -51,6 +51,8 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "cronwarden_pause",
     "cronwarden_run_starts",
     "cronwarden_schema",
+    "cronwarden_shard_slots",
+    "cronwarden_shards",
   ]);
 });
 
@@ -91,11 +93,13 @@ it("upgrades a database from before schema versions in place, keeping its rows",
         "cronwarden_backfills",
         "cronwarden_backfill_slots",
         "cronwarden_run_starts",
+        "cronwarden_shard_slots",
+        "cronwarden_shards",
       ],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_backfills, cronwarden_backfill_slots, cronwarden_run_starts.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_backfills, cronwarden_backfill_slots, cronwarden_run_starts, cronwarden_shard_slots, cronwarden_shards.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });
@@ -126,16 +130,18 @@ it("upgrades a database of the previous version in place: its rows read as befor
   const old = await createTestDatabase();
   try {
     await migrateSchema(old.pool);
-    // the previous version's layout: no table of runs in progress, Agenda's index by job id, the slot index with the id
+    // version 9's layout (before step 10): no table of runs in progress, Agenda's index by job id,
+    // the slot index with the id; nor the later steps' tables (11: sharded tasks)
     await old.pool.query(`
       DROP TABLE cronwarden_run_starts;
+      DROP TABLE cronwarden_shards, cronwarden_shard_slots;
       DROP INDEX agenda_logs_cw_unfinished_job_idx;
       DROP INDEX agenda_logs_cw_unfinished_name_idx;
       DROP INDEX agenda_logs_cw_slot_idx;
       CREATE INDEX agenda_logs_cw_slot_idx ON agenda_logs (job_name, (meta->>'scheduledAt'), id)
         WHERE event IN ('success', 'fail', 'retry');
       CREATE INDEX agenda_logs_job_id_idx ON agenda_logs (job_id, timestamp DESC);
-      UPDATE cronwarden_schema SET version = ${SCHEMA_VERSION - 1};`);
+      UPDATE cronwarden_schema SET version = 9;`);
     // its rows, two per run: a run that finished (start and record) and one that died (start only)
     const { rows: inserted } = await old.pool.query<{ id: string; event: string; message: string }>(
       `INSERT INTO agenda_logs (timestamp, level, event, job_id, job_name, message, duration, agenda_name, meta)
@@ -149,7 +155,7 @@ it("upgrades a database of the previous version in place: its rows read as befor
     );
     const idOf = (message: string) => inserted.find((row) => row.message === message)?.id as string;
 
-    expect(await migrateSchema(old.pool)).toEqual({ from: SCHEMA_VERSION - 1, to: SCHEMA_VERSION });
+    expect(await migrateSchema(old.pool)).toEqual({ from: 9, to: SCHEMA_VERSION });
     const indexes = await old.pool.query<{ indexname: string; indexdef: string }>(
       "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'agenda_logs' ORDER BY indexname",
     );
