@@ -30,6 +30,8 @@ export type {
   RunStartedEvent,
   RunTroubleEvent,
   SchedulerEvents,
+  ShardedSlotFinishedEvent,
+  ShardFinishedEvent,
   SlotsSkippedEvent,
   TaskPausedEvent,
 } from "./scheduler/events.js";
@@ -49,6 +51,7 @@ export type {
 } from "./scheduler/taskDefinition.js";
 export type { RegisteredTask } from "./scheduler/taskRegistry.js";
 export { runService, type ServiceOptions } from "./serve/runService.js";
+export type { ShardResult } from "./sharding/slotCoordinator.js";
 export type { ConfigDocument, ConfigListener, ConfigSource } from "./sources/configSource.js";
 export { EtcdConfigSource, type EtcdSourceOptions } from "./sources/etcdSource.js";
 export { FileConfigSource, type FileSourceOptions } from "./sources/fileSource.js";

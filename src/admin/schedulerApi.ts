@@ -20,4 +20,5 @@ export type AdminScheduler = SchedulerEventSource &
     | "chains"
     | "fleet"
     | "slotActions"
+    | "shards"
   >;

@@ -4,7 +4,7 @@ import { TASK_NAME_PATTERN } from "../core/taskName.js";
 import { UnknownTasksError } from "../status/timeline.js";
 import { HttpError } from "./httpErrors.js";
 import type { AdminScheduler } from "./schedulerApi.js";
-import { isoDate, parseOr400 } from "./schemas.js";
+import { isoDate, parseOr400, taskParams } from "./schemas.js";
 
 export const DEFAULT_SLOTS_LIMIT = 10_000;
 export const MAX_SLOTS_LIMIT = 50_000;
@@ -50,10 +50,34 @@ const runParams = z.object({
     ),
 });
 
+const shardParams = taskParams.extend({ slot: isoDate("slot") });
+const shardQuery = z
+  .object({
+    round: z
+      .string()
+      .regex(/^[1-9]\d{0,8}$/, "round must be a whole number from 1")
+      .optional(),
+  })
+  .strict();
+
 const cursorShape = z.object({ task: z.string(), slot: z.string(), id: z.string().uuid() });
 
-/** GET /slots (the timeline) and GET /runs/:id (run detail). */
+/** GET /slots (the timeline), GET /runs/:id (run detail) and a sharded slot's shards. */
 export function timelineRoutes(app: FastifyInstance, scheduler: AdminScheduler): void {
+  // a sharded slot's shards (docs/sharding.md, "Seeing it"): state, instance, duration, outcome
+  app.get("/tasks/:name/slots/:slot/shards", async (request) => {
+    const params = parseOr400(shardParams, request.params, "path");
+    const query = parseOr400(shardQuery, request.query, "query");
+    const found = await scheduler.shards(
+      params.name,
+      params.slot,
+      query.round ? Number(query.round) : undefined,
+    );
+    if (!found)
+      throw new HttpError(404, `task "${params.name}" has no sharded slot at ${params.slot.toISOString()}`);
+    return shardsAnswer(found);
+  });
+
   app.get("/slots", async (request) => {
     const query = parseOr400(slotsQuery, request.query, "query");
     const to = query.to ?? new Date();
@@ -106,4 +130,42 @@ export function decodeCursor<T extends z.ZodType>(text: string, shape: T): z.out
     400,
     "invalid query.cursor: not a cursor this endpoint gave; drop it to start from the first page",
   );
+}
+
+/** The answer of GET /tasks/:name/slots/:slot/shards. */
+function shardsAnswer(found: NonNullable<Awaited<ReturnType<AdminScheduler["shards"]>>>) {
+  const { slot, shards } = found;
+  const counts: Record<string, number> = {};
+  for (const shard of shards) counts[shard.state] = (counts[shard.state] ?? 0) + 1;
+  return {
+    task: slot.task_name,
+    scheduledAt: slot.scheduled_at,
+    round: slot.round,
+    shardCount: slot.shard_count,
+    source: slot.source,
+    coordinator: slot.coordinator,
+    reduce: {
+      state: slot.reduce_state,
+      runs: slot.reduce_runs,
+      startedAt: slot.reduce_started_at,
+      endedAt: slot.reduce_ended_at,
+      error: slot.reduce_error,
+    },
+    outcome: slot.outcome,
+    detail: slot.detail,
+    endedAt: slot.ended_at,
+    counts,
+    shards: shards.map((shard) => ({
+      index: shard.shard_index,
+      state: shard.state,
+      instance: shard.holder,
+      assignedTo: shard.assigned_to,
+      attempts: shard.attempts,
+      claims: shard.runs,
+      startedAt: shard.started_at,
+      endedAt: shard.ended_at,
+      durationMs: shard.duration_ms,
+      error: shard.error,
+    })),
+  };
 }

@@ -84,6 +84,26 @@ queued, 1 refused (unknown task or slot, running, already requested, succeeded w
     },
     footer: ADMIN,
   },
+  shards: {
+    command: "shards",
+    usage: "usage: cronwarden shards <task> --slot TIME [--round N] [--url URL] [--token TOKEN] [--json]",
+    summary: "a sharded slot's shards: state, instance, duration, outcome; its reduce and outcome",
+    description: `Lists the shards of one slot of a sharded task (docs/sharding.md), each with its state (queued,
+running, succeeded, failed, skipped), the instance that ran it, its attempts and duration, and the
+slot's reduce and derived outcome. Exit 0 listed, 2 no sharded slot there or an error.`,
+    positional: { name: "task", what: "a task name" },
+    options: {
+      slot: { type: "string", value: "TIME", description: "the slot (its scheduledAt), ISO 8601" },
+      round: {
+        type: "string",
+        value: "N",
+        description: "a round of the slot (a re-run opens one); default the latest",
+      },
+      ...adminOptions,
+      json: json("print the API's answer as JSON"),
+    },
+    footer: ADMIN,
+  },
   backfill: {
     command: "backfill",
     usage:

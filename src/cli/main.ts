@@ -7,6 +7,7 @@ import { COMMANDS, commandHelp, generalUsage, packageVersion } from "./help.js";
 import { migrateCommand } from "./migrateCommand.js";
 import { instancesCommand, pauseAllCommand, resumeAllCommand, searchCommand } from "./opsCommands.js";
 import { serveCommand } from "./serveCommand.js";
+import { shardsCommand } from "./shardCommands.js";
 import {
   backfillCancelCommand,
   backfillCommand,
@@ -35,6 +36,7 @@ const RUNNERS: Readonly<Record<string, Runner>> = {
   instances: ({ values }, io) => instancesCommand(as(values), io),
   search: ({ values }, io) => searchCommand(as(values), io),
   rerun: ({ values, positional }, io) => rerunCommand(positional as string, as(values), io),
+  shards: ({ values, positional }, io) => shardsCommand(positional as string, as(values), io),
   backfill: ({ values, positional }, io) => backfillCommand(positional as string, as(values), io),
   backfills: ({ values }, io) => backfillsCommand(as(values), io),
   "backfill-status": ({ values, positional }, io) =>

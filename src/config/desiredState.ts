@@ -23,9 +23,10 @@ import {
 } from "./dependencyEntries.js";
 import { checkLimitFields } from "./limitConfig.js";
 import { checkPolicyFields } from "./policyConfig.js";
+import { checkShardFields, type ShardFields } from "./shardConfig.js";
 
-/** One task's entry in the desired state, after validation. */
-export interface DesiredTask {
+/** One task's entry in the desired state, after validation (`shards`: docs/sharding.md). */
+export interface DesiredTask extends ShardFields {
   name: string;
   enabled: boolean;
   cron: string;
@@ -130,6 +131,8 @@ const entrySchema = z.strictObject({
   // checked by checkLimitFields (src/config/limitConfig.ts)
   timeout: z.unknown().optional(),
   memoryLimit: z.unknown().optional(),
+  shards: z.unknown().optional(), // checked by checkShardFields (src/config/shardConfig.ts)
+  shardParameters: z.unknown().optional(),
   ...DEPENDENCY_FIELDS,
 });
 
@@ -227,6 +230,7 @@ function invalidEntry(
     for (const problem of [
       ...checkPolicyFields(fields, options.rules).problems,
       ...checkLimitFields(fields).problems,
+      ...checkShardFields(fields).problems,
     ])
       if (!problems.some((known) => known.field === problem.field)) problems.push(problem);
     for (const problem of looseDependency(fields))
@@ -267,6 +271,7 @@ function readEntry(
   const dependency = readDependency(data);
   const policy = checkPolicyFields(data, options.rules);
   const limits = checkLimitFields(data);
+  const shards = checkShardFields(data);
   const timezone = data.timezone ?? options.defaultTimezone;
   const check =
     data.cron === undefined ? undefined : checkSchedule(data.cron, timezone, options.rules, options.now);
@@ -276,7 +281,7 @@ function readEntry(
     (problem) => dependency.ok || !dependency.problems.some((known) => known.field === problem.field),
   );
   if (check && !check.ok) problems.unshift({ field: check.field, value: check.value, reason: check.reason });
-  problems.push(...limits.problems);
+  problems.push(...limits.problems, ...shards.problems);
   if (!dependency.ok) problems.unshift(...dependency.problems);
   const exclude = excludeOf(data, calendars);
   problems.push(...exclude.problems);
@@ -322,6 +327,7 @@ function readEntry(
       ...(policy.fields.pauseOnFailure ? { pauseOnFailure: policy.fields.pauseOnFailure } : {}),
       ...(exclude.calendars ? { exclude: exclude.calendars } : {}),
       ...limits.fields,
+      ...shards.fields,
     },
     ...(dependency.ok && dependency.spec ? { after: dependency.spec } : {}),
   };

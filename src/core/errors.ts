@@ -17,7 +17,9 @@ export type CronwardenErrorCode =
   | "SCHEDULER_STOPPED"
   | "SCHEMA_NOT_CURRENT"
   /** The pool's connections go through a pooler in transaction or statement mode (src/engine/sessionPooling.ts). */
-  | "POOLER_MODE_UNSUPPORTED";
+  | "POOLER_MODE_UNSUPPORTED"
+  /** A sharded task's map items or a shard's returned value do not fit (docs/sharding.md, "Limits"). */
+  | "SHARD_VALUE_INVALID";
 
 export class CronwardenError extends Error {
   readonly code: CronwardenErrorCode;

@@ -21,6 +21,7 @@ import {
   CREATE_RUN_STARTS,
   CREATE_SEARCH_FUNCTION,
   CREATE_SEARCH_INDEX,
+  CREATE_SHARD_TABLES,
   createSlotIndex,
   DEPENDENCY_WAITS_TABLE,
   INSTANCE_DEATHS_TABLE,
@@ -31,6 +32,8 @@ import {
   partitionRunLog,
   RUN_STARTS_TABLE,
   SCHEMA_LOCK_KEY,
+  SHARD_SLOTS_TABLE,
+  SHARDS_TABLE,
   SLOT_INDEX,
   UNFINISHED_INDEXES,
 } from "./sql.js";
@@ -65,6 +68,7 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  * 11: the run log partitioned by time (src/engine/sql/runLogPartitions.ts): the table as it was
  *    becomes the partition of the times before, with its rows; retention drops whole partitions
  *    (on a large run log this step reads every row once and builds its primary key (id, timestamp)).
+ * 12: sharded tasks (docs/sharding.md): a row per sharded slot and one per shard (src/engine/sql/shards.ts).
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -123,6 +127,9 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
     }
   },
   (client) => partitionRunLog(client, createRunLogIndexes),
+  async (client) => {
+    await client.query(CREATE_SHARD_TABLES);
+  },
 ];
 
 /** The run log's indexes as the steps before 11 left them, built the same way (src/engine/sql/runLogPartitions.ts). */
@@ -149,6 +156,8 @@ export const SERVICE_TABLES = [
   BACKFILLS_TABLE,
   BACKFILL_SLOTS_TABLE,
   RUN_STARTS_TABLE,
+  SHARD_SLOTS_TABLE,
+  SHARDS_TABLE,
 ] as const;
 
 /** The command that creates or upgrades the schema, named by every refusal. */

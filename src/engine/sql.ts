@@ -19,4 +19,5 @@ export * from "./sql/runLogPartitions.js";
 export * from "./sql/runSearch.js";
 export * from "./sql/runStarts.js";
 export * from "./sql/save.js";
+export * from "./sql/shards.js";
 export * from "./sql/tables.js";

@@ -24,6 +24,19 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
       buckets: [0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600],
       registers,
     }),
+    shards: new Counter({
+      name: "cronwarden_shards_total",
+      help: "Shards of sharded tasks that ended on this instance, by outcome (docs/sharding.md).",
+      labelNames: ["task", "outcome"] as const,
+      registers,
+    }),
+    shardedSlotDuration: new Histogram({
+      name: "cronwarden_sharded_slot_duration_seconds",
+      help: "A sharded slot's duration, from its first shard's start to its reduce's end (or its last shard's), by the instance that coordinated it.",
+      labelNames: ["task", "outcome"] as const,
+      buckets: [0.1, 0.5, 1, 5, 10, 30, 60, 300, 900, 1800, 3600, 7200],
+      registers,
+    }),
     startLateness: new Histogram({
       name: "cronwarden_run_start_lateness_seconds",
       help: "How late a run's first attempt started after its slot (startedAt - scheduledAt).",

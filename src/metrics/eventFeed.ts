@@ -35,6 +35,14 @@ export class EventFeed {
         this.lastSuccessAt.set(task, Math.max(finishedAt, this.lastSuccessAt.get(task) ?? 0));
       }
     });
+    events.on("shard:finished", (event) =>
+      this.#metrics.shards.inc({ task: event.taskName, outcome: event.outcome }),
+    );
+    events.on("sharded-slot:finished", (event) => {
+      if (event.durationMs === null) return;
+      const labels = { task: event.taskName, outcome: event.outcome };
+      this.#metrics.shardedSlotDuration.observe(labels, event.durationMs / 1000);
+    });
     events.on("run:retry", (event) => this.#metrics.retries.inc({ task: event.taskName }));
     events.on("run:lock-lost", (event) => this.#metrics.lockLosses.inc({ task: event.taskName }));
     events.on("event-loop:stall", (stall) => this.#metrics.eventLoopStalls.observe(stall.durationMs / 1000));

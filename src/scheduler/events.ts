@@ -1,3 +1,8 @@
+import type { ShardFinishedEvent } from "../sharding/shardWorker.js";
+import type { ShardedSlotFinishedEvent } from "../sharding/slotCoordinator.js";
+
+export type { ShardedSlotFinishedEvent, ShardFinishedEvent };
+
 import type { AttemptOutcome } from "../core/runTypes.js";
 import type { DependencyDecisionEvent, SkippedSlots } from "../engine/engineApi.js";
 import type { ReconcileResult, ReconcileTrigger } from "../reconcile/configReconciler.js";
@@ -123,4 +128,8 @@ export interface SchedulerEvents {
   "dependency:wait": [{ taskName: string; scheduledAt: Date }];
   /** A downstream's slot was decided, by this instance: its run queued, or skipped with the reason. */
   "dependency:decided": [DependencyDecisionEvent];
+  /** A shard of a sharded slot ended on this instance, its end recorded (docs/sharding.md). */
+  "shard:finished": [ShardFinishedEvent];
+  /** A sharded slot ended (after its reduce), by the instance that coordinated it: its derived outcome. */
+  "sharded-slot:finished": [ShardedSlotFinishedEvent];
 }

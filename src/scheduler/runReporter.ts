@@ -8,7 +8,7 @@ import { readSecrets } from "../isolation/secretSource.js";
 import type { Limits } from "../isolation/taskLimits.js";
 import { redactSecrets } from "../observability/redact.js";
 import type { RunStartedEvent, SchedulerEvents } from "./events.js";
-import type { TaskContext } from "./taskDefinition.js";
+import type { ShardInfo, TaskContext } from "./taskDefinition.js";
 import type { RegisteredTask } from "./taskRegistry.js";
 
 /**
@@ -44,10 +44,24 @@ export class RunReporter {
    * Runs a task's handler for one attempt of one slot: its function, or its module's export in the
    * task's isolation (docs/isolation.md), whose return value is logged to the run record.
    */
-  async run(task: RegisteredTask, run: EngineRun): Promise<void> {
+  async run(task: RegisteredTask, run: EngineRun, shard?: ShardInfo): Promise<unknown> {
+    const context = await this.contextOf(task, run, shard);
+    const { secrets } = context;
+    if (task.handler) return await task.handler(context);
+    if (!task.module) throw new Error(`task "${task.name}" has neither a handler nor a module`);
+    const limits = this.#limitsOf(task.name);
+    const module = { ...task.module, memoryLimitMb: limits?.memoryLimitMb ?? task.module.memoryLimitMb };
+    const timeoutMs = limits ? limits.timeoutMs : task.timeoutMs;
+    const value = await this.#modules.run({ ...task, module, timeoutMs }, context, secrets);
+    if (value !== undefined) context.logger.info({ result: value }, "handler returned");
+    return value;
+  }
+
+  /** A run's TaskContext (a sharded task's map and reduce get their slot run's; a shard, its own). */
+  async contextOf(task: RegisteredTask, run: EngineRun, shard?: ShardInfo): Promise<TaskContext> {
     // read at each run: a rotated secret needs no restart (src/isolation/secretSource.ts)
     const secrets = await readSecrets(task.name, task.secrets);
-    const context: TaskContext = {
+    return {
       taskName: task.name,
       scheduledAt: run.scheduledAt,
       startedAt: run.startedAt,
@@ -60,17 +74,8 @@ export class RunReporter {
       logger: run.journal ? capturingLogger(this.#runLogger(run), run.journal) : this.#runLogger(run),
       trigger: run.trigger,
       secrets,
+      ...(shard ? { shard } : {}),
     };
-    if (task.handler) {
-      await task.handler(context);
-      return;
-    }
-    if (!task.module) throw new Error(`task "${task.name}" has neither a handler nor a module`);
-    const limits = this.#limitsOf(task.name);
-    const module = { ...task.module, memoryLimitMb: limits?.memoryLimitMb ?? task.module.memoryLimitMb };
-    const timeoutMs = limits ? limits.timeoutMs : task.timeoutMs;
-    const value = await this.#modules.run({ ...task, module, timeoutMs }, context, secrets);
-    if (value !== undefined) context.logger.info({ result: value }, "handler returned");
   }
 
   /** The engine hooks, except the missed-slot one (it is not about a run). */

@@ -118,6 +118,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       registry: this.#registry,
       logger: this.#logger,
       graceMs: settings.timeoutGraceMs,
+      ...{ pool, instanceId, clock, emitter: this, settings },
     });
     const reporter = new RunReporter(this, this.#logger, instanceId, this.#definitions.modules, (name) =>
       this.#definitions.limitsOf(name),
@@ -239,14 +240,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const runRegistered: RunHandler = (run) => {
       const task = this.#registry.get(run.taskName);
       if (!task) return Promise.reject(new Error(`task "${run.taskName}" is not registered`));
-      return this.#reporter.run(task, run);
+      return this.#definitions.run(task, run, this.#reporter);
     };
-    this.#definitions.define(this.#engine, runRegistered);
+    this.#definitions.define(this.#engine, runRegistered, this.#reporter);
     await this.#config.applyFirst((step) => this.#stillStarting(step));
     this.#stillStarting("after the first reconcile");
     // the run log's partitions for the runs about to start (src/engine/sql/runLogPartitions.ts)
     await this.#retention.ensurePartitions(new Date(this.#clock.now()));
     await this.#engine.start();
+    await this.#definitions.sharded?.start(); // the shard worker (docs/sharding.md)
     this.#stillStarting("after starting the workers");
     this.#config.start();
     this.#retention.start();
@@ -285,6 +287,8 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
     await this.#config.stop();
+    // this instance's shards end (or go back) while it is still registered live: none runs twice
+    await this.#definitions.sharded?.drain(drainTimeoutMs);
     // the prunes in flight end while the workers drain: a prune never delays the end of new runs
     const [outcome] = await Promise.all([this.#engine.drain(drainTimeoutMs), this.#retention.settled()]);
     this.#definitions.close();
@@ -339,6 +343,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
    */
   runHistory(query: HistoryQuery): Promise<HistoryPage> {
     return readHistory(this.#pool, query);
+  }
+
+  /** A sharded slot's shards (docs/sharding.md), its latest round unless `round` is given. */
+  shards(taskName: string, scheduledAt: Date, round?: number) {
+    return this.#definitions.sharded?.shards(taskName, scheduledAt, round) ?? Promise.resolve(undefined);
   }
 
   /** One run record by id, with its error stack and the handler's log lines. */

@@ -2,6 +2,16 @@ import type { UpstreamRun } from "../core/dependencies/spec.js";
 import type { Logger } from "../core/logger.js";
 import type { PreviousRun, RetryPolicy } from "../core/runTypes.js";
 import type { IsolationMode } from "../isolation/isolationSpec.js";
+import type { ShardResult } from "../sharding/slotCoordinator.js";
+
+/** Which shard a handler runs (docs/sharding.md): set only for a sharded task's shards. */
+export interface ShardInfo {
+  /** 0 to count - 1. */
+  readonly index: number;
+  readonly count: number;
+  /** The entry's `shardParameters` value for this shard, or the map's item; null when none. */
+  readonly parameter: unknown;
+}
 
 /** What a handler receives for one run. */
 export interface TaskContext {
@@ -42,9 +52,15 @@ export interface TaskContext {
    * "Secrets"): only this task's, by name. Empty when it declared none.
    */
   readonly secrets: Readonly<Record<string, string>>;
+  /**
+   * For a sharded task (docs/sharding.md): the shard this call runs. The handler then runs once per
+   * shard, and what it returns (small JSON, at most 16 KB) is the shard's value for the reduce.
+   */
+  readonly shard?: ShardInfo;
 }
 
-export type TaskHandler = (context: TaskContext) => Promise<void> | void;
+/** A task's handler; a sharded task's may return its shard's value (JSON), other tasks' return value is ignored. */
+export type TaskHandler = (context: TaskContext) => Promise<unknown> | unknown;
 
 /** What task code passes to `scheduler.register()`. */
 export interface TaskRegistration {
@@ -77,8 +93,22 @@ export interface TaskRegistration {
    * isolated handler still running the scheduler's timeoutGraceMs later is ended ("timeout (terminated)").
    */
   timeoutMs?: number;
-  /** Retries of a failed run within the same slot, with exponential backoff (Agenda's strategy). */
+  /**
+   * Retries of a failed run within the same slot, with exponential backoff (Agenda's strategy). For
+   * a sharded task, this and timeoutMs apply to each shard (docs/sharding.md).
+   */
   retry?: RetryPolicy;
+  /**
+   * A dynamic sharded task (docs/sharding.md): returns this slot's shard items (one shard each,
+   * given as `ctx.shard.parameter`). Called once per slot; the items are stored with the slot, so a
+   * crash does not map again. A task with a map is sharded whatever its config entry says.
+   */
+  map?: (context: TaskContext) => Promise<readonly unknown[]> | readonly unknown[];
+  /**
+   * Runs once per sharded slot after every shard has ended, with each shard's outcome and value.
+   * Its failure fails the slot. With a map or with `shards:` in the config entry.
+   */
+  reduce?: (context: TaskContext, results: readonly ShardResult[]) => Promise<unknown> | unknown;
 }
 
 /** What task modules need of the scheduler: a place to register (a Scheduler is one). */

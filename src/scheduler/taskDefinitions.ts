@@ -1,11 +1,16 @@
 import type { EventEmitter } from "node:events";
+import type { Pool } from "pg";
 import type { DesiredState } from "../config/desiredState.js";
+import type { Clock } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import type { AgendaEngine, RunHandler } from "../engine/agendaEngine.js";
+import type { EngineRun } from "../engine/engineApi.js";
 import { ModuleHandlers } from "../isolation/moduleHandlers.js";
 import { boundsOf, describeLimitProblems, type Limits, TaskLimits } from "../isolation/taskLimits.js";
 import type { ReconcileTrigger } from "../reconcile/configReconciler.js";
 import type { SchedulerEvents } from "./events.js";
+import type { RunReporter } from "./runReporter.js";
+import { ShardedTasks } from "./shardedTasks.js";
 import type { TaskRegistration } from "./taskDefinition.js";
 import type { RegisteredTask, TaskRegistry } from "./taskRegistry.js";
 
@@ -23,10 +28,26 @@ export class TaskDefinitions {
   /** The options object each task is defined with (the engine keeps it: a lowered timeout applies to the next run). */
   readonly #options = new Map<string, { retry: TaskRegistration["retry"]; timeoutMs: number | undefined }>();
 
-  constructor(deps: { registry: TaskRegistry; logger: Logger; graceMs: number }) {
+  readonly #deps: TaskDefinitionsDeps;
+  /** Sharded tasks (docs/sharding.md): set by define(), which has the reporter their shards run through. */
+  #sharded: ShardedTasks | undefined;
+
+  constructor(deps: TaskDefinitionsDeps) {
+    this.#deps = deps;
     this.#registry = deps.registry;
     this.#logger = deps.logger;
     this.modules = new ModuleHandlers({ logger: deps.logger, graceMs: deps.graceMs });
+  }
+
+  /** A slot run of a task: its handler, or for a sharded task its slot's coordinator (src/scheduler/shardedTasks.ts). */
+  async run(task: RegisteredTask, run: EngineRun, reporter: RunReporter): Promise<void> {
+    if (this.#sharded) await this.#sharded.run(task, run);
+    else await reporter.run(task, run);
+  }
+
+  /** The shard worker, after the engine's start, and its drain, before the engine's. */
+  get sharded(): ShardedTasks | undefined {
+    return this.#sharded;
   }
 
   /** The limits in force for a task (undefined before define()). */
@@ -35,11 +56,24 @@ export class TaskDefinitions {
   }
 
   /** Defines every registered task in the engine, and warms one host per isolated handler's pool. */
-  define(engine: AgendaEngine, run: RunHandler): void {
+  define(engine: AgendaEngine, run: RunHandler, reporter: RunReporter): void {
     const tasks = this.#registry.list();
     this.#limits = new TaskLimits(boundsOf(tasks));
+    const { pool, instanceId, clock, emitter, settings } = this.#deps;
+    this.#sharded = new ShardedTasks({
+      pool,
+      instanceId,
+      clock,
+      logger: this.#logger,
+      registry: this.#registry,
+      reporter,
+      emitter,
+      concurrency: settings.maxConcurrency,
+      leaseMs: settings.lockLifetimeMs,
+      timeoutOf: (name) => this.limitsOf(name)?.timeoutMs ?? this.#registry.get(name)?.timeoutMs,
+    });
     for (const task of tasks) {
-      const options = { retry: task.retry, timeoutMs: isolated(task) ? undefined : task.timeoutMs };
+      const options = this.#engineOptions(task);
       this.#options.set(task.name, options);
       engine.defineTask(task.name, run, options);
     }
@@ -68,10 +102,21 @@ export class TaskDefinitions {
       this.#logger.error({ task: taskName, revision: state.revision }, reason);
       emitter.emit("config:rejected", { taskName, reason, revision: state.revision });
     }
+    this.#sharded?.applyConfig(state);
     for (const [name, options] of this.#options) {
       const task = this.#registry.get(name);
-      if (task && !isolated(task)) options.timeoutMs = limits.of(name).timeoutMs;
+      if (task) Object.assign(options, this.#engineOptions(task));
     }
+  }
+
+  /**
+   * A task's engine options: its retry and the timeout in force; none for a sharded task, whose
+   * slot run is its coordinator (its shards have them, each: src/sharding/shardExecution.ts).
+   */
+  #engineOptions(task: RegisteredTask): { retry: TaskRegistration["retry"]; timeoutMs: number | undefined } {
+    if (this.#sharded?.isSharded(task)) return { retry: undefined, timeoutMs: undefined };
+    const timeoutMs = this.#limits?.of(task.name).timeoutMs ?? task.timeoutMs;
+    return { retry: task.retry, timeoutMs: isolated(task) ? undefined : timeoutMs };
   }
 
   /** Ends the isolated handlers' hosts (after the drain). */
@@ -83,4 +128,15 @@ export class TaskDefinitions {
 /** A task whose handler runs in a worker thread or a child process. */
 function isolated(task: RegisteredTask): boolean {
   return task.module !== undefined && task.module.mode !== "none";
+}
+
+export interface TaskDefinitionsDeps {
+  registry: TaskRegistry;
+  logger: Logger;
+  graceMs: number;
+  pool: Pool;
+  instanceId: string;
+  clock: Clock;
+  emitter: Pick<EventEmitter<SchedulerEvents>, "emit">;
+  settings: { maxConcurrency: number; lockLifetimeMs: number };
 }

@@ -15,6 +15,9 @@ export interface RegisteredTask {
   readonly description: string | undefined;
   readonly timeoutMs: number | undefined;
   readonly retry: TaskRegistration["retry"];
+  /** The sharded task's map and reduce (docs/sharding.md); undefined when it registered none. */
+  readonly map: TaskRegistration["map"];
+  readonly reduce: TaskRegistration["reduce"];
   /** `file:line` of the register() call, to name both sides of a duplicate. */
   readonly registeredAt: string;
 }
@@ -91,6 +94,7 @@ export class TaskRegistry {
       description: registration.description,
       timeoutMs,
       retry,
+      ...shardHooks(registration, registeredAt),
       registeredAt,
     };
     this.#tasks.set(name, task);
@@ -135,4 +139,28 @@ function callerLocation(): string {
   // a copy: V8's substrings point into their parent, so the location would keep the whole stack
   // text alive for the task's lifetime (about 400 bytes a task, 4 MB with 10,000 tasks)
   return Buffer.from(location, "utf8").toString("utf8");
+}
+
+/** The registration's map and reduce, checked: functions, and only beside an in-process handler. */
+function shardHooks(
+  registration: TaskRegistration,
+  registeredAt: string,
+): Pick<RegisteredTask, "map" | "reduce"> {
+  const { name, map, reduce } = registration;
+  for (const [field, value] of [
+    ["map", map],
+    ["reduce", reduce],
+  ] as const) {
+    if (value !== undefined && typeof value !== "function")
+      throw new CronwardenError(
+        "INVALID_TASK_DEFINITION",
+        `task "${name}" at ${registeredAt}: ${field} must be a function (docs/sharding.md), got ${typeof value}`,
+      );
+  }
+  if ((map || reduce) && registration.isolation !== undefined && registration.isolation !== "none")
+    throw new CronwardenError(
+      "INVALID_TASK_DEFINITION",
+      `task "${name}" at ${registeredAt}: a sharded task (map or reduce) runs its shards in-process; isolation "${registration.isolation}" is not supported for it: drop isolation or the map and reduce`,
+    );
+  return { map, reduce };
 }

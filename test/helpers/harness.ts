@@ -28,6 +28,9 @@ export interface ConfigEntry {
   overlap?: string;
   at?: string;
   pauseOnFailure?: number;
+  /** A static sharded task (docs/sharding.md). */
+  shards?: number;
+  shardParameters?: unknown[] | Record<string, unknown>;
   /** A downstream (docs/dependencies.md): no default cron is added to it. */
   after?: string[];
   when?: string;

@@ -219,6 +219,7 @@ describe("CLI conventions", () => {
       "instances",
       "search",
       "rerun",
+      "shards",
       "backfill",
       "backfills",
       "backfill-status",

@@ -53,6 +53,8 @@ it("creates Agenda's schema once when many instances start together on an empty 
     "cronwarden_pause",
     "cronwarden_run_starts",
     "cronwarden_schema",
+    "cronwarden_shard_slots",
+    "cronwarden_shards",
   ]);
 });
 
@@ -93,11 +95,13 @@ it("upgrades a database from before schema versions in place, keeping its rows",
         "cronwarden_backfills",
         "cronwarden_backfill_slots",
         "cronwarden_run_starts",
+        "cronwarden_shard_slots",
+        "cronwarden_shards",
       ],
       current: false,
     });
     await expect(checkSchema(old.pool)).rejects.toThrow(
-      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_backfills, cronwarden_backfill_slots, cronwarden_run_starts.*cronwarden migrate/,
+      /missing table\(s\): cronwarden_schema, cronwarden_instances, cronwarden_dependency_waits, cronwarden_pause, cronwarden_instance_deaths, cronwarden_backfills, cronwarden_backfill_slots, cronwarden_run_starts, cronwarden_shard_slots, cronwarden_shards.*cronwarden migrate/,
     );
 
     expect(await migrateSchema(old.pool)).toEqual({ from: null, to: SCHEMA_VERSION });
@@ -129,9 +133,11 @@ it("upgrades a database of version 9 in place: its rows read as before, and new 
   try {
     await migrateSchema(old.pool);
     // version 9's layout (step 11's conversion of a log that is not partitioned: test/integration/runLogPartitions.test.ts):
-    // no table of runs in progress, Agenda's index by job id, the slot index with the id
+    // no table of runs in progress, Agenda's index by job id, the slot index with the id; nor the
+    // later steps' tables (12: sharded tasks)
     await old.pool.query(`
       DROP TABLE cronwarden_run_starts;
+      DROP TABLE cronwarden_shards, cronwarden_shard_slots;
       DROP INDEX agenda_logs_cw_unfinished_job_idx;
       DROP INDEX agenda_logs_cw_unfinished_name_idx;
       DROP INDEX agenda_logs_cw_slot_idx;

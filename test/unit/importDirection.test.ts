@@ -13,7 +13,7 @@ const ROWS: readonly (readonly string[])[] = [
   ["core"],
   ["sources", "store", "infra", "db"],
   ["config", "engine"],
-  ["reconcile", "status", "isolation", "dependencies", "operations"],
+  ["reconcile", "status", "isolation", "dependencies", "operations", "sharding"],
   ["scheduler", "dashboard"],
   ["alerts"],
   ["admin", "metrics"],
