@@ -114,11 +114,15 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     // the database password never leaves in clear, even quoted in a task's own error message
     registerSecret(typeof pool.options.password === "string" ? pool.options.password : undefined);
     registerUrlPassword(pool.options.connectionString);
+    const registry = this.#registry;
     this.#definitions = new TaskDefinitions({
-      registry: this.#registry,
+      registry,
       logger: this.#logger,
-      graceMs: settings.timeoutGraceMs,
-      ...{ pool, instanceId, clock, emitter: this, settings },
+      pool,
+      instanceId,
+      clock,
+      settings,
+      emitter: this,
     });
     const reporter = new RunReporter(this, this.#logger, instanceId, this.#definitions.modules, (name) =>
       this.#definitions.limitsOf(name),
@@ -141,28 +145,16 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
       clock,
       running: () => this.#state === "running",
     });
-    this.#actions = new OperatorActions({
-      engine: this.#engine,
-      pool: options.pool,
-      registry: this.#registry,
-      audit: this.#audit,
-      logger: this.#logger,
-      clock,
-      instanceId,
-      revision: () => this.#config.current?.revision ?? "-",
-    });
-    this.fleet = new FleetOperations({
-      engine: this.#engine,
-      audit: this.#audit,
-      instanceId,
-      clock,
-      revision: () => this.#config.current?.revision ?? "-",
-    });
+    // the operator's actions, audited with the config revision in force
+    const revision = () => this.#config.current?.revision ?? "-";
+    const actions = { engine: this.#engine, audit: this.#audit, instanceId, clock, revision };
+    this.#actions = new OperatorActions({ ...actions, pool, registry, logger: this.#logger });
+    this.fleet = new FleetOperations(actions);
     this.slotActions = this.#actions.slots;
     this.#config = new ConfigApplier({
       source: config,
       engine: this.#engine,
-      registry: this.#registry,
+      registry,
       audit: this.#audit,
       store: new DesiredStateStore(pool, settings.namespace),
       settings: this.settings,

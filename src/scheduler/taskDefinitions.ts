@@ -36,7 +36,7 @@ export class TaskDefinitions {
     this.#deps = deps;
     this.#registry = deps.registry;
     this.#logger = deps.logger;
-    this.modules = new ModuleHandlers({ logger: deps.logger, graceMs: deps.graceMs });
+    this.modules = new ModuleHandlers({ logger: deps.logger, graceMs: deps.settings.timeoutGraceMs });
   }
 
   /** A slot run of a task: its handler, or for a sharded task its slot's coordinator (src/scheduler/shardedTasks.ts). */
@@ -133,10 +133,10 @@ function isolated(task: RegisteredTask): boolean {
 export interface TaskDefinitionsDeps {
   registry: TaskRegistry;
   logger: Logger;
-  graceMs: number;
   pool: Pool;
   instanceId: string;
   clock: Clock;
   emitter: Pick<EventEmitter<SchedulerEvents>, "emit">;
-  settings: { maxConcurrency: number; lockLifetimeMs: number };
+  /** `timeoutGraceMs`: how long an isolated handler that ignores its timeout keeps its host. */
+  settings: { maxConcurrency: number; lockLifetimeMs: number; timeoutGraceMs: number };
 }
