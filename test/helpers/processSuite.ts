@@ -1,6 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import path from "node:path";
+import type { Pool } from "pg";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./database.js";
 import type { ServiceProcess } from "./processes.js";
@@ -10,7 +11,7 @@ export interface ProcessSuite {
   readonly db: TestDatabase;
   /** A temporary folder for the config files, removed after the file's tests. */
   readonly dir: string;
-  /** Push each started process here: it is killed after each test, and the job tables dropped. */
+  /** Push each started process here: it is killed after each test, and the job tables emptied. */
   readonly processes: ServiceProcess[];
 }
 
@@ -27,11 +28,7 @@ export function processSuite(name: string): ProcessSuite {
 
   afterEach(async () => {
     await Promise.all(processes.splice(0).map((child) => child.kill()));
-    await db?.pool.query("DROP TABLE IF EXISTS agenda_jobs, agenda_logs CASCADE");
-    // the runs in progress of the dropped jobs (a table the schema's version keeps)
-    await db?.pool.query(
-      "DO $$ BEGIN IF to_regclass('cronwarden_run_starts') IS NOT NULL THEN TRUNCATE cronwarden_run_starts; END IF; END $$",
-    );
+    if (db) await emptyJobTables(db.pool);
   });
 
   afterAll(async () => {
@@ -50,4 +47,15 @@ export function processSuite(name: string): ProcessSuite {
     },
     processes,
   };
+}
+
+/**
+ * Empties the jobs and their runs between tests, keeping the tables as the schema made them: the
+ * run log is partitioned, and a table dropped here would come back unpartitioned from Agenda's DDL.
+ */
+export async function emptyJobTables(pool: Pool): Promise<void> {
+  await pool.query(`DO $$ BEGIN
+    IF to_regclass('agenda_jobs') IS NOT NULL THEN TRUNCATE agenda_jobs, agenda_logs; END IF;
+    IF to_regclass('cronwarden_run_starts') IS NOT NULL THEN TRUNCATE cronwarden_run_starts; END IF;
+  END $$`);
 }

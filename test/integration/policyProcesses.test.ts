@@ -5,6 +5,7 @@ import { afterAll, afterEach, beforeAll, expect, it } from "vitest";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { pollUntil, yamlOf } from "../helpers/harness.js";
 import { ServiceProcess } from "../helpers/processes.js";
+import { emptyJobTables } from "../helpers/processSuite.js";
 
 /** Policies where instances matter, as real OS processes against one PostgreSQL (docs/behaviour.md). */
 
@@ -19,10 +20,7 @@ beforeAll(async () => {
 
 afterEach(async () => {
   await Promise.all(processes.splice(0).map((child) => child.kill()));
-  await db.pool.query("DROP TABLE IF EXISTS agenda_jobs, agenda_logs CASCADE");
-  await db.pool.query(
-    "DO $$ BEGIN IF to_regclass('cronwarden_run_starts') IS NOT NULL THEN TRUNCATE cronwarden_run_starts; END IF; END $$",
-  );
+  await emptyJobTables(db.pool);
 });
 
 afterAll(async () => {
