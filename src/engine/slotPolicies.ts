@@ -13,7 +13,7 @@ import {
 } from "../core/policies/pauseOnFailure.js";
 import { nextSlot, rowSchedule } from "../core/policies/schedule.js";
 import { redactSecrets } from "../observability/redact.js";
-import type { RowAtStart, SlotRun } from "./slotRun.js";
+import { type RowAtStart, runOfRow, type SlotRun } from "./slotRun.js";
 import { inTransaction, saveJobRow, selectEndState } from "./sql.js";
 
 /**
@@ -41,6 +41,7 @@ export function planStart(run: SlotRun, job: JobParameters, now: Date, graceMs: 
     now: job.lastRunAt ?? now,
     graceMs,
     previousRunEndedAt: job.lastFinishedAt ?? null,
+    previousRunSlot: runOfRow(data)?.scheduledAt ?? undefined,
     rerunOrManual: run.previousRunUnfinished || (data !== undefined && data !== null && "manualRun" in data),
   });
   if (!plan) return;

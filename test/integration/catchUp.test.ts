@@ -19,10 +19,12 @@ async function downtime(name: string, entry: ConfigEntry, missed: number): Promi
   const first = await suite.start([{ name, handler: async () => {} }], [entry], settings);
   await first.stop();
   const stored = new Date(Math.floor(Date.now() / PERIOD) * PERIOD - missed * PERIOD);
-  await db().pool.query("UPDATE agenda_jobs SET next_run_at = $1, locked_at = NULL WHERE name = $2", [
-    stored,
-    name,
-  ]);
+  // as if the last run had been before the stored slot (the first start may have run one just now)
+  await db().pool.query(
+    `UPDATE agenda_jobs SET next_run_at = $1, locked_at = NULL, last_run_at = NULL, last_finished_at = NULL,
+            data = data - 'run' WHERE name = $2`,
+    [stored, name],
+  );
   return stored;
 }
 

@@ -181,19 +181,38 @@ describe("decideCatchUp: slots that fell during the previous run", () => {
       graceMs: 1_000,
       schedule: every(minute),
     };
-    // the previous run ended 500 ms ago, long after the slot: an ordinary late run; 11 and 12 fell
-    // due while it went on, more than the grace ago: recorded, not run
+    // the previous run, for slot 9, ended 500 ms ago, long after the slot: an ordinary late run;
+    // 11 and 12 fell due while it went on, more than the grace ago: recorded, not run
+    const slot9 = { ...input, previousRunSlot: 9 * minute };
     expect(
-      decideCatchUp({ ...input, now: 13 * minute - 200, previousRunEndedAt: 13 * minute - 500 }),
+      decideCatchUp({ ...slot9, now: 13 * minute - 200, previousRunEndedAt: 13 * minute - 500 }),
     ).toMatchObject({ kind: "catch-up", run: 10 * minute, skipped: [11 * minute, 12 * minute] });
     // the same, and slot 13 fell due meanwhile: recorded too
     expect(
-      decideCatchUp({ ...input, now: 13 * minute + 200, previousRunEndedAt: 13 * minute - 500 }),
+      decideCatchUp({ ...slot9, now: 13 * minute + 200, previousRunEndedAt: 13 * minute - 500 }),
     ).toMatchObject({ kind: "catch-up", run: 10 * minute, skipped: [11 * minute, 12 * minute, 13 * minute] });
+    // a row from an older version (no previous slot): the slots up to the run's end count as decided
+    expect(
+      decideCatchUp({ ...input, now: 13 * minute + 200, previousRunEndedAt: 13 * minute - 500 }),
+    ).toMatchObject({ kind: "catch-up", run: 10 * minute, skipped: [13 * minute] });
     // nothing ran for 2 min after it ended: missed
     expect(decideCatchUp({ ...input, now: 15 * minute, previousRunEndedAt: 13 * minute })).toMatchObject({
       kind: "catch-up",
     });
+  });
+
+  it("a stored slot moved back by hand owes nothing: the slots up to the previous run's ran", () => {
+    // the previous run was for 30 s and ended at 31 s; the row was set back to 10 s by hand: it
+    // runs (within the grace), 20 s and 30 s neither run again nor get a second record
+    const moved = {
+      policy: policy("latest"),
+      storedSlot: 10_000,
+      graceMs: 60_000,
+      previousRunEndedAt: 31_000,
+      previousRunSlot: 30_000,
+      schedule: every(10_000),
+    };
+    expect(decideCatchUp({ ...moved, now: 31_050 })).toEqual({ kind: "on-time", nextAfter: 31_050 });
   });
 
   it("owed slots within the grace run in order: a late run's overlap decision left them to it", () => {
@@ -204,9 +223,15 @@ describe("decideCatchUp: slots that fell during the previous run", () => {
       storedSlot: 20_000,
       graceMs: 60_000,
       previousRunEndedAt: 31_000,
+      previousRunSlot: 10_000,
       schedule: every(10_000),
     };
     expect(decideCatchUp({ ...owed, now: 31_050 })).toEqual({ kind: "on-time", nextAfter: 20_000 });
+    // without the previous run's slot (a row from an older version) nothing is owed
+    expect(decideCatchUp({ ...owed, previousRunSlot: undefined, now: 31_050 })).toEqual({
+      kind: "on-time",
+      nextAfter: 31_050,
+    });
     // an owed slot past the grace is missed like any other
     expect(decideCatchUp({ ...owed, graceMs: 500, now: 31_050 })).toMatchObject({
       kind: "catch-up",

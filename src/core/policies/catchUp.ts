@@ -58,6 +58,12 @@ export interface CatchUpInput {
    * from the end of that run.
    */
   previousRunEndedAt?: number | undefined;
+  /**
+   * The slot the previous run was for (a re-run's: the slot it repeated). Only slots after it can
+   * be owed by its lateness: a row whose stored slot was moved back by hand does not run again the
+   * slots that ran since.
+   */
+  previousRunSlot?: number | undefined;
   schedule: SlotSource;
 }
 
@@ -133,16 +139,18 @@ export function decideCatchUp(input: CatchUpInput): CatchUpDecision {
  * one after the other: each gets its record, `skipped` with the reason, so that every slot between
  * the last run and the next one ends with a run or a record, whatever the length of the stop.
  *
- * Slots after it that fell due while the previous run was still going are owed, not missed: that
- * run started late, and its overlap decision left them to run in order (src/core/policies/
- * overlap.ts). They run one after the other, as under `all`, while the first of them is within the
- * grace; past that they are missed like any other.
+ * Slots after it (and after the previous run's own slot) that fell due while the previous run was
+ * still going are owed, not missed: that run started late, and its overlap decision left them to
+ * run in order (src/core/policies/overlap.ts). They run one after the other, as under `all`, while
+ * the first of them is within the grace; past that they are missed like any other.
  */
 function decideWithinGrace(input: CatchUpInput): CatchUpDecision {
   const { policy, storedSlot, now, graceMs, schedule } = input;
   if (policy.runs === "all") return { kind: "on-time", nextAfter: storedSlot };
-  const owed = schedule.between(storedSlot + 1, Math.min(now, input.previousRunEndedAt ?? storedSlot), 1)
-    .slots[0];
+  // slots after both the stored one and the previous run's own, up to that run's end
+  const owedFrom = Math.max(storedSlot, input.previousRunSlot ?? Number.POSITIVE_INFINITY) + 1;
+  const owedUntil = Math.min(now, input.previousRunEndedAt ?? storedSlot);
+  const owed = schedule.between(owedFrom, owedUntil, 1).slots[0];
   if (owed !== undefined && now - owed <= graceMs) return { kind: "on-time", nextAfter: storedSlot };
   const skipped = skippedBetween(input, storedSlot + 1, now);
   if (skipped.skippedCount === 0 && !skipped.atLeast) return { kind: "on-time", nextAfter: now };
@@ -155,16 +163,29 @@ function decideWithinGrace(input: CatchUpInput): CatchUpDecision {
   };
 }
 
-/** The schedule's slots in [from, to], listed (up to SKIPPED_LISTED_CAP) and counted. */
+/**
+ * The schedule's slots in [from, to], listed (up to SKIPPED_LISTED_CAP) and counted, without those
+ * that fell while the previous run went on up to its own slot: they ran, or the overlap decision
+ * at its end recorded them (a stored slot older than the previous run's is a row moved back by
+ * hand, or a start given back). Slots after the previous run's slot that fell while it went on
+ * are owed (decideWithinGrace); past the grace they are recorded here. The stored slot itself is
+ * always the catch-up's.
+ */
 function skippedBetween(
   input: CatchUpInput,
   from: number,
   to: number,
 ): { skipped: number[]; skippedCount: number; atLeast: boolean } {
-  const listed = input.schedule.between(from, to, SKIPPED_LISTED_CAP);
-  if (listed.complete) return { skipped: listed.slots, skippedCount: listed.slots.length, atLeast: false };
-  const counted = input.schedule.between(from, to, SKIPPED_COUNT_CAP);
-  return { skipped: listed.slots, skippedCount: counted.slots.length, atLeast: !counted.complete };
+  const { schedule, storedSlot } = input;
+  const ended = input.previousRunEndedAt ?? Number.NEGATIVE_INFINITY;
+  const previousSlot = input.previousRunSlot ?? Number.POSITIVE_INFINITY;
+  const undecided = (slots: number[]) =>
+    slots.filter((slot) => slot === storedSlot || slot > ended || slot > previousSlot);
+  const listed = schedule.between(from, to, SKIPPED_LISTED_CAP);
+  const skipped = undecided(listed.slots);
+  if (listed.complete) return { skipped, skippedCount: skipped.length, atLeast: false };
+  const counted = schedule.between(from, to, SKIPPED_COUNT_CAP);
+  return { skipped, skippedCount: undecided(counted.slots).length, atLeast: !counted.complete };
 }
 
 /** `90s`, `15m`, `6h`, `1d`: whole numbers of one unit (ms, s, m, h, d). */

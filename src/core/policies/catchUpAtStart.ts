@@ -90,6 +90,8 @@ export interface StartInput {
   graceMs: number;
   /** The row's `last_finished_at` when locked: the previous run's end. */
   previousRunEndedAt: Date | null;
+  /** The slot the previous run was for, as its start save wrote it in the row (none: unknown). */
+  previousRunSlot?: Date | undefined;
   /** A takeover re-run or a run-now: its slot is not a scheduled one to decide about. */
   rerunOrManual: boolean;
 }
@@ -130,6 +132,7 @@ export function planRunStart(input: StartInput): StartPlan | undefined {
         // a run is due at its slot plus its jitter: lateness counts from there
         graceMs: input.graceMs + jitterMs,
         previousRunEndedAt: input.previousRunEndedAt?.getTime(),
+        previousRunSlot: input.previousRunSlot?.getTime(),
         schedule: slotSource(input.cron, timezone),
       });
   const next = nextSlot(input.cron, timezone, decision.nextAfter);
