@@ -30,6 +30,8 @@ export interface ConfigEntry {
   pauseOnFailure?: number;
   /** A downstream (docs/dependencies.md): no default cron is added to it. */
   after?: string[];
+  /** Calendar names (docs/calendars.md); the document's `calendars:` is the caller's. */
+  exclude?: string[];
   when?: string;
   waitAtMost?: string;
   /** Lowers the registration's timeoutMs / memoryLimitMb (docs/isolation.md). */
