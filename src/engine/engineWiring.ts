@@ -152,7 +152,14 @@ export class EngineWiring {
       onRunError: (error) => this.#errors.runError(error),
       paused: () => gate.paused,
     });
-    const slotParts = this.#slotParts({ agenda, runs, recorder, dependencies, paused: () => gate.paused });
+    const slotParts = this.#slotParts({
+      agenda,
+      runs,
+      recorder,
+      dependencies,
+      locks,
+      paused: () => gate.paused,
+    });
     channel.subscribe((notification) => {
       if (notification.jobName === BACKFILL_WAKE) return slotParts.backfillRunner.claimNow();
       const due = notification.nextRunAt;
@@ -188,6 +195,7 @@ export class EngineWiring {
     runs: ClaimedRuns;
     recorder: RunRecorder;
     dependencies: DependencyCoordinator;
+    locks: LockKeeper;
     paused: () => boolean;
   }): Pick<EngineParts, "reruns" | "backfills" | "backfillRunner"> {
     const { pool, instanceId } = this.#options;
@@ -210,12 +218,14 @@ export class EngineWiring {
     runs,
     recorder,
     dependencies,
+    locks,
     paused,
   }: {
     agenda: Agenda;
     runs: ClaimedRuns;
     recorder: RunRecorder;
     dependencies: DependencyCoordinator;
+    locks: LockKeeper;
     paused: () => boolean;
   }): BackfillRunner {
     const { pool, instanceId, lockLifetimeMs, processEveryMs } = this.#options;
@@ -229,6 +239,7 @@ export class EngineWiring {
       clock: this.#clock,
       lockLifetimeMs,
       pollEveryMs: Math.min(processEveryMs, 1_000),
+      locks,
       runnerDeps: this.#runnerDeps,
       recorder,
       definition: (name) => runs.definitionOf(name),
