@@ -239,8 +239,8 @@ describe("pause all on three instances", () => {
           [after],
         )
       ).rows;
-    // every task has run before the pause (which instance runs what is the claims' race: one of
-    // the three may run none of them, and the switch must hold on it all the same)
+    // every task has run before the pause (which instance runs what is the claims' race, not asked
+    // here: the switch must hold on each of the three whatever it runs)
     await pollUntil(
       `a run of each of the ${TASKS} tasks`,
       async () =>
