@@ -152,14 +152,7 @@ export class EngineWiring {
       onRunError: (error) => this.#errors.runError(error),
       paused: () => gate.paused,
     });
-    const slotParts = this.#slotParts({
-      agenda,
-      runs,
-      recorder,
-      dependencies,
-      locks,
-      paused: () => gate.paused,
-    });
+    const slotParts = this.#slotParts({ agenda, runs, recorder, dependencies, locks, gate });
     channel.subscribe((notification) => {
       if (notification.jobName === BACKFILL_WAKE) return slotParts.backfillRunner.claimNow();
       const due = notification.nextRunAt;
@@ -196,10 +189,10 @@ export class EngineWiring {
     recorder: RunRecorder;
     dependencies: DependencyCoordinator;
     locks: LockKeeper;
-    paused: () => boolean;
+    gate: Pick<PauseGate, "paused">;
   }): Pick<EngineParts, "reruns" | "backfills" | "backfillRunner"> {
     const { pool, instanceId } = this.#options;
-    const backfillRunner = this.#backfillRunner(parts);
+    const backfillRunner = this.#backfillRunner({ ...parts, paused: () => parts.gate.paused });
     return {
       reruns: new SlotReruns({ pool, instanceId, wake: (job) => this.#ctx.wake(job) }),
       // a new backfill: every instance claims its first slots now, not at its next idle check

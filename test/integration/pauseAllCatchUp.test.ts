@@ -51,10 +51,10 @@ it("a pause longer than the grace, lifted: runs none records the missed slots sk
     const { rows } = await suite
       .db()
       .pool.query<{ next: Date }>("SELECT next_run_at AS next FROM agenda_jobs WHERE name = $1", [name]);
-    stored.set(name, (rows[0]?.next as Date).getTime());
+    stored.set(name, (rows[0] as { next: Date }).next.getTime());
   }
   const { rows: clock } = await suite.db().pool.query<{ now: Date }>("SELECT clock_timestamp() AS now");
-  const liftedAt = (clock[0]?.now as Date).getTime();
+  const liftedAt = (clock[0] as { now: Date }).now.getTime();
   expect(await harness.scheduler.fleet.resumeAll(caller)).toMatchObject({ changed: true });
 
   // every slot from the stored one to the lift, and two ordinary runs after it, have their record
@@ -69,8 +69,9 @@ it("a pause longer than the grace, lifted: runs none records the missed slots sk
       const expected = Math.floor((liftedAt - from) / PERIOD) + 1;
       return missed.length >= expected && later.length >= runsAfterLift ? { missed, later } : undefined;
     });
-  const contiguous = (runs: RunRecord[], from: number) =>
-    runs.forEach((run, index) => expect(run.scheduledAt.getTime()).toBe(from + index * PERIOD));
+  const contiguous = (runs: RunRecord[], from: number) => {
+    for (const [index, run] of runs.entries()) expect(run.scheduledAt.getTime()).toBe(from + index * PERIOD);
+  };
 
   const none = await settled("pc-none", 1);
   contiguous(none.missed, stored.get("pc-none") as number);

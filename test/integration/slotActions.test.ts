@@ -300,9 +300,8 @@ describe("backfill", () => {
     const endedAt = Date.now();
     expect(done?.slots).toMatchObject({ total: 200, succeeded: 200, pending: 0, running: 0, failed: 0 });
     for (const step of seen) expect(step.slots.total).toBe(200);
-    seen.forEach((step, index) =>
-      expect(step.slots.succeeded).toBeLessThanOrEqual(recordedAfter[index] ?? Number.NaN),
-    );
+    for (const [index, step] of seen.entries())
+      expect(step.slots.succeeded).toBeLessThanOrEqual(recordedAfter[index] ?? Number.NaN);
     expect(await recorded()).toBe(done?.slots.succeeded);
     const succeededSeen = seen.map((step) => step.slots.succeeded);
     expect(succeededSeen).toEqual([...succeededSeen].sort((x, y) => (x ?? 0) - (y ?? 0)));
