@@ -22,6 +22,7 @@ import { runIdle } from "./scenarios/idle.js";
 import { runIsolation } from "./scenarios/isolation.js";
 import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
+import { runPauseAll } from "./scenarios/pauseAll.js";
 import { runReconcile } from "./scenarios/reconcile.js";
 import { runRolling } from "./scenarios/rolling.js";
 import { runSearch } from "./scenarios/search.js";
@@ -40,6 +41,7 @@ const SCENARIOS = [
   "isolation",
   "search",
   "backfill",
+  "pause-all",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -197,6 +199,10 @@ async function main(): Promise<void> {
       `backfill of ${sizes.backfillSlots} slots at concurrency 10 on 3 processes, one SIGKILLed midway`,
     );
     results.backfill = await runBackfill(context);
+  }
+  if (wanted("pause-all")) {
+    progress(`pause all with ${sizes.pauseTasks} tasks on 3 processes`);
+    results.pauseAll = await runPauseAll(context);
   }
   if (wanted("isolation")) {
     progress("isolation: handler dispatch per mode, and the herd isolated");

@@ -40,6 +40,8 @@ export interface Sizes {
   searchRows: number;
   /** Backfill: slots of one task's past, at concurrency 10 on 3 processes, one SIGKILLed midway. */
   backfillSlots: number;
+  /** Pause all: tasks shared by 3 processes (bench/scenarios/pauseAll.ts). */
+  pauseTasks: number;
 }
 
 export const FULL: Sizes = {
@@ -61,6 +63,7 @@ export const FULL: Sizes = {
   memoryTasks: 10_000,
   searchRows: 10_000_000,
   backfillSlots: 1000,
+  pauseTasks: 1000,
 };
 
 export const QUICK: Sizes = {
@@ -82,6 +85,7 @@ export const QUICK: Sizes = {
   memoryTasks: 1000,
   searchRows: 500_000,
   backfillSlots: 200,
+  pauseTasks: 200,
 };
 
 /** Settings shared by both contenders: cronwarden's defaults (Agenda's own poll default is also 5 s). */

@@ -11,6 +11,7 @@ import {
   type MinuteLatenessFigures,
   type MinuteLatenessResult,
 } from "../scenarios/latenessMinute.js";
+import type { PauseAllFigures } from "../scenarios/pauseAll.js";
 import type { RollingFigures } from "../scenarios/rolling.js";
 import type { SearchFigures } from "../scenarios/search.js";
 import type { FloorFigures, TimerFloorFigures } from "../scenarios/timerFloor.js";
@@ -50,6 +51,8 @@ export interface Results {
   search?: SearchFigures;
   /** cronwarden only: a backfill with one process SIGKILLed midway. */
   backfill?: BackfillFigures;
+  /** cronwarden only: the pause-all switch reaching 3 processes. */
+  pauseAll?: PauseAllFigures;
 }
 
 type Figure = number | null;
@@ -175,6 +178,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     : null;
   figures.rolling_tuned = rollingJson(results.rollingTuned);
   figures.backfill = results.backfill ?? null;
+  figures.pause_all = results.pauseAll ?? null;
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -267,6 +271,7 @@ export function markdown(options: {
   if (results.rolling) rollingRows(row, results.rolling);
   if (results.rollingTuned) rollingRows(row, results.rollingTuned);
   if (results.backfill) backfillRows(row, results.backfill);
+  if (results.pauseAll) pauseAllRows(row, results.pauseAll);
   if (results.reconcile) reconcileRows(row, results.reconcile);
   const small = results.reconcileSmall;
   if (small) {
@@ -548,6 +553,27 @@ function backfillRows(row: Row, backfill: BackfillFigures): void {
     `${show(figures.p50Ms)} / ${show(figures.p99Ms)} / ${show(figures.maxMs)} ms, ${figures.notStarted} of ${figures.slots} not started`;
   row("", "live slots before: lateness p50 / p99 / max", live(backfill.liveBefore), "n/a");
   row("", "live slots during the backfill: lateness p50 / p99 / max", live(backfill.liveDuring), "n/a");
+}
+
+function pauseAllRows(row: Row, pause: PauseAllFigures): void {
+  row(
+    `pause all (${pause.tasks} tasks on a 5 s cron, ${pause.processes} processes, ${pause.rounds} rounds at different phases of the herd)`,
+    "commit -> applied by every process (ms, median / max; one process at most)",
+    `${show(pause.applyMedianMs)} / ${show(pause.applyMaxMs)}; ${show(pause.applyMaxPerProcessMs)}`,
+    "n/a",
+  );
+  row(
+    "",
+    "handler starts after the process applied it / while it applied it / in the 10 s before",
+    `${pause.startsAfterApplied} / ${pause.startsWhileApplying} / ${pause.startsBefore}`,
+    "n/a",
+  );
+  row(
+    "",
+    "lift: commit -> applied by every process (ms, median / max)",
+    `${show(pause.liftMedianMs)} / ${show(pause.liftMaxMs)}`,
+    "n/a",
+  );
 }
 
 function reconcileRows(row: Row, reconcile: ReconcileFigures): void {

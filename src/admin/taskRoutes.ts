@@ -2,8 +2,8 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { nextRunTimes } from "../config/cronValidator.js";
 import type { DesiredState } from "../config/desiredState.js";
-import type { Calendar } from "../core/policies/calendar.js";
 import type { TaskStatus } from "../status/statusModel.js";
+import { calendarsNamed } from "../status/taskCalendars.js";
 import { type Caller, callerName } from "./auth.js";
 import { HttpError } from "./httpErrors.js";
 import type { MissedSlotTracker } from "./missedSlots.js";
@@ -131,17 +131,4 @@ function nextRuns(task: TaskStatus, desired: DesiredState | undefined): Date[] {
   } catch {
     return [];
   }
-}
-
-/**
- * The calendars the task's job row names (the config entry's while it has no row), as the config
- * in force defines them: the reconciler stored that definition in the row (docs/calendars.md).
- */
-function calendarsNamed(task: TaskStatus, desired: DesiredState | undefined): Calendar[] {
-  const names = task.job?.exclude ?? task.configured?.exclude ?? [];
-  if (names.length === 0 || !desired) return [];
-  const defined = new Map(
-    desired.tasks.flatMap((entry) => entry.exclude ?? []).map((calendar) => [calendar.name, calendar]),
-  );
-  return names.flatMap((name) => defined.get(name) ?? []);
 }

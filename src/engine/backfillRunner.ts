@@ -4,6 +4,7 @@ import type { Clock, ClockTimer } from "../core/clock.js";
 import type { Logger } from "../core/logger.js";
 import type { RunTurn } from "./claimLoop.js";
 import type { PreviousRun } from "./engineApi.js";
+import type { LockKeeper } from "./lockKeeper.js";
 import type { BeforeHandler } from "./runChecks.js";
 import type { RunRecorder } from "./runRecorder.js";
 import { SlotRun } from "./slotRun.js";
@@ -12,7 +13,6 @@ import type { LockRenewal } from "./sql/claim.js";
 import * as sql from "./sql.js";
 import { StaleStartError } from "./staleStart.js";
 import { TaskRunner, type TaskRunnerDeps } from "./taskRunner.js";
-import { Watchdog } from "./watchdog.js";
 
 /** At most this many slots claimed by one pass on one instance (the backfill's concurrency caps it too). */
 const MAX_PER_PASS = 25;
@@ -36,6 +36,8 @@ export interface BackfillRunnerDeps {
   clock: Clock;
   lockLifetimeMs: number;
   pollEveryMs: number;
+  /** Renews the slot rows' locks from the lock keeper's thread, as the live runs' (src/engine/lockKeeper.ts). */
+  locks: Pick<LockKeeper, "forRow">;
   /** The live runs' runner parts: a backfill slot's runner is theirs with its own lock and checks. */
   runnerDeps: TaskRunnerDeps;
   recorder: Pick<RunRecorder, "recordOutcome">;
@@ -65,7 +67,7 @@ interface ClaimedSlot {
  * the backfill's slots table (src/engine/sql/backfills.ts), never from the task's job row: live
  * slots never wait for a backfill, and a backfill needs no worker of the claim loop. Each slot
  * then takes the same path as a live run (SlotRunner, TaskRunner: run records, retries, timeout,
- * tracing, lock renewal), with its own lock (the slot row's, renewed by a watchdog of its own)
+ * tracing, lock renewal), with its own lock (the slot row's, renewed by the lock keeper's thread)
  * and its own checks: trigger `backfill`, the slot's own `scheduledAt` and run key, and for a slot
  * taken over from a dead instance, whether the dead run had recorded its outcome already.
  */
@@ -180,18 +182,18 @@ export class BackfillRunner {
       { nextRunAt: row.slot, lockedAt: lockAt },
       new Date(deps.clock.now()),
     );
-    // the slot row's lock, renewed in process (the lock keeper's thread renews job rows only:
-    // src/engine/lockKeeper.ts); fenced on the lock time, as a job row's
-    const watchdog = new Watchdog({
+    // the slot row's lock, fenced on its lock time as a job row's, renewed by the lock keeper's
+    // thread as a live run's (src/engine/lockKeeper.ts): a handler that keeps the event loop busy
+    // keeps its slot; the in-process renewal is the thread's fallback
+    const watchdog = deps.locks.forRow({
+      sql: sql.RENEW_BACKFILL_SLOT_SQL,
+      key: sql.backfillSlotLockKey(key),
       renewer: {
         renewLock: async (_jobId, expected, next): Promise<LockRenewal> => {
           if (await sql.renewBackfillSlot(deps.pool, key, expected, next)) return { renewed: true };
           return { renewed: false, found: await sql.selectBackfillSlotHolder(deps.pool, key) };
         },
       },
-      lockLifetimeMs: deps.lockLifetimeMs,
-      logger: deps.logger,
-      clock: deps.clock,
     });
     const checks = new BackfillChecks(deps, backfill, row);
     const runner = new TaskRunner({ ...deps.runnerDeps, watchdog, checks });

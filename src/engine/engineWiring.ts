@@ -165,6 +165,7 @@ export class EngineWiring {
       runs,
       recorder,
       dependencies,
+      locks,
       paused: () => gate.paused,
     });
     channel.subscribe((notification) => {
@@ -213,12 +214,14 @@ export class EngineWiring {
     runs,
     recorder,
     dependencies,
+    locks,
     paused,
   }: {
     agenda: Agenda;
     runs: ClaimedRuns;
     recorder: RunRecorder;
     dependencies: TaskDependencies;
+    locks: LockKeeper;
     paused: () => boolean;
   }): BackfillRunner {
     const { pool, instanceId, lockLifetimeMs, processEveryMs } = this.#options;
@@ -232,6 +235,7 @@ export class EngineWiring {
       clock: this.#clock,
       lockLifetimeMs,
       pollEveryMs: Math.min(processEveryMs, 1_000),
+      locks,
       runnerDeps: this.#runnerDeps,
       recorder,
       definition: (name) => runs.definitionOf(name),

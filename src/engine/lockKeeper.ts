@@ -34,9 +34,23 @@ type FromThread =
   | { type: "retrying"; id: number; message: string }
   | { type: "unwatched"; id: number; lockedAt?: number; lost?: boolean };
 
+/**
+ * A lock held in a row of another table than the job table (a backfill slot's,
+ * src/engine/backfillRunner.ts): `sql` is its fenced renewal in the shape of RENEW_LOCK_SQL (one
+ * row: `renewed`, `holder`, `held_at`), with `key`'s parameters first, then the lock time held and
+ * the new one; `renewer` renews it in process when the thread cannot.
+ */
+export interface RowLock {
+  sql: string;
+  key: unknown[];
+  renewer: LockRenewer;
+}
+
 interface Watch {
   lock: WatchedLock;
   events: WatchEvents;
+  /** Renews the lock in process if the thread dies. */
+  fallback: Watchdog;
   /** Resolves the caller's stop() once the thread answered. */
   unwatched?: () => void;
   /** Set when the thread died and the in-process watchdog took the lock over. */
@@ -87,15 +101,39 @@ export class LockKeeper implements LockWatcher {
   }
 
   watch(lock: WatchedLock, events: WatchEvents): () => Promise<void> {
+    return this.#watch(lock, events, undefined, this.#fallback);
+  }
+
+  /**
+   * A watcher of a lock held in another table's row (RowLock): the same thread renews it, so a
+   * backfill's busy handler keeps its slot as a live run keeps its job row.
+   */
+  forRow(row: RowLock): LockWatcher {
+    const fallback = new Watchdog({
+      renewer: row.renewer,
+      lockLifetimeMs: this.#options.lockLifetimeMs,
+      logger: this.#options.logger,
+      clock: this.#clock,
+    });
+    return { watch: (lock, events) => this.#watch(lock, events, row, fallback) };
+  }
+
+  #watch(
+    lock: WatchedLock,
+    events: WatchEvents,
+    row: RowLock | undefined,
+    fallback: Watchdog,
+  ): () => Promise<void> {
     const worker = this.#thread();
-    if (!worker || !lock.heldLockAt) return this.#fallback.watch(lock, events);
+    if (!worker || !lock.heldLockAt) return fallback.watch(lock, events);
     const id = this.#nextId++;
-    const watch: Watch = { lock, events };
+    const watch: Watch = { lock, events, fallback };
     this.#watches.set(id, watch);
     worker.postMessage({
       type: "watch",
       id,
       jobId: lock.jobId,
+      ...(row ? { sql: row.sql, params: row.key } : {}),
       lockedAt: lock.heldLockAt.getTime(),
       // the thread writes lock times by the system's clock, shifted to the engine's
       offsetMs: this.#clock.now() - systemClock.now(),
@@ -190,7 +228,7 @@ export class LockKeeper implements LockWatcher {
     this.#useInProcess(`the thread ${how}`);
     for (const [id, watch] of this.#watches) {
       this.#watches.delete(id);
-      const stop = this.#fallback.watch(watch.lock, watch.events);
+      const stop = watch.fallback.watch(watch.lock, watch.events);
       watch.fallbackStop = stop;
       if (watch.unwatched) void stop().then(watch.unwatched);
     }

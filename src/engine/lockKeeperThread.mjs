@@ -14,7 +14,11 @@ const pool = new pg.Pool({ ...connection, max: 2, idleTimeoutMillis: 0, allowExi
 // a connection that dies (server restart, network) is an 'error' event: unhandled it would end the thread
 pool.on("error", () => {});
 
-/** @type {Map<number, {jobId: string, lockedAt: number, lastRenewal: number, offsetMs: number, timer?: NodeJS.Timeout, inFlight?: Promise<void>, lost?: object}>} */
+/**
+ * A job row's lock, or another table's (a backfill slot's: the watch message brings its `sql` and
+ * key `params`, src/engine/lockKeeper.ts RowLock).
+ * @type {Map<number, {sql: string, params: unknown[], lockedAt: number, lastRenewal: number, offsetMs: number, timer?: NodeJS.Timeout, inFlight?: Promise<void>, lost?: object}>}
+ */
 const watched = new Map();
 
 const post = (message) => parentPort.postMessage(message);
@@ -31,7 +35,7 @@ async function renew(id, lock) {
   if (lock.lost !== undefined) return;
   const next = Date.now() + lock.offsetMs;
   try {
-    const { rows } = await pool.query(renewSql, [lock.jobId, new Date(lock.lockedAt), new Date(next)]);
+    const { rows } = await pool.query(lock.sql, [...lock.params, new Date(lock.lockedAt), new Date(next)]);
     const row = rows[0];
     if (row?.renewed) {
       lock.lockedAt = next;
@@ -84,7 +88,8 @@ parentPort.on("message", (message) => {
   switch (message.type) {
     case "watch": {
       const lock = {
-        jobId: message.jobId,
+        sql: message.sql ?? renewSql,
+        params: message.params ?? [message.jobId],
         lockedAt: message.lockedAt,
         lastRenewal: message.lockedAt,
         offsetMs: message.offsetMs,

@@ -3,6 +3,7 @@ import { ALERT_EVENTS, type AlertDeliveryObserver } from "../alerts/alert.js";
 import type { Logger } from "../core/logger.js";
 import { type SchedulerEventSource, Subscriptions } from "../scheduler/eventSubscriptions.js";
 import type { Scheduler } from "../scheduler/scheduler.js";
+import { calendarLookup } from "../status/taskCalendars.js";
 import { packageVersion } from "../version.js";
 import { defineMetrics } from "./definitions.js";
 import { EventFeed } from "./eventFeed.js";
@@ -12,7 +13,7 @@ import { setStatusGauges } from "./statusGauges.js";
 /** What the metrics read of a Scheduler: its events, and status() at scrape time. */
 export type MetricsScheduler = SchedulerEventSource &
   Pick<Scheduler, "status"> &
-  Partial<Pick<Scheduler, "readiness">>;
+  Partial<Pick<Scheduler, "readiness" | "desiredState">>;
 
 export interface MetricsOptions {
   /** Where a failing status() read at scrape time is reported (at warn, once per failure streak). */
@@ -48,7 +49,8 @@ export function createMetrics(scheduler: MetricsScheduler, options: MetricsOptio
     inFlight ??= Promise.all([scheduler.status(), scheduler.readiness?.()])
       .then(([tasks, readiness]) => {
         if (readiness) metrics.ready.set(readiness.ready ? 1 : 0);
-        setStatusGauges(metrics, tasks, feed.lastSuccessAt);
+        const calendars = calendarLookup(scheduler.desiredState?.());
+        setStatusGauges(metrics, tasks, feed.lastSuccessAt, new Date(), calendars);
         failing = false;
       })
       .catch((error: unknown) => {

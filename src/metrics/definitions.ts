@@ -92,14 +92,14 @@ export function defineMetrics(registry: Registry, refreshStatus: () => Promise<v
     }),
     nextRunOverdue: new Gauge({
       name: "cronwarden_task_next_run_overdue_seconds",
-      help: "How long ago the enabled task's next run was due without starting (0 while on time). With cronwarden_task_expected_interval_seconds it finds a task that stopped running. Read from the database: every instance reports the same value, aggregate with max by (task).",
+      help: "How long ago the enabled task's next run was due without starting (0 while on time); a slot its calendars exclude is not a run that is due: counted from the first slot after it they leave in. With cronwarden_task_expected_interval_seconds it finds a task that stopped running. Read from the database: every instance reports the same value, aggregate with max by (task).",
       labelNames: ["task"] as const,
       collect,
       registers,
     }),
     expectedInterval: new Gauge({
       name: "cronwarden_task_expected_interval_seconds",
-      help: "The gap between the enabled task's next two slots (its cron's period around now).",
+      help: "The gap between the enabled task's next two slots that will run (its schedule's period around now, leaving out the slots its calendars exclude).",
       labelNames: ["task"] as const,
       collect,
       registers,

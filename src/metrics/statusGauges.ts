@@ -1,4 +1,5 @@
-import { nextRunTimes } from "../config/cronValidator.js";
+import type { Calendar } from "../core/policies/calendar.js";
+import { type ExpectedRun, expectedRun } from "../core/policies/expectedRun.js";
 import type { TaskStatus } from "../status/statusModel.js";
 import type { MetricSet } from "./definitions.js";
 
@@ -6,13 +7,15 @@ import type { MetricSet } from "./definitions.js";
  * Sets the per-task gauges from one `scheduler.status()` (the database's view, shared by every
  * instance): enabled, next run, consecutive failures, and the last success (the later of the
  * database's and this instance's events). Creates the per-task counters the alert rules watch
- * at 0 for every task that has none yet.
+ * at 0 for every task that has none yet. The task-stopped alert's two gauges honour the task's
+ * calendars, `calendarsOf` (src/core/policies/expectedRun.ts).
  */
 export function setStatusGauges(
   metrics: MetricSet,
   tasks: readonly TaskStatus[],
   lastSuccessSeen: ReadonlyMap<string, number>,
   now: Date = new Date(),
+  calendarsOf: (task: TaskStatus) => readonly Calendar[] = () => [],
 ): void {
   metrics.nextRunOverdue.reset();
   metrics.expectedInterval.reset();
@@ -28,9 +31,10 @@ export function setStatusGauges(
     // a downstream's next run is a queued slot of its upstreams (in the past by design), not a schedule
     if (task.job?.enabled && task.job.nextRunAt && task.dependencies.upstreams.length === 0) {
       metrics.nextRun.set(labels, seconds(task.job.nextRunAt));
-      metrics.nextRunOverdue.set(labels, Math.max(0, (now.getTime() - task.job.nextRunAt.getTime()) / 1000));
-      const interval = expectedIntervalSeconds(task.job.cron, task.job.timezone, now);
-      if (interval !== undefined) metrics.expectedInterval.set(labels, interval);
+      const expected = expectedFigures(task, task.job.nextRunAt, now, calendarsOf);
+      metrics.nextRunOverdue.set(labels, expected.overdueSeconds);
+      if (expected.intervalSeconds !== undefined)
+        metrics.expectedInterval.set(labels, expected.intervalSeconds);
     }
     metrics.consecutiveFailures.set(labels, task.consecutiveFailures);
     // the counters behind the one-event alert rules, at 0 before their first event: increase()
@@ -53,22 +57,20 @@ function seconds(date: Date): number {
   return date.getTime() / 1000;
 }
 
-/**
- * The gap between the schedule's next two slots. A task's calendars (docs/calendars.md) leave it
- * as it is: a slot a calendar excludes is still due, and is recorded skipped at its time, so the
- * next run is never overdue across a holiday while an instance runs the task; a gap stretched over
- * the holiday would only make the alert later when none does.
- */
-function expectedIntervalSeconds(
-  cron: string | null,
-  timezone: string | null,
+/** The task-stopped alert's figures; a row edited by hand with a schedule we cannot read: no interval, the raw overdue, rather than a failed scrape. */
+function expectedFigures(
+  task: TaskStatus,
+  nextRunAt: Date,
   now: Date,
-): number | undefined {
-  if (!cron) return undefined;
+  calendarsOf: (task: TaskStatus) => readonly Calendar[],
+): ExpectedRun {
+  const overdueSeconds = Math.max(0, (now.getTime() - nextRunAt.getTime()) / 1000);
+  const schedule = task.job?.cron;
+  if (!schedule) return { overdueSeconds, intervalSeconds: undefined };
   try {
-    const [first, second] = nextRunTimes(cron, timezone ?? "UTC", now, 2);
-    return first && second ? (second.getTime() - first.getTime()) / 1000 : undefined;
+    const exclude = task.job?.exclude?.length ? calendarsOf(task) : [];
+    return expectedRun(schedule, task.job?.timezone ?? "UTC", nextRunAt.getTime(), now.getTime(), exclude);
   } catch {
-    return undefined; // a row edited by hand with a cron we cannot read: no gauge rather than a failed scrape
+    return { overdueSeconds, intervalSeconds: undefined };
   }
 }

@@ -81,12 +81,18 @@ export async function readRunDetail(pool: Pool, id: string): Promise<RunDetail |
 /** A start row: how its run ended when a record of it came before the next start, else running or cut off. */
 async function startDetail(pool: Pool, row: tsql.RunDetailRow): Promise<RunDetail> {
   const slot = row.slot ? new Date(row.slot) : null;
-  const ended = await tsql.selectOutcomeAfterStart(pool, {
-    job_name: row.job_name,
-    timestamp: row.timestamp,
-    instance_id: row.instance_id ?? row.agenda_name,
-  });
-  const running = !ended && (await isRunning(pool, row));
+  // a backfill's runs of one task go side by side: the same instance's next row of the task is
+  // another slot's, so a start of a backfill run is ended only by its own record, which takes the
+  // start's id (src/engine/sql/runLog.ts): a start row read by its id has none yet
+  const backfill = runTriggerOf(row.trigger) === "backfill";
+  const ended = backfill
+    ? undefined
+    : await tsql.selectOutcomeAfterStart(pool, {
+        job_name: row.job_name,
+        timestamp: row.timestamp,
+        instance_id: row.instance_id ?? row.agenda_name,
+      });
+  const running = !ended && (backfill ? await holdsBackfillSlot(pool, row) : await isRunning(pool, row));
   return {
     id: row.id,
     task: row.job_name,
@@ -120,6 +126,17 @@ async function startDetail(pool: Pool, row: tsql.RunDetailRow): Promise<RunDetai
     traceparent: decodeRunMeta(row.meta).traceparent ?? null,
     requestedBy: row.trigger && row.trigger !== "schedule" ? row.requested_by : null,
   };
+}
+
+/** Whether a backfill run's start is its slot's run in progress: the slot row held by its instance for it. */
+async function holdsBackfillSlot(pool: Pool, row: tsql.RunDetailRow): Promise<boolean> {
+  if (!row.slot) return false;
+  return tsql.selectBackfillSlotHeld(pool, {
+    job_name: row.job_name,
+    slot: row.slot,
+    instance_id: row.instance_id ?? row.agenda_name,
+    timestamp: row.timestamp,
+  });
 }
 
 /** Whether a start with no record after it is its task's run in progress: the latest start, the job locked. */

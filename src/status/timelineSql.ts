@@ -1,6 +1,14 @@
 import type { Pool, PoolClient } from "pg";
 import { metaHas, metaJson, metaText } from "../engine/runLogMeta.js";
-import { JOBS_TABLE, type JobRow, LOGS_TABLE, RUN_STARTS_TABLE, UNFINISHED_START } from "../engine/sql.js";
+import {
+  BACKFILL_SLOTS_TABLE,
+  BACKFILLS_TABLE,
+  JOBS_TABLE,
+  type JobRow,
+  LOGS_TABLE,
+  RUN_STARTS_TABLE,
+  UNFINISHED_START,
+} from "../engine/sql.js";
 import { AUDIT_TABLE } from "../store/schema.js";
 
 /**
@@ -226,6 +234,28 @@ export async function selectOutcomeAfterStart(
   );
   const row = result.rows[0];
   return row && row.event !== "start" ? row : undefined;
+}
+
+/**
+ * Whether a backfill run's start is the run its slot row holds now: the slot is `running`, held by
+ * the start's instance, and its run began (the slot row's start save, src/engine/backfillRunner.ts)
+ * no later than this start. Backfill runs of one task run side by side, each on its slot row, not on
+ * the task's job row, so the job row's lock says nothing about them; a later start of the same slot
+ * (a takeover) holds the row then, and an earlier start of it was followed by its record or handed
+ * back before the row was claimed again.
+ */
+export async function selectBackfillSlotHeld(
+  db: Queryable,
+  start: { job_name: string; slot: string; instance_id: string | null; timestamp: Date },
+): Promise<boolean> {
+  const result = await db.query(
+    `SELECT 1 FROM "${BACKFILL_SLOTS_TABLE}" s JOIN "${BACKFILLS_TABLE}" b ON b.id = s.backfill_id
+      WHERE b.task = $1 AND s.slot = $2::timestamptz AND s.state = 'running'
+        AND s.locked_by IS NOT DISTINCT FROM $3 AND s.started_at <= $4
+      LIMIT 1`,
+    [start.job_name, start.slot, start.instance_id, start.timestamp],
+  );
+  return (result.rowCount ?? 0) > 0;
 }
 
 /** The last schedule or enable change of each task (the audit trail): no slot before it is "missed". */

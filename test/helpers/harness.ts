@@ -33,6 +33,8 @@ export interface ConfigEntry {
   shardParameters?: unknown[] | Record<string, unknown>;
   /** A downstream (docs/dependencies.md): no default cron is added to it. */
   after?: string[];
+  /** Calendar names (docs/calendars.md); the document's `calendars:` is the caller's. */
+  exclude?: string[];
   when?: string;
   waitAtMost?: string;
   /** Lowers the registration's timeoutMs / memoryLimitMb (docs/isolation.md). */

@@ -112,6 +112,89 @@ describe("a handler that blocks the event loop", () => {
     }
   }, 180_000);
 
+  it("a backfill of a busy task on two instances: each slot's lock is kept by the lock keeper's thread, so each slot runs once and none is taken over", async () => {
+    const token = "busy-backfill-operator-0123456789";
+    const configFile = path.join(suite.dir, "backfill.yaml");
+    await writeFile(
+      configFile,
+      yamlOf([
+        { name: "busy", cron: "0 * * * * *" },
+        { name: "quick", enabled: false },
+        { name: "slow", enabled: false },
+      ]),
+    );
+    const peers = ["k1", "k2"].map(
+      (name) =>
+        new ServiceProcess("test/fixtures/instance.ts", {
+          DATABASE_URL: suite.db.url,
+          CRONWARDEN_CONFIG_FILE: configFile,
+          CRONWARDEN_INSTANCE_ID: name,
+          CRONWARDEN_MIN_INTERVAL_MS: "1000",
+          CRONWARDEN_PROCESS_EVERY_MS: "500",
+          CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
+          CRONWARDEN_ADMIN_TOKEN: token,
+          CRONWARDEN_STALL_WARN_MS: String(LOCK_LIFETIME_MS),
+          BUSY_TASK_MS: String(BUSY_MS),
+        }),
+    );
+    suite.processes.push(...peers);
+    const [url] = await Promise.all(
+      peers.map(async (peer) => {
+        const listening = await peer.waitFor("the admin API", (line) =>
+          /^admin API listening/.test(String(line.msg)),
+        );
+        await peer.waitFor("the start", (line) => /^scheduler started/.test(String(line.msg)));
+        return String(listening.url);
+      }),
+    );
+    // 6 past minute slots, two at a time: each blocks its instance's event loop for 2 lock lifetimes
+    const from = Math.floor(Date.now() / 60_000) * 60_000 - 20 * 60_000;
+    const response = await fetch(`${url}/tasks/busy/backfills`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+      body: JSON.stringify({
+        from: new Date(from).toISOString(),
+        to: new Date(from + 5 * 60_000).toISOString(),
+        concurrency: 2,
+      }),
+    });
+    expect(response.status).toBe(201);
+    const { id } = (await response.json()) as { id: string };
+    const slots = async () =>
+      (
+        await suite.db.pool.query<{ state: string; runs: number }>(
+          "SELECT state, runs FROM cronwarden_backfill_slots WHERE backfill_id = $1 ORDER BY slot",
+          [id],
+        )
+      ).rows;
+    const done = await pollUntil(
+      "the backfill's 6 slots ended",
+      async () => {
+        const rows = await slots();
+        return rows.every((row) => row.state !== "pending" && row.state !== "running") && rows;
+      },
+      { timeoutMs: 90_000 },
+    );
+    // claimed once each: no slot's lock expired while its handler held the event loop
+    expect(done).toEqual(done.map(() => ({ state: "succeeded", runs: 1 })));
+    expect(done).toHaveLength(6);
+    const { rows: records } = await suite.db.pool.query<{ slot: string; event: string; outcome: string }>(
+      `SELECT meta->>'scheduledAt' AS slot, event, meta->>'outcome' AS outcome FROM agenda_logs
+        WHERE job_name = 'busy' AND event IN ('success', 'fail') AND meta->>'trigger' = 'backfill'`,
+    );
+    expect(records.map((row) => `${row.event}:${row.outcome}`)).toEqual(
+      records.map(() => "success:succeeded"),
+    );
+    expect(new Set(records.map((row) => row.slot)).size).toBe(6);
+    expect(records).toHaveLength(6);
+    // the handlers did block: a stall line per backfill run, on the instance that ran it
+    const stalls = peers.flatMap((peer) =>
+      peer.lines.filter((line) => /^event loop blocked for/.test(String(line.msg))),
+    );
+    expect(stalls.length).toBeGreaterThanOrEqual(6);
+    await Promise.all(peers.map((peer) => peer.kill("SIGTERM")));
+  }, 150_000);
+
   it("SIGSTOP of an instance mid-run (a busy handler): the other takes the slot over once the lock expires, and the stopped run, continued, is never recorded succeeded", async () => {
     const configFile = path.join(suite.dir, "stopped.yaml");
     await writeFile(

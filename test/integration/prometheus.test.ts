@@ -268,6 +268,13 @@ describe.skipIf(!available)("Prometheus alert rules and Grafana dashboard agains
           handler: (context) =>
             new Promise<void>((resolve) => context.signal.addEventListener("abort", () => resolve())),
         },
+        {
+          // hangs the same way, started by run now, while its calendar excludes every slot of the
+          // test: a task stalled over a holiday, which must not raise the task-stopped alert
+          name: "prom-holiday",
+          handler: (context) =>
+            new Promise<void>((resolve) => context.signal.addEventListener("abort", () => resolve())),
+        },
       ]),
     );
     metrics = createMetrics(harness.scheduler);
@@ -299,8 +306,17 @@ describe.skipIf(!available)("Prometheus alert rules and Grafana dashboard agains
     });
     listener = createMetricsServer({ metrics, host: pod.metricsHost, port: 0, logger: harness.logs.logger });
     // prom-ghost is registered nowhere: its entry stays rejected
+    const day = (offset: number) => new Date(Date.now() + offset * 86_400_000).toISOString().slice(0, 10);
     await harness.writeRaw(
-      yamlOf([{ name: "prom-ok" }, { name: "prom-fail" }, { name: "prom-hung" }, { name: "prom-ghost" }]),
+      `${yamlOf([
+        { name: "prom-ok" },
+        { name: "prom-fail" },
+        { name: "prom-hung" },
+        { name: "prom-ghost" },
+        // every 5 s: the claim loop holds a due row for the 1.5 s before its slot (run now answers
+        // "running" then), so a 1 s cron would leave run now no moment to be queued
+        { name: "prom-holiday", cron: "*/5 * * * * *", exclude: ["holiday"] },
+      ])}calendars:\n  holiday:\n    ranges:\n      - { from: "${day(-1)}", to: "${day(1)}" }\n`,
     );
     const adminPort = new URL((await admin.listen()).url).port;
     const metricsPort = new URL((await listener.listen()).url).port;
@@ -450,6 +466,40 @@ describe.skipIf(!available)("Prometheus alert rules and Grafana dashboard agains
       timeoutMs: 20_000,
       intervalMs: 500,
     });
+  }, 60_000);
+
+  it("a task stalled while its calendar excludes its slots does not fire CronwardenTaskStopped (calendars honoured)", async () => {
+    await pollUntil("prom-holiday's calendar stored in its job row", async () =>
+      (await harness.scheduler.taskStatus("prom-holiday"))?.job?.exclude?.includes("holiday"),
+    );
+    // (a skip being recorded holds the row for a moment: "running" then, asked again)
+    await pollUntil("a run now of prom-holiday queued", async () => {
+      const result = await harness.scheduler.runNow("prom-holiday");
+      return result.status === "queued";
+    });
+    await pollUntil(
+      "prom-holiday's run hanging",
+      async () => (await harness.scheduler.taskStatus("prom-holiday"))?.running,
+    );
+    // the same expression as the loaded rule (grace 2 s), for prom-holiday alone
+    const stopped =
+      'max by (task) (cronwarden_task_next_run_overdue_seconds{task="prom-holiday"}) > max by (task) (cronwarden_task_expected_interval_seconds{task="prom-holiday"}) + 2';
+    // in one evaluation: the job row's raw next run lies more than 10 s in the past, beyond the 5 s
+    // interval and the 2 s grace (the hung run holds the row: without calendars the rule would
+    // hold, as it does for prom-hung), and the rule does not hold for it
+    const staleQuietly = `(time() - max by (task) (cronwarden_task_next_run_timestamp_seconds{task="prom-holiday"}) > 10) unless on (task) (${stopped})`;
+    await pollUntil(`a result for ${staleQuietly}`, async () => (await query(staleQuietly)).length === 1, {
+      timeoutMs: 45_000,
+      intervalMs: 500,
+    });
+    const overdue = await query('cronwarden_task_next_run_overdue_seconds{task="prom-holiday"}');
+    expect(overdue.map((sample) => sample.value[1])).toEqual(["0"]);
+    expect(
+      (await firing()).some(
+        (alert) => alert.labels.alertname === "CronwardenTaskStopped" && alert.labels.task === "prom-holiday",
+      ),
+    ).toBe(false);
+    expect((await harness.scheduler.taskStatus("prom-holiday"))?.running).toBe(true);
   }, 60_000);
 
   it("a rejected entry keeps CronwardenConfigRejected firing; the first failed alert send fires CronwardenAlertDeliveryFailing", async () => {

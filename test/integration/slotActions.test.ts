@@ -258,11 +258,23 @@ describe("backfill", () => {
     const overlapping = await api(b.url, "POST", "/tasks/hourly/backfills", { from: to, to, mode: "all" });
     expect(overlapping.status).toBe(409);
 
-    // progress read through another instance, at every step: the counts always add up to 200
+    // progress read through another instance, at every step: the counts always add up to 200, and
+    // never count a slot succeeded before its success record exists (a slot is marked after its
+    // record is written: src/engine/backfillRunner.ts endRun), read from the run log just after
     const seen: Progress[] = [];
+    const recordedAfter: number[] = [];
+    const recorded = async () =>
+      (
+        await suite.db.pool.query<{ n: number }>(
+          `SELECT count(DISTINCT meta->>'scheduledAt')::int AS n FROM agenda_logs
+            WHERE job_name = 'hourly' AND event = 'success' AND meta->>'outcome' = 'succeeded'
+              AND meta->>'trigger' = 'backfill'`,
+        )
+      ).rows[0]?.n ?? 0;
     const progress = async () => {
       const answer = (await api(c.url, "GET", `/backfills/${id}`)).json as unknown as Progress;
       seen.push(answer);
+      recordedAfter.push(await recorded());
       return answer;
     };
     await pollUntil(
@@ -288,6 +300,9 @@ describe("backfill", () => {
     const endedAt = Date.now();
     expect(done?.slots).toMatchObject({ total: 200, succeeded: 200, pending: 0, running: 0, failed: 0 });
     for (const step of seen) expect(step.slots.total).toBe(200);
+    for (const [index, step] of seen.entries())
+      expect(step.slots.succeeded).toBeLessThanOrEqual(recordedAfter[index] ?? Number.NaN);
+    expect(await recorded()).toBe(done?.slots.succeeded);
     const succeededSeen = seen.map((step) => step.slots.succeeded);
     expect(succeededSeen).toEqual([...succeededSeen].sort((x, y) => (x ?? 0) - (y ?? 0)));
 

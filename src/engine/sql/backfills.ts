@@ -337,6 +337,28 @@ export async function renewBackfillSlot(
   return (result.rowCount ?? 0) > 0;
 }
 
+/**
+ * A running backfill slot's fenced lock renewal, in the shape of RENEW_LOCK_SQL (src/engine/sql/
+ * claim.ts), so that the lock keeper's thread renews it as it renews a job row's
+ * (src/engine/lockKeeper.ts): $1 backfill id, $2 slot, $3 owner, $4 the lock time held, $5 the new
+ * one. One row back: `renewed`, and when not, who holds the slot now (none once it ended or was
+ * handed back); no row: the backfill is gone.
+ */
+export const RENEW_BACKFILL_SLOT_SQL = `
+  WITH renewed AS (
+    UPDATE "${BACKFILL_SLOTS_TABLE}" SET locked_at = $5
+     WHERE backfill_id = $1 AND slot = $2 AND state = 'running' AND locked_by = $3 AND locked_at = $4
+    RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM renewed) AS renewed,
+         CASE WHEN state = 'running' THEN locked_by END AS holder,
+         CASE WHEN state = 'running' THEN locked_at END AS held_at
+    FROM "${BACKFILL_SLOTS_TABLE}" WHERE backfill_id = $1 AND slot = $2`;
+
+/** The key of a backfill slot's lock, as RENEW_BACKFILL_SLOT_SQL's first parameters. */
+export function backfillSlotLockKey(key: { id: string; slot: Date; owner: string }): unknown[] {
+  return [key.id, key.slot, key.owner];
+}
+
 /** Who holds a backfill slot's lock now (its holder and lock time; none when it ended or was handed back). */
 export async function selectBackfillSlotHolder(
   db: Queryable,

@@ -59,23 +59,29 @@ export interface RunStartInsert {
  * Writes starts (one statement): each becomes its job's row; the row it replaces, a start whose
  * run never wrote its record (the run died), moves into the log as a `start` row, as it was. A
  * start whose record is already in the log (its write came after the record, retried through an
- * outage) is left out.
+ * outage) is left out. Starts of one job in one batch (a backfill's runs of a task go side by
+ * side, src/engine/backfillRunner.ts) keep the latest as the job's row and go to the log as
+ * `start` rows, as a replaced start does, so no run in progress is left without its start; its
+ * record takes that row's place (insertRunLogRows).
  */
 export async function insertRunStarts(db: Queryable, starts: readonly RunStartInsert[]): Promise<void> {
   if (starts.length === 0) return;
   await db.query(
-    `WITH v AS (
-       SELECT DISTINCT ON (job_id) * FROM jsonb_to_recordset($1::jsonb)
+    `WITH batch AS (
+       SELECT * FROM jsonb_to_recordset($1::jsonb)
            AS v(id uuid, timestamp timestamptz, job_id text, job_name text, agenda_name text, meta jsonb)
         -- its record came after it (a day's margin for clocks apart): the partitions from then on
-        WHERE NOT EXISTS (SELECT 1 FROM "${LOGS_TABLE}" l WHERE l.id = v.id AND l.timestamp >= v.timestamp - interval '1 day')
-        ORDER BY job_id, timestamp DESC),
+        WHERE NOT EXISTS (SELECT 1 FROM "${LOGS_TABLE}" l WHERE l.id = v.id AND l.timestamp >= v.timestamp - interval '1 day')),
+     v AS (SELECT DISTINCT ON (job_id) * FROM batch ORDER BY job_id, timestamp DESC),
      -- locked: a record ending one of these starts at the same moment either waits for the move
      -- and then finds the start in the log, or deletes it first and it is not moved (insertRunLogRows)
      previous AS (SELECT s.* FROM "${RUN_STARTS_TABLE}" s JOIN v ON v.job_id = s.job_id AND v.id <> s.id FOR UPDATE OF s),
      moved AS (
        INSERT INTO "${LOGS_TABLE}" (id, timestamp, level, event, job_id, job_name, message, agenda_name, meta)
        SELECT id, timestamp, 'info', 'start', job_id, job_name, 'job started', agenda_name, meta FROM previous
+       UNION ALL
+       SELECT id, timestamp, 'info', 'start', job_id, job_name, 'job started', agenda_name, ${COMPACT_META}
+         FROM batch v WHERE NOT EXISTS (SELECT 1 FROM v latest WHERE latest.id = v.id)
        RETURNING 1)
      INSERT INTO "${RUN_STARTS_TABLE}" (${START_COLUMNS})
      -- after the move (its count is read first): the snapshot's previous starts, not the new ones
