@@ -18,6 +18,7 @@ import type {
 import { EngineErrors } from "./engineErrors.js";
 import { DEFAULT_MAX_CONCURRENCY, type EngineParts, EngineWiring } from "./engineWiring.js";
 import { readTaskJobs } from "./jobReads.js";
+import type { JobBatchWrites } from "./jobBatchWrites.js";
 import { type JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
 import type { PauseGate, PauseState } from "./pauseGate.js";
 import { checkSchema, migrateSchema } from "./schema.js";
@@ -237,6 +238,19 @@ export class AgendaEngine {
 
   createJob(...args: Parameters<JobWrites["createJob"]>): Promise<void> {
     return this.#writes().createJob(...args);
+  }
+
+  /** Many rows in one statement per batch (src/engine/jobBatchWrites.ts): the reconciler's bulk writes. */
+  createJobs(...args: Parameters<JobBatchWrites["createJobs"]>): Promise<Set<string>> {
+    return this.#require().batchWrites.createJobs(...args);
+  }
+
+  updateSchedules(...args: Parameters<JobBatchWrites["updateSchedules"]>): Promise<Map<string, Date>> {
+    return this.#require().batchWrites.updateSchedules(...args);
+  }
+
+  setEnabledMany(...args: Parameters<JobBatchWrites["setEnabledMany"]>): Promise<void> {
+    return this.#require().batchWrites.setEnabledMany(...args);
   }
 
   setDependency(...args: Parameters<JobWrites["setDependency"]>): Promise<void> {

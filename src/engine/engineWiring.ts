@@ -13,6 +13,7 @@ import { DependencyCoordinator } from "./dependencies.js";
 import type { EngineHooks, EngineOptions, EngineRun } from "./engineApi.js";
 import type { EngineErrors } from "./engineErrors.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
+import { JobBatchWrites } from "./jobBatchWrites.js";
 import { JobWrites, type WakeJob } from "./jobWrites.js";
 import { InstanceLiveness } from "./liveness.js";
 import { LockKeeper } from "./lockKeeper.js";
@@ -57,6 +58,8 @@ export interface EngineParts {
   liveness: InstanceLiveness | undefined;
   missedSlots: MissedSlotDetector;
   writes: JobWrites;
+  /** The reconciler's writes of many rows at once (src/engine/jobBatchWrites.ts). */
+  batchWrites: JobBatchWrites;
   /** Renews running jobs' locks from its own thread; closed after the drain. */
   locks: LockKeeper;
   /** The namespace's pause-all switch (src/engine/pauseGate.ts). */
@@ -174,6 +177,13 @@ export class EngineWiring {
         pool,
         agenda,
         dependencies,
+        instanceId,
+        clock: this.#clock,
+        wake: (job) => this.#ctx.wake(job),
+      }),
+      batchWrites: new JobBatchWrites({
+        pool,
+        agenda,
         instanceId,
         clock: this.#clock,
         wake: (job) => this.#ctx.wake(job),

@@ -7,6 +7,7 @@ import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { applyAction } from "./actionWrites.js";
 import { auditEntries } from "./auditEntries.js";
+import { applyFirstInBatches, batchTarget } from "./batchApply.js";
 import { forEachConcurrently } from "./concurrently.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
 
@@ -46,6 +47,19 @@ export interface ReconcileTarget {
   setExclude(taskName: string, calendars: Calendar[]): Promise<void>;
   /** Clears a pause by failure; the task is enabled, or stays disabled (`enabled` false). */
   resume(taskName: string, enabled: boolean): Promise<{ status: string }>;
+  /**
+   * Optional, all three or none: createJob, updateSchedule and setEnabled for many rows in one
+   * statement per batch (src/engine/jobBatchWrites.ts). Each answers the names it wrote; a name
+   * left out is written alone with the one-row method.
+   */
+  createJobs?(
+    jobs: readonly { name: string; cron: string; timezone: string; enabled: boolean }[],
+  ): Promise<Set<string>>;
+  updateSchedules?(
+    changes: readonly { name: string; cron: string; timezone: string }[],
+    now: Date,
+  ): Promise<Map<string, Date>>;
+  setEnabledMany?(changes: readonly { name: string; enabled: boolean }[]): Promise<void>;
 }
 
 /** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
@@ -174,27 +188,7 @@ export class ConfigReconciler {
     const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
     const liveByName = new Map(live.map((job) => [job.name, job]));
     const applied: ReconcileAction[] = [];
-    // each action touches its own task's row: a few at a time (10,000 in a row took 7-9 s)
-    const done: boolean[] = [];
-    let failure: unknown;
-    // one task's actions in order (a create before the policy it carries), tasks side by side
-    const byTask = new Map<string, number[]>();
-    plan.actions.forEach((action, index) => {
-      const key = action.task ?? `#${index}`;
-      byTask.set(key, [...(byTask.get(key) ?? []), index]);
-    });
-    await forEachConcurrently([...byTask.values()], APPLY_CONCURRENCY, async (indexes) => {
-      for (const index of indexes) {
-        const action = plan.actions[index] as ReconcileAction;
-        done[index] = await applyAction(this.#target, action, liveByName.get(action.task ?? ""), {
-          trigger,
-          now: this.#now,
-          logger: this.#logger,
-        });
-      }
-    }).catch((error: unknown) => {
-      failure = error;
-    });
+    const { done, failure } = await this.#apply(plan, liveByName, trigger);
     plan.actions.forEach((action, index) => {
       if (done[index]) applied.push(action);
     });
@@ -241,6 +235,58 @@ export class ConfigReconciler {
       this.#logger.debug(summary, "anti-entropy pass: no drift");
     }
     return result;
+  }
+
+  /**
+   * Applies a plan: each task's actions in order (a create before the policy it carries), tasks
+   * side by side. The first action of each task goes in batches of many rows where the target
+   * can (src/reconcile/batchApply.ts); the rest, a few at a time (each touches its own task's
+   * row). `done[i]`: action i changed the database. After a failure no new write starts.
+   */
+  async #apply(
+    plan: ReconcilePlan,
+    liveByName: ReadonlyMap<string, LiveJob>,
+    trigger: ReconcileTrigger,
+  ): Promise<{ done: boolean[]; failure: unknown }> {
+    const done: boolean[] = [];
+    let failure: unknown;
+    const byTask = new Map<string, number[]>();
+    plan.actions.forEach((action, index) => {
+      const key = action.task ?? `#${index}`;
+      const indexes = byTask.get(key);
+      if (indexes) indexes.push(index);
+      else byTask.set(key, [index]);
+    });
+    let rest = [...byTask.values()];
+    const batches = batchTarget(this.#target);
+    if (batches) {
+      const context = { trigger, now: this.#now, logger: this.#logger, liveByName };
+      await applyFirstInBatches(
+        batches,
+        plan.actions,
+        rest.map(([first]) => first as number),
+        done,
+        context,
+      ).catch((error: unknown) => {
+        failure = error;
+      });
+      rest = rest.map((indexes) => (done[indexes[0] as number] ? indexes.slice(1) : indexes));
+      rest = rest.filter((indexes) => indexes.length > 0);
+    }
+    if (failure !== undefined) return { done, failure };
+    await forEachConcurrently(rest, APPLY_CONCURRENCY, async (indexes) => {
+      for (const index of indexes) {
+        const action = plan.actions[index] as ReconcileAction;
+        done[index] = await applyAction(this.#target, action, liveByName.get(action.task ?? ""), {
+          trigger,
+          now: this.#now,
+          logger: this.#logger,
+        });
+      }
+    }).catch((error: unknown) => {
+      failure = error;
+    });
+    return { done, failure };
   }
 
   /**
