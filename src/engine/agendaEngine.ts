@@ -17,8 +17,8 @@ import type {
 } from "./engineApi.js";
 import { EngineErrors } from "./engineErrors.js";
 import { DEFAULT_MAX_CONCURRENCY, type EngineParts, EngineWiring } from "./engineWiring.js";
-import { readTaskJobs } from "./jobReads.js";
 import type { JobBatchWrites } from "./jobBatchWrites.js";
+import { readTaskJobs } from "./jobReads.js";
 import { type JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
 import type { PauseGate, PauseState } from "./pauseGate.js";
 import { checkSchema, migrateSchema } from "./schema.js";
