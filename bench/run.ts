@@ -24,6 +24,7 @@ import { runLateness } from "./scenarios/lateness.js";
 import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
 import { runRolling } from "./scenarios/rolling.js";
+import { runScale } from "./scenarios/scale.js";
 import { runSearch } from "./scenarios/search.js";
 import { runTimerFloor } from "./scenarios/timerFloor.js";
 
@@ -40,6 +41,7 @@ const SCENARIOS = [
   "isolation",
   "search",
   "backfill",
+  "scale",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -197,6 +199,10 @@ async function main(): Promise<void> {
       `backfill of ${sizes.backfillSlots} slots at concurrency 10 on 3 processes, one SIGKILLed midway`,
     );
     results.backfill = await runBackfill(context);
+  }
+  if (wanted("scale")) {
+    progress(`scale: ${sizes.scaleTasks} tasks on 3 instances`);
+    results.scale = await runScale(context, sizes.scaleTasks, sizes.scaleEdits);
   }
   if (wanted("isolation")) {
     progress("isolation: handler dispatch per mode, and the herd isolated");

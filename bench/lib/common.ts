@@ -40,6 +40,9 @@ export interface Sizes {
   searchRows: number;
   /** Backfill: slots of one task's past, at concurrency 10 on 3 processes, one SIGKILLed midway. */
   backfillSlots: number;
+  /** Scale: tasks on 3 instances (bench/scenarios/scale.ts), and how many single-entry edits are timed. */
+  scaleTasks: number;
+  scaleEdits: number;
 }
 
 export const FULL: Sizes = {
@@ -61,6 +64,8 @@ export const FULL: Sizes = {
   memoryTasks: 10_000,
   searchRows: 10_000_000,
   backfillSlots: 1000,
+  scaleTasks: 100_000,
+  scaleEdits: 5,
 };
 
 export const QUICK: Sizes = {
@@ -82,6 +87,8 @@ export const QUICK: Sizes = {
   memoryTasks: 1000,
   searchRows: 500_000,
   backfillSlots: 200,
+  scaleTasks: 10_000,
+  scaleEdits: 3,
 };
 
 /** Settings shared by both contenders: cronwarden's defaults (Agenda's own poll default is also 5 s). */

@@ -12,6 +12,7 @@ import {
   type MinuteLatenessResult,
 } from "../scenarios/latenessMinute.js";
 import type { RollingFigures } from "../scenarios/rolling.js";
+import type { ScaleFigures } from "../scenarios/scale.js";
 import type { SearchFigures } from "../scenarios/search.js";
 import type { FloorFigures, TimerFloorFigures } from "../scenarios/timerFloor.js";
 import {
@@ -50,6 +51,8 @@ export interface Results {
   search?: SearchFigures;
   /** cronwarden only: a backfill with one process SIGKILLed midway. */
   backfill?: BackfillFigures;
+  /** cronwarden only: many tasks on 3 instances (bench/scenarios/scale.ts). */
+  scale?: ScaleFigures;
 }
 
 type Figure = number | null;
@@ -175,6 +178,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     : null;
   figures.rolling_tuned = rollingJson(results.rollingTuned);
   figures.backfill = results.backfill ?? null;
+  figures.scale = results.scale ?? null;
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -192,6 +196,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     rolling_tasks: sizes.rollingTasks,
     reconcile_tasks: sizes.reconcileTasks,
     rss_tasks: sizes.memoryTasks,
+    scale_tasks: sizes.scaleTasks,
   };
   return JSON.stringify(figures);
 }
@@ -268,6 +273,7 @@ export function markdown(options: {
   if (results.rollingTuned) rollingRows(row, results.rollingTuned);
   if (results.backfill) backfillRows(row, results.backfill);
   if (results.reconcile) reconcileRows(row, results.reconcile);
+  if (results.scale) scaleRows(row, results.scale);
   const small = results.reconcileSmall;
   if (small) {
     row(
@@ -623,4 +629,37 @@ function rollingJson(rolling: RollingFigures | undefined) {
     rerun_delay_median_s: rolling.rerunDelayMedianS,
     rerun_delay_max_s: rolling.rerunDelayMaxS,
   };
+}
+
+/** The scale scenario's rows (bench/scenarios/scale.ts). */
+function scaleRows(row: Row, scale: ScaleFigures): void {
+  const name = `scale (${scale.tasks} tasks, ${scale.instances} instances)`;
+  const list = (values: number[], digits = 0) => values.map((value) => show(value, digits)).join(" / ");
+  row(name, "cold: first instance's first reconcile, loaded -> done (ms)", show(scale.coldMs), "n/a");
+  row("", "scheduler.start() of each instance (ms)", list(scale.startMs), "n/a");
+  row(
+    "",
+    `idle: transactions per second per instance (${scale.idleWindowS} s window)`,
+    show(scale.idleTpsPerInstance, 2),
+    "n/a",
+  );
+  row(
+    "",
+    "VmRSS of each instance: after the idle window; at the end (MB)",
+    `${list(scale.rssMbIdle, 1)}; ${list(scale.rssMbEnd, 1)}`,
+    "n/a",
+  );
+  row("", "no change, new revision: each instance's reconcile (ms)", list(scale.noopMs), "n/a");
+  row(
+    "",
+    "one entry edited: file write -> row stored, each edit (median) (ms)",
+    `${list(scale.editToStoredMs)} (${show(median(scale.editToStoredMs))})`,
+    "n/a",
+  );
+  row(
+    "",
+    "one entry edited: the slowest instance's reconcile, each edit (ms)",
+    list(scale.editReconcileMs),
+    "n/a",
+  );
 }

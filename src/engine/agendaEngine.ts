@@ -226,6 +226,11 @@ export class AgendaEngine {
     return readTaskJobs(this.#options.pool);
   }
 
+  /** The job rows of these tasks only (a reconcile of a few changed entries). */
+  listJobsNamed(names: readonly string[]): Promise<TaskJob[]> {
+    return readTaskJobs(this.#options.pool, names);
+  }
+
   /** A digest of what the reconcile planner reads of the job rows (sql/jobs.ts). */
   plannedColumnsDigest(): Promise<string> {
     return sql.selectPlannedColumnsDigest(this.#options.pool);

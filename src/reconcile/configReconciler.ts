@@ -10,6 +10,7 @@ import { auditEntries } from "./auditEntries.js";
 import { applyFirstInBatches, batchTarget } from "./batchApply.js";
 import { forEachConcurrently } from "./concurrently.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
+import { changedTasks } from "./scopedPlan.js";
 
 /** Actions applied at once; leaves most of a default pool of 10 to the runs. */
 const APPLY_CONCURRENCY = 4;
@@ -19,6 +20,8 @@ export interface ReconcileTarget {
   readonly instanceId: string;
   withReconcileLock<T>(work: () => Promise<T>): Promise<T>;
   listJobs(): Promise<LiveJob[]>;
+  /** The rows of these tasks only; optional: without it every config change reads every row. */
+  listJobsNamed?(names: readonly string[]): Promise<LiveJob[]>;
   /**
    * A digest of the job rows' columns the planner reads; equal digests, equal plans. Optional:
    * without it every anti-entropy pass reads and plans every row.
@@ -107,7 +110,8 @@ export class ConfigReconciler {
    * The last pass that found nothing to apply, with the rows' digest read before its plan: an
    * anti-entropy pass with the same desired state and the same digest would plan the same, so it
    * answers this plan without reading the rows (at 10,000 tasks a full pass allocated about 20 MB
-   * every minute). A pass that applies anything, or fails, forgets it.
+   * every minute). A pass that applies anything, or fails, forgets it; a pass of a few changed
+   * entries keeps the digest after its writes (#scopedPass).
    */
   #converged:
     | {
@@ -146,6 +150,9 @@ export class ConfigReconciler {
       if (unchanged) return this.#noDrift(unchanged);
     }
     return this.#target.withReconcileLock(async () => {
+      // a config change of a few entries, on rows still as the last converged pass left them
+      const scoped = trigger === "config" ? await this.#scopedPass(desired) : undefined;
+      if (scoped) return scoped;
       const result = await this.#pass(desired, trigger);
       if (result.applied.length > 0) await this.#confirm(desired, result);
       return result;
@@ -176,7 +183,7 @@ export class ConfigReconciler {
     }
   }
 
-  /** One read, plan and apply; the caller holds the reconcile lock. */
+  /** One read of every row, plan and apply; the caller holds the reconcile lock. */
   async #pass(desired: DesiredState, trigger: ReconcileTrigger): Promise<ReconcileResult> {
     // read before the rows: a change landing in between makes the next digest differ, never
     // the other way round
@@ -186,6 +193,62 @@ export class ConfigReconciler {
     this.#converged = undefined;
     const live = await this.#target.listJobs();
     const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
+    const result = await this.#applyPlan(desired, trigger, plan, live, undefined);
+    if (digest !== undefined && result.applied.length === 0)
+      this.#converged = {
+        desired,
+        digest,
+        registered: this.#registry.names().size,
+        plan,
+        enabledTasks: result.enabledTasks,
+      };
+    return result;
+  }
+
+  /**
+   * A config change planned for the entries it changed alone (src/reconcile/scopedPlan.ts): when
+   * the last converged pass was of the previous snapshot and the rows' digest is still its, every
+   * other row matches the new snapshot already, so only the changed tasks' rows are read. Then
+   * the digest after the writes is converged for the new snapshot: no full read follows.
+   * Undefined: a full pass is needed (no converged pass, drift, too many changes).
+   */
+  async #scopedPass(desired: DesiredState): Promise<ReconcileResult | undefined> {
+    const converged = this.#converged;
+    const readNamed = this.#target.listJobsNamed?.bind(this.#target);
+    const digestOf = this.#target.plannedColumnsDigest?.bind(this.#target);
+    const registered = this.#registry.names();
+    if (!converged || !readNamed || !digestOf || converged.registered !== registered.size) return undefined;
+    const scope = changedTasks(converged.desired, desired);
+    if (!scope) return undefined;
+    const [digest, live] = await Promise.all([digestOf(), readNamed([...scope])]);
+    if (digest !== converged.digest) return undefined;
+    this.#converged = undefined;
+    const plan = planReconcile(desired, live, registered, this.#now(), scope);
+    const result = await this.#applyPlan(desired, "config", plan, live, converged.enabledTasks);
+    const after = result.applied.length > 0 ? await digestOf() : digest;
+    // the plan an anti-entropy pass answers with: nothing to write; the orphans out of scope are the previous pass's
+    const quiet = plan.actions.filter((action) => action.kind === "reject" || action.kind === "orphan");
+    const orphans = converged.plan.actions.filter(
+      (action) => action.kind === "orphan" && !scope.has(action.task),
+    );
+    this.#converged = {
+      desired,
+      digest: after,
+      registered: registered.size,
+      plan: { actions: [...quiet, ...orphans], unchanged: desired.tasks.map((task) => task.name) },
+      enabledTasks: result.enabledTasks,
+    };
+    return result;
+  }
+
+  /** Applies a plan made from `live`, audits it, keeps the snapshot (a config pass) and logs the outcome. */
+  async #applyPlan(
+    desired: DesiredState,
+    trigger: ReconcileTrigger,
+    plan: ReconcilePlan,
+    live: readonly LiveJob[],
+    enabledBefore: ReadonlySet<string> | undefined,
+  ): Promise<ReconcileResult> {
     const liveByName = new Map(live.map((job) => [job.name, job]));
     const applied: ReconcileAction[] = [];
     const { done, failure } = await this.#apply(plan, liveByName, trigger);
@@ -208,16 +271,8 @@ export class ConfigReconciler {
       at: this.#now(),
       plan,
       applied,
-      enabledTasks: enabledAfter(live, applied),
+      enabledTasks: enabledAfter(enabledBefore, live, applied),
     };
-    if (digest !== undefined && applied.length === 0)
-      this.#converged = {
-        desired,
-        digest,
-        registered: this.#registry.names().size,
-        plan,
-        enabledTasks: result.enabledTasks,
-      };
     this.#last = result;
     const summary = {
       revision: desired.revision,
@@ -326,9 +381,20 @@ export class ConfigReconciler {
   }
 }
 
-/** The registered tasks enabled once `applied` is: the fleet guard's next baseline. */
-function enabledAfter(live: readonly LiveJob[], applied: readonly ReconcileAction[]): Set<string> {
-  const enabled = new Set(live.filter((job) => !job.disabled).map((job) => job.name));
+/**
+ * The registered tasks enabled once `applied` is: the fleet guard's next baseline. `base`: those
+ * enabled before a pass that read only some rows (`live`).
+ */
+function enabledAfter(
+  base: ReadonlySet<string> | undefined,
+  live: readonly LiveJob[],
+  applied: readonly ReconcileAction[],
+): Set<string> {
+  const enabled = new Set(base ?? []);
+  for (const job of live) {
+    if (job.disabled) enabled.delete(job.name);
+    else enabled.add(job.name);
+  }
   for (const action of applied) {
     if (
       action.kind === "enable" ||

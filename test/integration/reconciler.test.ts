@@ -483,4 +483,68 @@ describe("ConfigReconciler against Agenda's table", () => {
     expect(created.size).toBeGreaterThan(0);
     expect(created.size).toBeLessThan(names.length);
   });
+
+  it("a config change of a few entries reads and plans only their rows; after drift, every row", async () => {
+    const tasks = [{ name: "report" }, { name: "cleanup" }, { name: "digest" }];
+    await reconciler.reconcile(state(tasks, "s1"));
+    const full = vi.spyOn(engine, "listJobs");
+    const named = vi.spyOn(engine, "listJobsNamed");
+    try {
+      const edited = await reconciler.reconcile(
+        state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }, { name: "digest" }], "s2"),
+      );
+      expect(full).not.toHaveBeenCalled();
+      expect(named.mock.calls).toEqual([[["report"]]]);
+      expect(edited.applied).toEqual([expect.objectContaining({ kind: "update", task: "report" })]);
+      expect(edited.plan.unchanged.sort()).toEqual(["cleanup", "digest"]);
+      expect((await row("report"))[0]).toMatchObject({ repeat_interval: "0 * * * *" });
+      // a task left out of the config is disabled by a pass of it alone
+      named.mockClear();
+      const s3 = state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }], "s3");
+      const removed = await reconciler.reconcile(s3);
+      expect(full).not.toHaveBeenCalled();
+      expect(named.mock.calls).toEqual([[["digest"]]]);
+      expect(removed.applied).toEqual([expect.objectContaining({ kind: "disable", task: "digest" })]);
+      expect(removed.enabledTasks).toEqual(new Set(["report", "cleanup"]));
+      // the anti-entropy pass that follows (of the snapshot in force) answers from the digest kept after those writes
+      await reconciler.reconcile(s3, "anti-entropy");
+      expect(full).not.toHaveBeenCalled();
+      // drift by hand on another row: the rows' digest is not the converged one, every row is planned
+      await db.pool.query("UPDATE agenda_jobs SET disabled = TRUE WHERE name = 'cleanup'");
+      const again = await reconciler.reconcile(
+        state([{ name: "report", cron: "0 9 * * *" }, { name: "cleanup" }], "s4"),
+      );
+      expect(full).toHaveBeenCalled();
+      expect(again.applied.map((action) => [action.kind, action.task]).sort()).toEqual([
+        ["enable", "cleanup"],
+        ["update", "report"],
+      ]);
+    } finally {
+      full.mockRestore();
+      named.mockRestore();
+    }
+  });
+
+  it("after a failed pass the next config change plans every row again", async () => {
+    const tasks = [{ name: "report" }, { name: "cleanup" }];
+    await reconciler.reconcile(state(tasks, "f1"));
+    const failing = vi
+      .spyOn(engine, "updateSchedules")
+      .mockRejectedValueOnce(new Error("database went away"));
+    const full = vi.spyOn(engine, "listJobs");
+    try {
+      await expect(
+        reconciler.reconcile(state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }], "f2")),
+      ).rejects.toThrow("database went away");
+      full.mockClear();
+      const retried = await reconciler.reconcile(
+        state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }], "f2"),
+      );
+      expect(full).toHaveBeenCalled();
+      expect(retried.applied).toEqual([expect.objectContaining({ kind: "update", task: "report" })]);
+    } finally {
+      failing.mockRestore();
+      full.mockRestore();
+    }
+  });
 });
