@@ -21,7 +21,8 @@ const pool = new pg.Pool({ connectionString: spec.databaseUrl, max: spec.poolMax
 pool.on("error", () => {});
 const scheduler = createScheduler({
   pool,
-  config: new FileConfigSource({ path: spec.configFile }),
+  // a config of 100,000 tasks is about 5 MB and 400,000 nodes, over the file source's defaults
+  config: new FileConfigSource({ path: spec.configFile, maxBytes: 64 * 1_048_576, maxNodes: 2_000_000 }),
   logger: createLogger({ level: "info", destination: createWriteStream(spec.logFile, { flags: "a" }) }),
   instanceId: `${label}:${pid}`,
 });

@@ -21,6 +21,7 @@ import {
   type EntryDependency,
   readDependency,
 } from "./dependencyEntries.js";
+import type { EntryMemo, EntryRead } from "./entryMemo.js";
 import { checkLimitFields } from "./limitConfig.js";
 import { checkPolicyFields } from "./policyConfig.js";
 
@@ -141,6 +142,8 @@ export interface ParseOptions {
   revision: string;
   /** Reads an `ics:` calendar's file; default: from the file system (src/config/calendarConfig.ts). */
   readCalendarFile?: ReadCalendarFile;
+  /** The previous document's valid entries, reused where equal (a ConfigWatcher's; src/config/entryMemo.ts). */
+  memo?: EntryMemo;
 }
 
 export function parseDesiredState(document: unknown, options: ParseOptions): DesiredState {
@@ -165,22 +168,30 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   const dependencies = new Map<number, EntryDependency>();
   const calendars = parseCalendars(top.data.calendars, options.readCalendarFile ?? readCalendarFile);
 
+  const { memo } = options;
+  memo?.begin(options.defaultTimezone, options.rules);
   top.data.tasks.forEach((raw, index) => {
-    const name = readableName(raw);
-    const entry = entrySchema.safeParse(raw);
-    if (!entry.success) {
-      rejected.push(invalidEntry(raw, index, name, entry.error.issues, options, calendars));
-      return;
+    let read = memo?.reuse(index, raw);
+    if (!read) {
+      const name = readableName(raw);
+      const entry = entrySchema.safeParse(raw);
+      if (!entry.success) {
+        rejected.push(invalidEntry(raw, index, name, entry.error.issues, options, calendars));
+        return;
+      }
+      const checked = readEntry(entry.data, index, name, options, calendars);
+      if ("rejected" in checked) {
+        rejected.push(checked.rejected);
+        return;
+      }
+      read = checked;
     }
-    const read = readEntry(entry.data, index, name, options, calendars);
-    if ("rejected" in read) {
-      rejected.push(read.rejected);
-      return;
-    }
-    indexesByName.set(entry.data.name, [...(indexesByName.get(entry.data.name) ?? []), index]);
+    memo?.keep(index, raw, read, options.rules, options.defaultTimezone);
+    indexesByName.set(read.task.name, [...(indexesByName.get(read.task.name) ?? []), index]);
     tasks.push(read.task);
     if (read.after) dependencies.set(index, read.after);
   });
+  memo?.end();
 
   const duplicates = rejectDuplicates(indexesByName, rejected);
   const accepted = applyDependencies(
@@ -263,7 +274,7 @@ function readEntry(
   name: string | undefined,
   options: ParseOptions,
   calendars: ParsedCalendars,
-): { task: DesiredTask; after?: DependencySpec } | { rejected: RejectedEntry } {
+): EntryRead | { rejected: RejectedEntry } {
   const dependency = readDependency(data);
   const policy = checkPolicyFields(data, options.rules);
   const limits = checkLimitFields(data);

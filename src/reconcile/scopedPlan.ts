@@ -1,4 +1,5 @@
 import type { DesiredState, DesiredTask } from "../config/desiredState.js";
+import { sameValue } from "../core/sameValue.js";
 
 /**
  * Which tasks a new snapshot changed against the last one applied, when a reconcile may plan only
@@ -32,22 +33,4 @@ export function changedTasks(
   // left out of the new snapshot: disabled
   for (const name of before.keys()) changed.add(name);
   return changed.size > limit ? undefined : changed;
-}
-
-/** Deep equality of the plain values a DesiredTask holds (strings, numbers, booleans, arrays, objects, Dates). */
-export function sameValue(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (typeof a !== "object" || typeof b !== "object" || a === null || b === null) return false;
-  if (a instanceof Date || b instanceof Date)
-    return a instanceof Date && b instanceof Date && a.getTime() === b.getTime();
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  if (Array.isArray(a)) {
-    const other = b as unknown[];
-    return a.length === other.length && a.every((item, index) => sameValue(item, other[index]));
-  }
-  const left = a as Record<string, unknown>;
-  const right = b as Record<string, unknown>;
-  const keys = Object.keys(left).filter((key) => left[key] !== undefined);
-  if (keys.length !== Object.keys(right).filter((key) => right[key] !== undefined).length) return false;
-  return keys.every((key) => sameValue(left[key], right[key]));
 }

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "vitest";
 import type { DesiredState, DesiredTask, RejectedEntry } from "../../src/config/desiredState.js";
+import { sameValue } from "../../src/core/sameValue.js";
 import { type LiveJob, planReconcile } from "../../src/reconcile/reconcilePlan.js";
-import { changedTasks, sameValue } from "../../src/reconcile/scopedPlan.js";
+import { changedTasks } from "../../src/reconcile/scopedPlan.js";
 
 function desired(tasks: DesiredTask[], rejected: RejectedEntry[] = []): DesiredState {
   return { tasks, rejected, source: "test", revision: "r", document: null, confirmDisableAll: false };
