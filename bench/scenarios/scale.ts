@@ -51,7 +51,9 @@ export async function runScale(context: BenchContext, count: number, edits: numb
   const plain = await preparePlainNode(context.dir, context.progress);
   const configFile = path.join(workDir, "tasks.json");
   const names = Array.from({ length: count }, (_, index) => taskName("s", index));
-  const cron = (k: number) => farDailyCron(k);
+  // the hour is fixed once: a run that crosses an hour must not change every cron
+  const hour = Number(farDailyCron(0).split(" ")[1]);
+  const cron = (k: number) => `${k % 60} ${hour} * * *`;
   const write = async (cronOf: (name: string, index: number) => string, comment: string) => {
     const document = {
       comment,
@@ -148,7 +150,7 @@ export async function runScale(context: BenchContext, count: number, edits: numb
     try {
       for (let edit = 0; edit < edits; edit++) {
         const edited = names[(edit * 7919) % count] as string;
-        const newCron = farDailyCron(59 - edit);
+        const newCron = `${59 - edit} ${(hour + 1) % 24} * * *`;
         const writtenAt = await write(
           (name, index) => (name === edited ? newCron : cron(index)),
           `edit ${edit}`,
