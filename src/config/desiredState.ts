@@ -168,8 +168,7 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   const dependencies = new Map<number, EntryDependency>();
   const calendars = parseCalendars(top.data.calendars, options.readCalendarFile ?? readCalendarFile);
 
-  const { memo } = options;
-  memo?.begin(options.defaultTimezone, options.rules);
+  const memo = options.memo?.begin(options.defaultTimezone, options.rules);
   top.data.tasks.forEach((raw, index) => {
     let read = memo?.reuse(index, raw);
     if (!read) {
@@ -187,7 +186,9 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
       read = checked;
     }
     memo?.keep(index, raw, read, options.rules, options.defaultTimezone);
-    indexesByName.set(read.task.name, [...(indexesByName.get(read.task.name) ?? []), index]);
+    const indexes = indexesByName.get(read.task.name);
+    if (indexes) indexes.push(index);
+    else indexesByName.set(read.task.name, [index]);
     tasks.push(read.task);
     if (read.after) dependencies.set(index, read.after);
   });

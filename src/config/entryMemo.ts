@@ -25,8 +25,8 @@ export class EntryMemo {
   #nextRaws: unknown[] = [];
   #nextReads: (EntryRead | undefined)[] = [];
 
-  /** Starts a document; `context` is what every entry's answer depends on besides itself. */
-  begin(defaultTimezone: string, rules: CronRules): void {
+  /** Starts a document (returns this); what every entry's answer depends on besides itself. */
+  begin(defaultTimezone: string, rules: CronRules): this {
     const context = `${defaultTimezone}\n${JSON.stringify(rules)}`;
     if (context !== this.#context) {
       this.#raws = [];
@@ -35,6 +35,7 @@ export class EntryMemo {
     this.#context = context;
     this.#nextRaws = [];
     this.#nextReads = [];
+    return this;
   }
 
   /** What the entry at `index` became last time, when it is equal to it and the answer stands. */

@@ -15,7 +15,13 @@ export function sameValue(a: unknown, b: unknown): boolean {
   }
   const left = a as Record<string, unknown>;
   const right = b as Record<string, unknown>;
-  const keys = Object.keys(left).filter((key) => left[key] !== undefined);
-  if (keys.length !== Object.keys(right).filter((key) => right[key] !== undefined).length) return false;
-  return keys.every((key) => sameValue(left[key], right[key]));
+  // no arrays of keys: a config of 100,000 entries compares every entry on each change
+  let defined = 0;
+  for (const key in left) {
+    if (!Object.hasOwn(left, key) || left[key] === undefined) continue;
+    if (!sameValue(left[key], right[key])) return false;
+    defined++;
+  }
+  for (const key in right) if (Object.hasOwn(right, key) && right[key] !== undefined) defined--;
+  return defined === 0;
 }
