@@ -173,23 +173,25 @@ export class EngineWiring {
       liveness: this.#liveness(),
       // while pause-all is on every slot falls due unrun on purpose: not a silent stop to report
       missedSlots: this.#missedSlotDetector(() => (gate.paused ? [] : [...runs.definedTasks])),
-      writes: new JobWrites({
-        pool,
-        agenda,
-        dependencies,
-        instanceId,
-        clock: this.#clock,
-        wake: (job) => this.#ctx.wake(job),
-      }),
-      batchWrites: new JobBatchWrites({
-        pool,
-        agenda,
-        instanceId,
-        clock: this.#clock,
-        wake: (job) => this.#ctx.wake(job),
-      }),
+      ...this.#writeParts(agenda, dependencies),
       ...slotParts,
     };
+  }
+
+  /** The job rows' writes: one row at a time, and many at once for the reconciler. */
+  #writeParts(
+    agenda: Agenda,
+    dependencies: DependencyCoordinator,
+  ): Pick<EngineParts, "writes" | "batchWrites"> {
+    const { pool, instanceId } = this.#options;
+    const common = {
+      pool,
+      agenda,
+      instanceId,
+      clock: this.#clock,
+      wake: (job: WakeJob) => this.#ctx.wake(job),
+    };
+    return { writes: new JobWrites({ ...common, dependencies }), batchWrites: new JobBatchWrites(common) };
   }
 
   /** Re-runs of one slot and backfills (docs/operations.md, "Re-run a slot", "Backfill"). */
