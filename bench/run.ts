@@ -17,7 +17,7 @@ import { type BenchPostgres, startBenchPostgres } from "./lib/postgres.js";
 import { jsonLine, markdown, type Results } from "./lib/report.js";
 import { runBackfill } from "./scenarios/backfill.js";
 import { runFailover, runPartition } from "./scenarios/failover.js";
-import { runHerd, runHerdShared } from "./scenarios/herd.js";
+import { runHerd, runHerdMemory, runHerdShared } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
 import { runIsolation } from "./scenarios/isolation.js";
 import { runLateness } from "./scenarios/lateness.js";
@@ -33,6 +33,7 @@ const SCENARIOS = [
   "lateness-minute",
   "herd",
   "herd-3",
+  "herd-memory",
   "idle",
   "failover",
   "partition",
@@ -157,6 +158,13 @@ async function main(): Promise<void> {
     progress("herd shared by 3 processes");
     results.herdShared = await runHerdShared(context);
   }
+  if (wanted("herd-memory")) {
+    progress(
+      `herd-memory: ${sizes.herdSharedTasks} tasks on one process, its RSS after the herd and once idle`,
+    );
+    results.herdMemory = await runHerdMemory(context);
+  }
+
   if (sizes.idleConcurrent) {
     // quick mode: idle and failover together (failover is mostly waiting for a lock to expire)
     if (wanted("idle") || wanted("failover")) progress("idle load and memory, and failover, together");

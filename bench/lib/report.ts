@@ -35,6 +35,8 @@ export interface Results {
   latenessFloor?: TimerFloorFigures;
   herd?: Record<Contender, HerdFigures>;
   herdShared?: Record<Contender, HerdFigures>;
+  /** cronwarden only: the shared herd on one process, with its RSS (bench/scenarios/herd.ts runHerdMemory). */
+  herdMemory?: HerdFigures;
   idle?: IdleResult;
   failover?: Record<Contender, FailoverTrial[]>;
   /** The failover trial with SIGSTOP (a lingering session), once per contender. */
@@ -179,6 +181,16 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
   figures.rolling_tuned = rollingJson(results.rollingTuned);
   figures.backfill = results.backfill ?? null;
   figures.scale = results.scale ?? null;
+  figures.herd_memory = results.herdMemory
+    ? {
+        tasks: results.herdMemory.tasks,
+        runs: results.herdMemory.runs,
+        wrong_tasks: results.herdMemory.wrongTasks,
+        last_ms: round(results.herdMemory.lastMs),
+        rss_mb_after_herd: results.herdMemory.rssMb?.afterHerd ?? null,
+        rss_mb_idle: results.herdMemory.rssMb?.idle ?? null,
+      }
+    : null;
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -274,6 +286,21 @@ export function markdown(options: {
   if (results.backfill) backfillRows(row, results.backfill);
   if (results.reconcile) reconcileRows(row, results.reconcile);
   if (results.scale) scaleRows(row, results.scale);
+  const memory = results.herdMemory;
+  if (memory) {
+    row(
+      `herd-memory (${memory.tasks} tasks, one process)`,
+      "runs / tasks not run exactly once / last start (ms)",
+      `${memory.runs} / ${memory.wrongTasks} / ${show(memory.lastMs)}`,
+      "n/a",
+    );
+    row(
+      "",
+      `VmRSS 10 s after the last start / after ${memory.rssMb?.idleWindowS ?? "?"} s idle (MB)`,
+      `${show(memory.rssMb?.afterHerd, 1)} / ${show(memory.rssMb?.idle, 1)}`,
+      "n/a",
+    );
+  }
   const small = results.reconcileSmall;
   if (small) {
     row(
