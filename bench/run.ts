@@ -17,7 +17,7 @@ import { type BenchPostgres, startBenchPostgres } from "./lib/postgres.js";
 import { jsonLine, markdown, type Results } from "./lib/report.js";
 import { runBackfill } from "./scenarios/backfill.js";
 import { runFailover, runPartition } from "./scenarios/failover.js";
-import { runHerd, runHerdShared } from "./scenarios/herd.js";
+import { runHerd, runHerdMemory, runHerdShared } from "./scenarios/herd.js";
 import { runIdle } from "./scenarios/idle.js";
 import { runIsolation } from "./scenarios/isolation.js";
 import { runLateness } from "./scenarios/lateness.js";
@@ -25,6 +25,7 @@ import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runPauseAll } from "./scenarios/pauseAll.js";
 import { runReconcile } from "./scenarios/reconcile.js";
 import { runRolling } from "./scenarios/rolling.js";
+import { runScale } from "./scenarios/scale.js";
 import { runSearch } from "./scenarios/search.js";
 import { runTimerFloor } from "./scenarios/timerFloor.js";
 
@@ -33,6 +34,7 @@ const SCENARIOS = [
   "lateness-minute",
   "herd",
   "herd-3",
+  "herd-memory",
   "idle",
   "failover",
   "partition",
@@ -42,6 +44,7 @@ const SCENARIOS = [
   "search",
   "backfill",
   "pause-all",
+  "scale",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -157,6 +160,13 @@ async function main(): Promise<void> {
     progress("herd shared by 3 processes");
     results.herdShared = await runHerdShared(context);
   }
+  if (wanted("herd-memory")) {
+    progress(
+      `herd-memory: ${sizes.herdSharedTasks} tasks on one process, its RSS after the herd and once idle`,
+    );
+    results.herdMemory = await runHerdMemory(context);
+  }
+
   if (sizes.idleConcurrent) {
     // quick mode: idle and failover together (failover is mostly waiting for a lock to expire)
     if (wanted("idle") || wanted("failover")) progress("idle load and memory, and failover, together");
@@ -203,6 +213,10 @@ async function main(): Promise<void> {
   if (wanted("pause-all")) {
     progress(`pause all with ${sizes.pauseTasks} tasks on 3 processes`);
     results.pauseAll = await runPauseAll(context);
+  }
+  if (wanted("scale")) {
+    progress(`scale: ${sizes.scaleTasks} tasks on 3 instances`);
+    results.scale = await runScale(context, sizes.scaleTasks, sizes.scaleEdits);
   }
   if (wanted("isolation")) {
     progress("isolation: handler dispatch per mode, and the herd isolated");

@@ -42,6 +42,9 @@ export interface Sizes {
   backfillSlots: number;
   /** Pause all: tasks shared by 3 processes (bench/scenarios/pauseAll.ts). */
   pauseTasks: number;
+  /** Scale: tasks on 3 instances (bench/scenarios/scale.ts), and how many single-entry edits are timed. */
+  scaleTasks: number;
+  scaleEdits: number;
 }
 
 export const FULL: Sizes = {
@@ -64,6 +67,8 @@ export const FULL: Sizes = {
   searchRows: 10_000_000,
   backfillSlots: 1000,
   pauseTasks: 1000,
+  scaleTasks: 100_000,
+  scaleEdits: 5,
 };
 
 export const QUICK: Sizes = {
@@ -86,6 +91,8 @@ export const QUICK: Sizes = {
   searchRows: 500_000,
   backfillSlots: 200,
   pauseTasks: 200,
+  scaleTasks: 10_000,
+  scaleEdits: 3,
 };
 
 /** Settings shared by both contenders: cronwarden's defaults (Agenda's own poll default is also 5 s). */

@@ -20,7 +20,13 @@ export interface PlainNode {
   cronwardenEntry: string;
 }
 
-const FILES = ["workers/cronwarden.ts", "workers/agenda.ts", "lib/contenderWorker.ts", "lib/protocol.ts"];
+const FILES = [
+  "workers/cronwarden.ts",
+  "workers/agenda.ts",
+  "workers/scale.ts",
+  "lib/contenderWorker.ts",
+  "lib/protocol.ts",
+];
 
 let prepared: Promise<PlainNode> | undefined;
 

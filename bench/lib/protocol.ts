@@ -84,6 +84,19 @@ export interface ReconcileFigures {
   auditRows: number;
 }
 
+/** One instance of the scale scenario (bench/scenarios/scale.ts). */
+export interface ScaleSpec {
+  label: string;
+  databaseUrl: string;
+  configFile: string;
+  /** Task names registered (the config file's). */
+  names: { prefix: string; count: number };
+  poolMax: number;
+  logFile: string;
+  /** file: URL of the compiled package (plain node); absent: the source under tsx. */
+  cronwardenEntry?: string;
+}
+
 export type WorkerMessage =
   | { type: "ready"; label: string; pid: number; at: number; setupMs: number }
   | {
@@ -98,6 +111,18 @@ export type WorkerMessage =
     }
   | { type: "finish"; label: string; pid: number; task: string; at: number; error: string | null }
   | { type: "reconcile"; figures: ReconcileFigures }
+  /** The scale scenario's instances (bench/workers/scale.ts): each config load and reconcile, by its process's clock. */
+  | {
+      type: "scale";
+      label: string;
+      pid: number;
+      kind: "loaded" | "reconciled" | "failed";
+      revision: string;
+      trigger: string | null;
+      applied: number | null;
+      at: number;
+      message: string | null;
+    }
   /** An error the scheduler reported outside a handler (raw Agenda: its `error` event). */
   | { type: "engine-error"; label: string; pid: number; at: number; message: string }
   | { type: "stopped"; label: string; pid: number }

@@ -13,6 +13,7 @@ import {
 } from "../scenarios/latenessMinute.js";
 import type { PauseAllFigures } from "../scenarios/pauseAll.js";
 import type { RollingFigures } from "../scenarios/rolling.js";
+import type { ScaleFigures } from "../scenarios/scale.js";
 import type { SearchFigures } from "../scenarios/search.js";
 import type { FloorFigures, TimerFloorFigures } from "../scenarios/timerFloor.js";
 import {
@@ -35,6 +36,8 @@ export interface Results {
   latenessFloor?: TimerFloorFigures;
   herd?: Record<Contender, HerdFigures>;
   herdShared?: Record<Contender, HerdFigures>;
+  /** cronwarden only: the shared herd on one process, with its RSS (bench/scenarios/herd.ts runHerdMemory). */
+  herdMemory?: HerdFigures;
   idle?: IdleResult;
   failover?: Record<Contender, FailoverTrial[]>;
   /** The failover trial with SIGSTOP (a lingering session), once per contender. */
@@ -53,6 +56,8 @@ export interface Results {
   backfill?: BackfillFigures;
   /** cronwarden only: the pause-all switch reaching 3 processes. */
   pauseAll?: PauseAllFigures;
+  /** cronwarden only: many tasks on 3 instances (bench/scenarios/scale.ts). */
+  scale?: ScaleFigures;
 }
 
 type Figure = number | null;
@@ -179,6 +184,17 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
   figures.rolling_tuned = rollingJson(results.rollingTuned);
   figures.backfill = results.backfill ?? null;
   figures.pause_all = results.pauseAll ?? null;
+  figures.scale = results.scale ?? null;
+  figures.herd_memory = results.herdMemory
+    ? {
+        tasks: results.herdMemory.tasks,
+        runs: results.herdMemory.runs,
+        wrong_tasks: results.herdMemory.wrongTasks,
+        last_ms: round(results.herdMemory.lastMs),
+        rss_mb_after_herd: results.herdMemory.rssMb?.afterHerd ?? null,
+        rss_mb_idle: results.herdMemory.rssMb?.idle ?? null,
+      }
+    : null;
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -196,6 +212,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     rolling_tasks: sizes.rollingTasks,
     reconcile_tasks: sizes.reconcileTasks,
     rss_tasks: sizes.memoryTasks,
+    scale_tasks: sizes.scaleTasks,
   };
   return JSON.stringify(figures);
 }
@@ -273,6 +290,22 @@ export function markdown(options: {
   if (results.backfill) backfillRows(row, results.backfill);
   if (results.pauseAll) pauseAllRows(row, results.pauseAll);
   if (results.reconcile) reconcileRows(row, results.reconcile);
+  if (results.scale) scaleRows(row, results.scale);
+  const memory = results.herdMemory;
+  if (memory) {
+    row(
+      `herd-memory (${memory.tasks} tasks, one process)`,
+      "runs / tasks not run exactly once / last start (ms)",
+      `${memory.runs} / ${memory.wrongTasks} / ${show(memory.lastMs)}`,
+      "n/a",
+    );
+    row(
+      "",
+      `VmRSS 10 s after the last start / after ${memory.rssMb?.idleWindowS ?? "?"} s idle (MB)`,
+      `${show(memory.rssMb?.afterHerd, 1)} / ${show(memory.rssMb?.idle, 1)}`,
+      "n/a",
+    );
+  }
   const small = results.reconcileSmall;
   if (small) {
     row(
@@ -649,4 +682,37 @@ function rollingJson(rolling: RollingFigures | undefined) {
     rerun_delay_median_s: rolling.rerunDelayMedianS,
     rerun_delay_max_s: rolling.rerunDelayMaxS,
   };
+}
+
+/** The scale scenario's rows (bench/scenarios/scale.ts). */
+function scaleRows(row: Row, scale: ScaleFigures): void {
+  const name = `scale (${scale.tasks} tasks, ${scale.instances} instances)`;
+  const list = (values: number[], digits = 0) => values.map((value) => show(value, digits)).join(" / ");
+  row(name, "cold: first instance's first reconcile, loaded -> done (ms)", show(scale.coldMs), "n/a");
+  row("", "scheduler.start() of each instance (ms)", list(scale.startMs), "n/a");
+  row(
+    "",
+    `idle: transactions per second per instance (${scale.idleWindowS} s window)`,
+    show(scale.idleTpsPerInstance, 2),
+    "n/a",
+  );
+  row(
+    "",
+    "VmRSS of each instance: after the idle window; at the end (MB)",
+    `${list(scale.rssMbIdle, 1)}; ${list(scale.rssMbEnd, 1)}`,
+    "n/a",
+  );
+  row("", "no change, new revision: each instance's reconcile (ms)", list(scale.noopMs), "n/a");
+  row(
+    "",
+    "one entry edited: file write -> row stored, each edit (median) (ms)",
+    `${list(scale.editToStoredMs)} (${show(median(scale.editToStoredMs))})`,
+    "n/a",
+  );
+  row(
+    "",
+    "one entry edited: the slowest instance's reconcile, each edit (ms)",
+    list(scale.editReconcileMs),
+    "n/a",
+  );
 }

@@ -37,6 +37,8 @@ export interface HerdFigures {
    * server's (bench/lib/processCpu.ts). Null where /proc is not read.
    */
   cpuMsPerRun: { node: number; postgres: number } | null;
+  /** herd-memory: the process's VmRSS 10 s after the herd's last start, and after an idle window (MB). */
+  rssMb?: { afterHerd: number; idle: number; idleWindowS: number };
 }
 
 /** The CPU per run counts from this long before the boundary. */
@@ -99,6 +101,23 @@ function noFigures(tasks: number, instances: number): HerdFigures {
 }
 
 /**
+ * herd-memory (cronwarden only): the shared herd's 10,000 tasks (2,000) on one process, and its
+ * VmRSS 10 s after the last start and after the idle window that follows.
+ */
+export async function runHerdMemory(context: BenchContext): Promise<HerdFigures> {
+  const count = context.sizes.herdSharedTasks;
+  let margin = 8_000 + count * 6;
+  for (let attempt = 1; attempt <= 3; attempt++) {
+    const figures = await herdOnce(context, "cronwarden", count, 1, margin, attempt, undefined, {
+      idleMs: context.sizes.idleWindowMs,
+    });
+    if (figures) return figures;
+    margin *= 2;
+  }
+  throw new Error("herd-memory: set-up never finished before the boundary");
+}
+
+/**
  * The herd of cronwarden tasks once in-process (`none`) and once with `isolation: "worker"`
  * (bench/scenarios/isolation.ts), one process each, at the same settings.
  */
@@ -134,8 +153,10 @@ async function herdOnce(
   marginMs: number,
   attempt: number,
   isolation: { isolatedModule: string | undefined; tag: string } | undefined = undefined,
+  memory: { idleMs: number } | undefined = undefined,
 ): Promise<HerdFigures | undefined> {
-  const database = `bench_herd${instances > 1 ? instances : ""}_${contender}${isolation ? `_${isolation.tag}` : ""}`;
+  const tag = isolation ? `_${isolation.tag}` : memory ? "_memory" : "";
+  const database = `bench_herd${instances > 1 ? instances : ""}_${contender}${tag}`;
   const boundary = boundaryAfter(marginMs);
   const tasks = { prefix: "herd", count, cron: dailyCronAt(boundary) };
   const launch = await prepareContender(context, contender, database, tasks);
@@ -186,6 +207,14 @@ async function herdOnce(
         : undefined;
     // late duplicates would show up within a couple of polls
     await sleep(2 * DEFAULT_PROCESS_EVERY_MS);
+    const mb = async () =>
+      Math.round(((await (workers[0] as (typeof workers)[number]).rssBytes()) / 1_048_576) * 10) / 10;
+    let rssMb: HerdFigures["rssMb"];
+    if (memory) {
+      const afterHerd = await mb();
+      await sleep(memory.idleMs);
+      rssMb = { afterHerd, idle: await mb(), idleWindowS: memory.idleMs / 1000 };
+    }
     const starts = ofSlot();
     const perTask = new Map<string, number>();
     for (const start of starts) perTask.set(start.task, (perTask.get(start.task) ?? 0) + 1);
@@ -215,6 +244,7 @@ async function herdOnce(
               postgres: cpuUsedBetween(cpuBefore.postgres, cpuAfter.postgres) / starts.length,
             }
           : null,
+      ...(rssMb ? { rssMb } : {}),
     };
   } finally {
     await Promise.all(workers.map((each) => each.stop()));

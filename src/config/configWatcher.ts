@@ -4,6 +4,7 @@ import type { ConfigDocument, ConfigSource } from "../sources/configSource.js";
 import type { CronRules } from "./cronValidator.js";
 import type { DesiredState } from "./desiredState.js";
 import { parseDesiredState } from "./desiredState.js";
+import { EntryMemo } from "./entryMemo.js";
 
 /** A snapshot whose apply failed (database unreachable) is applied again after this delay. */
 const APPLY_RETRY_MS = 5_000;
@@ -38,6 +39,8 @@ export class ConfigWatcher {
   #delivering: Promise<void> | undefined;
   #unsubscribe: (() => Promise<void>) | undefined;
   #retryTimer: NodeJS.Timeout | undefined;
+  /** The last document's valid entries: an unchanged entry is not validated again. */
+  readonly #entries = new EntryMemo();
   /** The source's current error, logged once when it starts; repeats go to debug. */
   #failing: string | undefined;
 
@@ -174,6 +177,7 @@ export class ConfigWatcher {
       now: this.#options.now?.() ?? new Date(),
       source: source.description,
       revision: document.revision,
+      memo: this.#entries,
     });
     const refusal = this.#options.guard?.(state);
     if (refusal) {

@@ -68,6 +68,11 @@ export function isValidTimezone(timezone: string): boolean {
 const scheduleChecks = new Map<string, ScheduleCheck>();
 const SCHEDULE_CACHE_LIMIT = 1_000;
 
+/** Whether checkSchedule answers this one without `now` (its answer is kept): a check of it stands at any time. */
+export function scheduleCheckStands(cron: string, timezone: string, rules: CronRules): boolean {
+  return scheduleChecks.has(`${rules.minIntervalMs}\n${String(timezone)}\n${cron}`);
+}
+
 /** Checks a cron expression and timezone; `now` is where the gap sampling starts. */
 export function checkSchedule(cron: string, timezone: string, rules: CronRules, now: Date): ScheduleCheck {
   const key = `${rules.minIntervalMs}\n${String(timezone)}\n${cron}`;

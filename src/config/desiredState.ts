@@ -21,9 +21,13 @@ import {
   type EntryDependency,
   readDependency,
 } from "./dependencyEntries.js";
+import { describeTopLevel, readableName, shortenName, valueAt } from "./entryDescriptions.js";
+import type { EntryMemo, EntryRead } from "./entryMemo.js";
 import { checkLimitFields } from "./limitConfig.js";
 import { checkPolicyFields } from "./policyConfig.js";
 import { checkShardFields, type ShardFields } from "./shardConfig.js";
+
+export { describeProblems, describeRejection } from "./entryDescriptions.js";
 
 /** One task's entry in the desired state, after validation (`shards`: docs/sharding.md). */
 export interface DesiredTask extends ShardFields {
@@ -144,6 +148,8 @@ export interface ParseOptions {
   revision: string;
   /** Reads an `ics:` calendar's file; default: from the file system (src/config/calendarConfig.ts). */
   readCalendarFile?: ReadCalendarFile;
+  /** The previous document's valid entries, reused where equal (a ConfigWatcher's; src/config/entryMemo.ts). */
+  memo?: EntryMemo;
 }
 
 export function parseDesiredState(document: unknown, options: ParseOptions): DesiredState {
@@ -168,22 +174,31 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   const dependencies = new Map<number, EntryDependency>();
   const calendars = parseCalendars(top.data.calendars, options.readCalendarFile ?? readCalendarFile);
 
+  const memo = options.memo?.begin(options.defaultTimezone, options.rules);
   top.data.tasks.forEach((raw, index) => {
-    const name = readableName(raw);
-    const entry = entrySchema.safeParse(raw);
-    if (!entry.success) {
-      rejected.push(invalidEntry(raw, index, name, entry.error.issues, options, calendars));
-      return;
+    let read = memo?.reuse(index, raw);
+    if (!read) {
+      const name = readableName(raw);
+      const entry = entrySchema.safeParse(raw);
+      if (!entry.success) {
+        rejected.push(invalidEntry(raw, index, name, entry.error.issues, options, calendars));
+        return;
+      }
+      const checked = readEntry(entry.data, index, name, options, calendars);
+      if ("rejected" in checked) {
+        rejected.push(checked.rejected);
+        return;
+      }
+      read = checked;
     }
-    const read = readEntry(entry.data, index, name, options, calendars);
-    if ("rejected" in read) {
-      rejected.push(read.rejected);
-      return;
-    }
-    indexesByName.set(entry.data.name, [...(indexesByName.get(entry.data.name) ?? []), index]);
+    memo?.keep(index, raw, read, options.rules, options.defaultTimezone);
+    const indexes = indexesByName.get(read.task.name);
+    if (indexes) indexes.push(index);
+    else indexesByName.set(read.task.name, [index]);
     tasks.push(read.task);
     if (read.after) dependencies.set(index, read.after);
   });
+  memo?.end();
 
   const duplicates = rejectDuplicates(indexesByName, rejected);
   const accepted = applyDependencies(
@@ -267,7 +282,7 @@ function readEntry(
   name: string | undefined,
   options: ParseOptions,
   calendars: ParsedCalendars,
-): { task: DesiredTask; after?: DependencySpec } | { rejected: RejectedEntry } {
+): EntryRead | { rejected: RejectedEntry } {
   const dependency = readDependency(data);
   const policy = checkPolicyFields(data, options.rules);
   const limits = checkLimitFields(data);
@@ -390,55 +405,4 @@ function looseDependency(fields: Record<string, unknown>): EntryProblem[] {
     waitAtMost: text(fields.waitAtMost),
   });
   return check.ok ? [] : check.problems;
-}
-
-/** Every problem of a rejected entry, one line each (`describeRejection` names the first). */
-export function describeProblems(rejection: RejectedEntry): string[] {
-  const who = rejection.name ? ` "${rejection.name}"` : "";
-  return (rejection.problems ?? [rejection]).map(
-    (problem) =>
-      `config tasks[${rejection.index}]${who}: ${problem.field} ${formatValue(problem.value)} is invalid: ${problem.reason}`,
-  );
-}
-
-/** `config tasks[3] "syncReport": cron "*\/61 * * * *" is invalid: minute field ...` */
-export function describeRejection(rejection: RejectedEntry): string {
-  const who = rejection.name ? ` "${rejection.name}"` : "";
-  return `config tasks[${rejection.index}]${who}: ${rejection.field} ${formatValue(rejection.value)} is invalid: ${rejection.reason}`;
-}
-
-function formatValue(value: unknown): string {
-  const text = JSON.stringify(value);
-  return text === undefined ? "(missing)" : text.length > 120 ? `${text.slice(0, 117)}...` : text;
-}
-
-/** A name too long to be one is shown shortened (it is echoed in logs and responses). */
-function shortenName(value: unknown, path: readonly PropertyKey[], shortName: string | undefined): unknown {
-  return path.length === 1 && path[0] === "name" && typeof value === "string" && value !== shortName
-    ? shortName
-    : value;
-}
-
-/** The entry's name, shortened when it is too long to be one (it is echoed in logs and responses). */
-function readableName(raw: unknown): string | undefined {
-  const name = typeof raw === "object" && raw !== null ? (raw as Record<string, unknown>).name : undefined;
-  if (typeof name !== "string") return undefined;
-  return name.length > 200 ? `${name.slice(0, 60)}... (${name.length} characters)` : name;
-}
-
-function valueAt(raw: unknown, path: readonly PropertyKey[]): unknown {
-  let current: unknown = raw;
-  for (const key of path) {
-    if (typeof current !== "object" || current === null) return undefined;
-    current = (current as Record<PropertyKey, unknown>)[key];
-  }
-  return current;
-}
-
-function describeTopLevel(document: unknown): string {
-  if (document === null || document === undefined || document === "") return "the document is empty";
-  if (Array.isArray(document)) return "the document is a list";
-  if (typeof document !== "object") return `the document is a ${typeof document}`;
-  if (!("tasks" in document)) return 'it has no "tasks" key';
-  return '"tasks" is not a list';
 }

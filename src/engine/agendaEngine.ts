@@ -17,6 +17,7 @@ import type {
 } from "./engineApi.js";
 import { EngineErrors } from "./engineErrors.js";
 import { BACKFILL_WAKE_ID, DEFAULT_MAX_CONCURRENCY, type EngineParts, EngineWiring } from "./engineWiring.js";
+import type { JobBatchWrites } from "./jobBatchWrites.js";
 import { readTaskJobs } from "./jobReads.js";
 import { type JobWrites, type WakeJob, withReconcileLock } from "./jobWrites.js";
 import type { PauseGate, PauseState } from "./pauseGate.js";
@@ -224,6 +225,11 @@ export class AgendaEngine {
     return readTaskJobs(this.#options.pool);
   }
 
+  /** The job rows of these tasks only (a reconcile of a few changed entries). */
+  listJobsNamed(names: readonly string[]): Promise<TaskJob[]> {
+    return readTaskJobs(this.#options.pool, names);
+  }
+
   /** A digest of what the reconcile planner reads of the job rows (sql/jobs.ts). */
   plannedColumnsDigest(): Promise<string> {
     return sql.selectPlannedColumnsDigest(this.#options.pool);
@@ -236,6 +242,19 @@ export class AgendaEngine {
 
   createJob(...args: Parameters<JobWrites["createJob"]>): Promise<void> {
     return this.#writes().createJob(...args);
+  }
+
+  /** Many rows in one statement per batch (src/engine/jobBatchWrites.ts): the reconciler's bulk writes. */
+  createJobs(...args: Parameters<JobBatchWrites["createJobs"]>): Promise<Set<string>> {
+    return this.#require().batchWrites.createJobs(...args);
+  }
+
+  updateSchedules(...args: Parameters<JobBatchWrites["updateSchedules"]>): Promise<Map<string, Date>> {
+    return this.#require().batchWrites.updateSchedules(...args);
+  }
+
+  setEnabledMany(...args: Parameters<JobBatchWrites["setEnabledMany"]>): Promise<void> {
+    return this.#require().batchWrites.setEnabledMany(...args);
   }
 
   setDependency(...args: Parameters<JobWrites["setDependency"]>): Promise<void> {

@@ -12,6 +12,7 @@ import { ClaimedRuns, startAheadOf } from "./claimedRuns.js";
 import type { DatabaseHealth } from "./databaseHealth.js";
 import type { EngineHooks, EngineOptions, EngineRun, TaskDependencies } from "./engineApi.js";
 import type { EngineErrors } from "./engineErrors.js";
+import { JobBatchWrites } from "./jobBatchWrites.js";
 import { CronwardenJobRepository } from "./jobRepository.js";
 import { JobWrites, type WakeJob } from "./jobWrites.js";
 import { InstanceLiveness } from "./liveness.js";
@@ -55,6 +56,8 @@ export interface EngineParts {
   liveness: InstanceLiveness | undefined;
   missedSlots: MissedSlotDetector;
   writes: JobWrites;
+  /** The reconciler's writes of many rows at once (src/engine/jobBatchWrites.ts). */
+  batchWrites: JobBatchWrites;
   /** Renews running jobs' locks from its own thread; closed after the drain. */
   locks: LockKeeper;
   /** The namespace's pause-all switch (src/engine/pauseGate.ts). */
@@ -185,16 +188,22 @@ export class EngineWiring {
       liveness: this.#liveness(),
       // while pause-all is on every slot falls due unrun on purpose: not a silent stop to report
       missedSlots: this.#missedSlotDetector(() => (gate.paused ? [] : [...runs.definedTasks])),
-      writes: new JobWrites({
-        pool,
-        agenda,
-        dependencies,
-        instanceId,
-        clock: this.#clock,
-        wake: (job) => this.#ctx.wake(job),
-      }),
+      ...this.#writeParts(agenda, dependencies),
       backfillRunner,
     };
+  }
+
+  /** The job rows' writes: one row at a time, and many at once for the reconciler. */
+  #writeParts(agenda: Agenda, dependencies: TaskDependencies): Pick<EngineParts, "writes" | "batchWrites"> {
+    const { pool, instanceId } = this.#options;
+    const common = {
+      pool,
+      agenda,
+      instanceId,
+      clock: this.#clock,
+      wake: (job: WakeJob) => this.#ctx.wake(job),
+    };
+    return { writes: new JobWrites({ ...common, dependencies }), batchWrites: new JobBatchWrites(common) };
   }
 
   /** The namespace's pause-all switch, heard on the notification channel. */

@@ -65,7 +65,7 @@ function storedPolicyView(policy: unknown): {
   };
 }
 
-/** Every task's job row, by name. */
-export async function readTaskJobs(db: Queryable): Promise<TaskJob[]> {
-  return (await selectTaskJobs(db)).map(taskJobOfRow);
+/** Every task's job row (or those of `names`), by name. */
+export async function readTaskJobs(db: Queryable, names?: readonly string[]): Promise<TaskJob[]> {
+  return (await selectTaskJobs(db, names)).map(taskJobOfRow);
 }

@@ -133,7 +133,7 @@ export class JobWrites {
    */
   async setJitter(taskName: string, jitterMs: number, now: Date): Promise<void> {
     await sql.setPolicy(this.#deps.pool, taskName, { jitterMs });
-    const row = (await sql.selectTaskJobs(this.#deps.pool)).find((job) => job.name === taskName);
+    const [row] = await sql.selectTaskJobs(this.#deps.pool, [taskName]);
     const schedule = row ? rowSchedule(row.repeat_interval, row.policy) : null;
     if (!row || !schedule || row.locked_at || !row.next_run_at || row.next_run_at <= now) return;
     const slot = nextSlot(schedule, row.repeat_timezone ?? "UTC", now.getTime());

@@ -5,7 +5,7 @@ import type { ReconcileTarget, ReconcileTrigger } from "./configReconciler.js";
 import type { LiveJob, ReconcileAction } from "./reconcilePlan.js";
 
 /** What one write did, for its log line. */
-interface Written {
+export interface Written {
   message: string;
   fields: Record<string, unknown>;
 }
@@ -40,10 +40,58 @@ export async function applyAction(
   }
   const written = await write(target, action, job, options.now);
   if (!written) return false;
-  if (drift)
+  reportWritten(action, written, trigger, logger);
+  return true;
+}
+
+/** The log line of one applied write: a repair of drift at warn, as such; a change at info. */
+export function reportWritten(
+  action: ReconcileAction,
+  written: Written,
+  trigger: ReconcileTrigger,
+  logger: Logger,
+): void {
+  const context = { task: action.task, action: action.kind, reason: action.reason, trigger };
+  if (trigger === "anti-entropy")
     logger.warn({ ...context, ...written.fields, drift: true }, `drift repaired: ${written.message}`);
   else logger.info({ ...context, ...written.fields }, written.message);
-  return true;
+}
+
+/** What a create wrote, for its log line. */
+export function createdWritten(action: Extract<ReconcileAction, { kind: "create" }>): Written {
+  const task = action.task;
+  return {
+    message: `created job "${task}" (${action.after ? describeSpec(action.after) : action.cron}, ${action.timezone}, ${action.enabled ? "enabled" : "disabled"})`,
+    fields: {
+      before: null,
+      after: { cron: action.cron, timezone: action.timezone, enabled: action.enabled },
+    },
+  };
+}
+
+/** What a re-timing wrote, for its log line. */
+export function retimedWritten(
+  action: Extract<ReconcileAction, { kind: "update" }>,
+  nextRunAt: Date,
+): Written {
+  return {
+    message: `re-timed "${action.task}": ${action.reason}`,
+    fields: { changes: action.changes, nextRunAt },
+  };
+}
+
+/** What an enable or disable wrote, for its log line. */
+export function flagWritten(
+  action: Extract<ReconcileAction, { kind: "enable" | "disable" }>,
+  job: LiveJob | undefined,
+): Written {
+  return {
+    message: `${action.kind}d "${action.task}": ${action.reason}`,
+    fields: {
+      before: { enabled: job ? !job.disabled : null },
+      after: { enabled: action.kind === "enable" },
+    },
+  };
 }
 
 /** The write of one action; undefined when it found nothing to change (a resume another instance did first). */
@@ -57,13 +105,7 @@ async function write(
   switch (action.kind) {
     case "create":
       await target.createJob(task, action.cron, action.timezone, action.enabled, action.after);
-      return {
-        message: `created job "${task}" (${action.after ? describeSpec(action.after) : action.cron}, ${action.timezone}, ${action.enabled ? "enabled" : "disabled"})`,
-        fields: {
-          before: null,
-          after: { cron: action.cron, timezone: action.timezone, enabled: action.enabled },
-        },
-      };
+      return createdWritten(action);
     case "update": {
       if (action.changes.some((change) => change.field === "after"))
         await target.setDependency(task, action.after ?? null);
@@ -73,10 +115,7 @@ async function write(
           fields: { changes: action.changes },
         };
       const nextRunAt = await target.updateSchedule(task, action.cron, action.timezone, now());
-      return {
-        message: `re-timed "${task}": ${action.reason}`,
-        fields: { changes: action.changes, nextRunAt },
-      };
+      return retimedWritten(action, nextRunAt);
     }
     case "resume": {
       // only a row still paused is changed: an instance that resumed it first wins, once
@@ -93,13 +132,7 @@ async function write(
     case "enable":
     case "disable":
       await target.setEnabled(task, action.kind === "enable");
-      return {
-        message: `${action.kind}d "${task}": ${action.reason}`,
-        fields: {
-          before: { enabled: job ? !job.disabled : null },
-          after: { enabled: action.kind === "enable" },
-        },
-      };
+      return flagWritten(action, job);
     default:
       return writePolicy(target, action, now);
   }

@@ -7,8 +7,10 @@ import type { OverlapPolicy } from "../core/policies/overlap.js";
 import type { AuditEntry } from "../store/auditLog.js";
 import { applyAction } from "./actionWrites.js";
 import { auditEntries } from "./auditEntries.js";
+import { applyFirstInBatches, batchTarget } from "./batchApply.js";
 import { forEachConcurrently } from "./concurrently.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
+import { changedTasks } from "./scopedPlan.js";
 
 /** Actions applied at once; leaves most of a default pool of 10 to the runs. */
 const APPLY_CONCURRENCY = 4;
@@ -18,6 +20,8 @@ export interface ReconcileTarget {
   readonly instanceId: string;
   withReconcileLock<T>(work: () => Promise<T>): Promise<T>;
   listJobs(): Promise<LiveJob[]>;
+  /** The rows of these tasks only; optional: without it every config change reads every row. */
+  listJobsNamed?(names: readonly string[]): Promise<LiveJob[]>;
   /**
    * A digest of the job rows' columns the planner reads; equal digests, equal plans. Optional:
    * without it every anti-entropy pass reads and plans every row.
@@ -46,6 +50,19 @@ export interface ReconcileTarget {
   setExclude(taskName: string, calendars: Calendar[]): Promise<void>;
   /** Clears a pause by failure; the task is enabled, or stays disabled (`enabled` false). */
   resume(taskName: string, enabled: boolean): Promise<{ status: string }>;
+  /**
+   * Optional, all three or none: createJob, updateSchedule and setEnabled for many rows in one
+   * statement per batch (src/engine/jobBatchWrites.ts). Each answers the names it wrote; a name
+   * left out is written alone with the one-row method.
+   */
+  createJobs?(
+    jobs: readonly { name: string; cron: string; timezone: string; enabled: boolean }[],
+  ): Promise<Set<string>>;
+  updateSchedules?(
+    changes: readonly { name: string; cron: string; timezone: string }[],
+    now: Date,
+  ): Promise<Map<string, Date>>;
+  setEnabledMany?(changes: readonly { name: string; enabled: boolean }[]): Promise<void>;
 }
 
 /** Where applied changes and the applied snapshot are kept (the store); optional in tests. */
@@ -93,7 +110,8 @@ export class ConfigReconciler {
    * The last pass that found nothing to apply, with the rows' digest read before its plan: an
    * anti-entropy pass with the same desired state and the same digest would plan the same, so it
    * answers this plan without reading the rows (at 10,000 tasks a full pass allocated about 20 MB
-   * every minute). A pass that applies anything, or fails, forgets it.
+   * every minute). A pass that applies anything, or fails, forgets it; a pass of a few changed
+   * entries keeps the digest after its writes (#scopedPass).
    */
   #converged:
     | {
@@ -132,6 +150,9 @@ export class ConfigReconciler {
       if (unchanged) return this.#noDrift(unchanged);
     }
     return this.#target.withReconcileLock(async () => {
+      // a config change of a few entries, on rows still as the last converged pass left them
+      const scoped = trigger === "config" ? await this.#scopedPass(desired) : undefined;
+      if (scoped) return scoped;
       const result = await this.#pass(desired, trigger);
       if (result.applied.length > 0) await this.#confirm(desired, result);
       return result;
@@ -162,7 +183,7 @@ export class ConfigReconciler {
     }
   }
 
-  /** One read, plan and apply; the caller holds the reconcile lock. */
+  /** One read of every row, plan and apply; the caller holds the reconcile lock. */
   async #pass(desired: DesiredState, trigger: ReconcileTrigger): Promise<ReconcileResult> {
     // read before the rows: a change landing in between makes the next digest differ, never
     // the other way round
@@ -172,29 +193,65 @@ export class ConfigReconciler {
     this.#converged = undefined;
     const live = await this.#target.listJobs();
     const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
+    const result = await this.#applyPlan(desired, trigger, plan, live, undefined);
+    if (digest !== undefined && result.applied.length === 0)
+      this.#converged = {
+        desired,
+        digest,
+        registered: this.#registry.names().size,
+        plan,
+        enabledTasks: result.enabledTasks,
+      };
+    return result;
+  }
+
+  /**
+   * A config change planned for the entries it changed alone (src/reconcile/scopedPlan.ts): when
+   * the last converged pass was of the previous snapshot and the rows' digest is still its, every
+   * other row matches the new snapshot already, so only the changed tasks' rows are read. Then
+   * the digest after the writes is converged for the new snapshot: no full read follows.
+   * Undefined: a full pass is needed (no converged pass, drift, too many changes).
+   */
+  async #scopedPass(desired: DesiredState): Promise<ReconcileResult | undefined> {
+    const converged = this.#converged;
+    const readNamed = this.#target.listJobsNamed?.bind(this.#target);
+    const digestOf = this.#target.plannedColumnsDigest?.bind(this.#target);
+    const registered = this.#registry.names();
+    if (!converged || !readNamed || !digestOf || converged.registered !== registered.size) return undefined;
+    const scope = changedTasks(converged.desired, desired);
+    if (!scope) return undefined;
+    const [digest, live] = await Promise.all([digestOf(), readNamed([...scope])]);
+    if (digest !== converged.digest) return undefined;
+    this.#converged = undefined;
+    const plan = planReconcile(desired, live, registered, this.#now(), scope);
+    const result = await this.#applyPlan(desired, "config", plan, live, converged.enabledTasks);
+    const after = result.applied.length > 0 ? await digestOf() : digest;
+    // the plan an anti-entropy pass answers with: nothing to write; the orphans out of scope are the previous pass's
+    const quiet = plan.actions.filter((action) => action.kind === "reject" || action.kind === "orphan");
+    const orphans = converged.plan.actions.filter(
+      (action) => action.kind === "orphan" && !scope.has(action.task),
+    );
+    this.#converged = {
+      desired,
+      digest: after,
+      registered: registered.size,
+      plan: { actions: [...quiet, ...orphans], unchanged: desired.tasks.map((task) => task.name) },
+      enabledTasks: result.enabledTasks,
+    };
+    return result;
+  }
+
+  /** Applies a plan made from `live`, audits it, keeps the snapshot (a config pass) and logs the outcome. */
+  async #applyPlan(
+    desired: DesiredState,
+    trigger: ReconcileTrigger,
+    plan: ReconcilePlan,
+    live: readonly LiveJob[],
+    enabledBefore: ReadonlySet<string> | undefined,
+  ): Promise<ReconcileResult> {
     const liveByName = new Map(live.map((job) => [job.name, job]));
     const applied: ReconcileAction[] = [];
-    // each action touches its own task's row: a few at a time (10,000 in a row took 7-9 s)
-    const done: boolean[] = [];
-    let failure: unknown;
-    // one task's actions in order (a create before the policy it carries), tasks side by side
-    const byTask = new Map<string, number[]>();
-    plan.actions.forEach((action, index) => {
-      const key = action.task ?? `#${index}`;
-      byTask.set(key, [...(byTask.get(key) ?? []), index]);
-    });
-    await forEachConcurrently([...byTask.values()], APPLY_CONCURRENCY, async (indexes) => {
-      for (const index of indexes) {
-        const action = plan.actions[index] as ReconcileAction;
-        done[index] = await applyAction(this.#target, action, liveByName.get(action.task ?? ""), {
-          trigger,
-          now: this.#now,
-          logger: this.#logger,
-        });
-      }
-    }).catch((error: unknown) => {
-      failure = error;
-    });
+    const { done, failure } = await this.#apply(plan, liveByName, trigger);
     plan.actions.forEach((action, index) => {
       if (done[index]) applied.push(action);
     });
@@ -214,16 +271,8 @@ export class ConfigReconciler {
       at: this.#now(),
       plan,
       applied,
-      enabledTasks: enabledAfter(live, applied),
+      enabledTasks: enabledAfter(enabledBefore, live, applied),
     };
-    if (digest !== undefined && applied.length === 0)
-      this.#converged = {
-        desired,
-        digest,
-        registered: this.#registry.names().size,
-        plan,
-        enabledTasks: result.enabledTasks,
-      };
     this.#last = result;
     const summary = {
       revision: desired.revision,
@@ -241,6 +290,58 @@ export class ConfigReconciler {
       this.#logger.debug(summary, "anti-entropy pass: no drift");
     }
     return result;
+  }
+
+  /**
+   * Applies a plan: each task's actions in order (a create before the policy it carries), tasks
+   * side by side. The first action of each task goes in batches of many rows where the target
+   * can (src/reconcile/batchApply.ts); the rest, a few at a time (each touches its own task's
+   * row). `done[i]`: action i changed the database. After a failure no new write starts.
+   */
+  async #apply(
+    plan: ReconcilePlan,
+    liveByName: ReadonlyMap<string, LiveJob>,
+    trigger: ReconcileTrigger,
+  ): Promise<{ done: boolean[]; failure: unknown }> {
+    const done: boolean[] = [];
+    let failure: unknown;
+    const byTask = new Map<string, number[]>();
+    plan.actions.forEach((action, index) => {
+      const key = action.task ?? `#${index}`;
+      const indexes = byTask.get(key);
+      if (indexes) indexes.push(index);
+      else byTask.set(key, [index]);
+    });
+    let rest = [...byTask.values()];
+    const batches = batchTarget(this.#target);
+    if (batches) {
+      const context = { trigger, now: this.#now, logger: this.#logger, liveByName };
+      await applyFirstInBatches(
+        batches,
+        plan.actions,
+        rest.map(([first]) => first as number),
+        done,
+        context,
+      ).catch((error: unknown) => {
+        failure = error;
+      });
+      rest = rest.map((indexes) => (done[indexes[0] as number] ? indexes.slice(1) : indexes));
+      rest = rest.filter((indexes) => indexes.length > 0);
+    }
+    if (failure !== undefined) return { done, failure };
+    await forEachConcurrently(rest, APPLY_CONCURRENCY, async (indexes) => {
+      for (const index of indexes) {
+        const action = plan.actions[index] as ReconcileAction;
+        done[index] = await applyAction(this.#target, action, liveByName.get(action.task ?? ""), {
+          trigger,
+          now: this.#now,
+          logger: this.#logger,
+        });
+      }
+    }).catch((error: unknown) => {
+      failure = error;
+    });
+    return { done, failure };
   }
 
   /**
@@ -280,9 +381,20 @@ export class ConfigReconciler {
   }
 }
 
-/** The registered tasks enabled once `applied` is: the fleet guard's next baseline. */
-function enabledAfter(live: readonly LiveJob[], applied: readonly ReconcileAction[]): Set<string> {
-  const enabled = new Set(live.filter((job) => !job.disabled).map((job) => job.name));
+/**
+ * The registered tasks enabled once `applied` is: the fleet guard's next baseline. `base`: those
+ * enabled before a pass that read only some rows (`live`).
+ */
+function enabledAfter(
+  base: ReadonlySet<string> | undefined,
+  live: readonly LiveJob[],
+  applied: readonly ReconcileAction[],
+): Set<string> {
+  const enabled = new Set(base ?? []);
+  for (const job of live) {
+    if (job.disabled) enabled.delete(job.name);
+    else enabled.add(job.name);
+  }
   for (const action of applied) {
     if (
       action.kind === "enable" ||

@@ -103,6 +103,11 @@ export function planReconcile(
   registered: ReadonlySet<string>,
   /** Decides whether an `at:` one-shot that the task does not hold yet is in the past. */
   now: Date = new Date(),
+  /**
+   * Plan only these tasks (src/reconcile/scopedPlan.ts): `live` holds their rows, and every other
+   * task of `desired` is reported unchanged (its row matched the last applied snapshot).
+   */
+  scope?: ReadonlySet<string>,
 ): ReconcilePlan {
   const actions: ReconcileAction[] = [];
   const unchanged: string[] = [];
@@ -124,6 +129,10 @@ export function planReconcile(
       actions.push({ kind: "reject", task: task.name, reason: refusal });
       continue;
     }
+    if (scope && !scope.has(task.name)) {
+      unchanged.push(task.name);
+      continue;
+    }
     const job = liveByName.get(task.name);
     if (!job) {
       actions.push(...planNewJob(task));
@@ -134,7 +143,8 @@ export function planReconcile(
     actions.push(...taskActions);
   }
 
-  for (const name of [...registered].sort()) {
+  for (const name of [...(scope ?? registered)].sort()) {
+    if (!registered.has(name)) continue;
     if (desiredNames.has(name) || refusedNames.has(name)) continue;
     const action = planLeftOut(name, liveByName.get(name), desired.source);
     if (action) actions.push(action);

@@ -26,6 +26,8 @@ export interface RegisteredTask {
 export class TaskRegistry {
   readonly #tasks = new Map<string, RegisteredTask>();
   #sealed = false;
+  /** names() once sealed: the set does not change after that, and each reconcile asks for it. */
+  #names: ReadonlySet<string> | undefined;
 
   register(registration: TaskRegistration, registeredAt = callerLocation()): RegisteredTask {
     if (this.#sealed) {
@@ -119,7 +121,9 @@ export class TaskRegistry {
   }
 
   names(): ReadonlySet<string> {
-    return new Set(this.#tasks.keys());
+    if (!this.#sealed) return new Set(this.#tasks.keys());
+    this.#names ??= new Set(this.#tasks.keys());
+    return this.#names;
   }
 }
 

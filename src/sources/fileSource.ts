@@ -5,6 +5,7 @@ import path from "node:path";
 import { CronwardenError } from "../core/errors.js";
 import { toError } from "../core/logger.js";
 import type { ConfigDocument, ConfigListener, ConfigSource } from "./configSource.js";
+import { DEFAULT_DOCUMENT_LIMITS, type DocumentLimits } from "./documentLimits.js";
 import { ANY_FORMAT, type DocumentFormat, parseDocument } from "./parseDocument.js";
 
 export interface FileSourceOptions {
@@ -14,6 +15,12 @@ export interface FileSourceOptions {
   debounceMs?: number;
   /** A bigger file is refused (an accident, not a config); default 1 MiB. */
   maxBytes?: number;
+  /**
+   * A document with more collection items and keys is refused before parsing
+   * (src/sources/documentLimits.ts); default 120,000, about 25,000 tasks. Raise it with maxBytes
+   * for a larger config (100,000 tasks of four fields: about 500,000).
+   */
+  maxNodes?: number;
   /**
    * A stat() check at this interval catches changes that file events miss (network and overlay
    * file systems, a replaced parent directory). 0 turns it off.
@@ -38,6 +45,7 @@ export class FileConfigSource implements ConfigSource {
   readonly #debounceMs: number;
   readonly #pollIntervalMs: number;
   readonly #maxBytes: number;
+  readonly #limits: DocumentLimits;
   readonly #missingHint: string;
 
   constructor(options: FileSourceOptions) {
@@ -46,6 +54,10 @@ export class FileConfigSource implements ConfigSource {
     this.#debounceMs = options.debounceMs ?? DEFAULT_DEBOUNCE_MS;
     this.#pollIntervalMs = options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS;
     this.#maxBytes = options.maxBytes ?? DEFAULT_MAX_BYTES;
+    this.#limits = {
+      ...DEFAULT_DOCUMENT_LIMITS,
+      ...(options.maxNodes ? { maxNodes: options.maxNodes } : {}),
+    };
     this.#missingHint =
       options.missingHint ??
       "create it or point CRONWARDEN_CONFIG_FILE at the right path (cronwarden serve: --config)";
@@ -154,7 +166,7 @@ export class FileConfigSource implements ConfigSource {
           ? ["yaml"]
           : ANY_FORMAT;
     try {
-      return parseDocument(text, formats);
+      return parseDocument(text, formats, this.#limits);
     } catch (thrown) {
       throw new CronwardenError(
         "INVALID_CONFIG",

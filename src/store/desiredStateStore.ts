@@ -1,5 +1,5 @@
 import type { Pool } from "pg";
-import { LOAD_DESIRED_STATE, SAVE_DESIRED_STATE } from "./statements.js";
+import { LOAD_DESIRED_STATE, SAVE_DESIRED_STATE, STORED_REVISION } from "./statements.js";
 
 /** The last applied valid config document, kept in PostgreSQL per namespace. */
 export interface StoredDesiredState {
@@ -23,12 +23,23 @@ export class DesiredStateStore {
     this.#namespace = namespace;
   }
 
+  /**
+   * Keeps `state` as the namespace's last applied document. A revision of the same source that is
+   * stored already is not written again: the other instances applying the same change would each
+   * send the whole document (5 MB for 100,000 tasks) to store what is there; the row keeps who
+   * applied it first.
+   */
   async save(state: {
     document: unknown;
     source: string;
     revision: string;
     appliedBy: string;
   }): Promise<void> {
+    const stored = await this.#pool.query<{ revision: string; source: string }>(STORED_REVISION, [
+      this.#namespace,
+    ]);
+    const row = stored.rows[0];
+    if (row && row.revision === state.revision && row.source === state.source) return;
     await this.#pool.query(SAVE_DESIRED_STATE, [
       this.#namespace,
       JSON.stringify(state.document),

@@ -18,6 +18,10 @@ export const SAVE_DESIRED_STATE = `
     SET document = EXCLUDED.document, source = EXCLUDED.source, revision = EXCLUDED.revision,
         applied_at = EXCLUDED.applied_at, applied_by = EXCLUDED.applied_by`;
 
+/** The revision and source of the namespace's last applied document (is a save needed at all?). */
+export const STORED_REVISION = `
+  SELECT revision, source FROM "${DESIRED_STATE_TABLE}" WHERE namespace = $1`;
+
 /** The namespace's last applied document, read at start-up before the config source answers. */
 export const LOAD_DESIRED_STATE = `
   SELECT document, source, revision, applied_at, applied_by FROM "${DESIRED_STATE_TABLE}" WHERE namespace = $1`;

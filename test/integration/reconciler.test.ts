@@ -369,4 +369,182 @@ describe("ConfigReconciler against Agenda's table", () => {
     expect(await row("cleanup")).toHaveLength(1);
     expect([...new Set(audited.map((entry) => entry.task))].sort()).toEqual(["cleanup", "report"]);
   });
+
+  it("writes in batches the same rows as one at a time: create, re-time, disable", async () => {
+    /** The reconciler's target without the batch writes: every action one row at a time. */
+    const oneByOne: ReconcileTarget = {
+      instanceId: engine.instanceId,
+      withReconcileLock: (work) => engine.withReconcileLock(work),
+      listJobs: () => engine.listJobs(),
+      createJob: (...args) => engine.createJob(...args),
+      updateSchedule: (...args) => engine.updateSchedule(...args),
+      setEnabled: (...args) => engine.setEnabled(...args),
+      setPolicy: (...args) => engine.setPolicy(...args),
+      setJitter: (...args) => engine.setJitter(...args),
+      setOverlap: (...args) => engine.setOverlap(...args),
+      setPauseOnFailure: (...args) => engine.setPauseOnFailure(...args),
+      setExclude: (...args) => engine.setExclude(...args),
+      resume: (taskName, enabled) => engine.resume(taskName, enabled),
+      setDependency: (...args) => engine.setDependency(...args),
+    };
+    const fixed = () => new Date("2030-01-01T00:00:00.000Z");
+    const registry = (name: string) => {
+      const names = new TaskRegistry();
+      names.register({ name, handler: async () => {} });
+      return names;
+    };
+    const batched = new ConfigReconciler({
+      target: engine,
+      registry: registry("report"),
+      logger: logs.logger,
+      now: fixed,
+    });
+    const single = new ConfigReconciler({
+      target: oneByOne,
+      registry: registry("cleanup"),
+      logger: logs.logger,
+      now: fixed,
+    });
+    const rows = async () => {
+      const result = await db.pool.query<{ name: string; row: Record<string, unknown> }>(
+        `SELECT name, to_jsonb(job) - 'id' - 'name' - 'created_at' - 'updated_at' AS row
+           FROM agenda_jobs AS job WHERE name IN ('report', 'cleanup')`,
+      );
+      return Object.fromEntries(result.rows.map((each) => [each.name, each.row]));
+    };
+    const steps = [
+      // created from the engine's clock (a yearly slot: both rows get the same next run), then re-timed from `fixed`
+      { cron: "0 9 1 1 *", timezone: "Asia/Shanghai", enabled: false },
+      { cron: "*/7 * * * *", timezone: "Europe/Paris", enabled: false },
+      { cron: "*/7 * * * *", timezone: "Europe/Paris", enabled: true },
+      { cron: "15 minutes", timezone: "UTC", enabled: true },
+    ];
+    for (const [step, task] of steps.entries()) {
+      const [one, other] = await Promise.all([
+        batched.reconcile(state([{ name: "report", ...task }], `r${step}`)),
+        single.reconcile(state([{ name: "cleanup", ...task }], `r${step}`)),
+      ]);
+      expect(one.applied.map((action) => action.kind)).toEqual(other.applied.map((action) => action.kind));
+      const { report, cleanup } = await rows();
+      expect(report).toBeDefined();
+      expect(report).toEqual(cleanup);
+    }
+    const created = (task: string) =>
+      String(logs.lines.findLast((entry) => entry.task === task && entry.action === "create")?.msg);
+    expect(created("report")).toBe(created("cleanup").replace("cleanup", "report"));
+  });
+
+  it("a batch that fails leaves the batches before it applied and audited", async () => {
+    const audited: AuditEntry[] = [];
+    const registry = new TaskRegistry();
+    const names = Array.from({ length: 2_500 }, (_, index) => `bulk${index}`);
+    for (const name of names) registry.register({ name, handler: async () => {} });
+    let calls = 0;
+    const failing: ReconcileTarget = {
+      instanceId: engine.instanceId,
+      withReconcileLock: (work) => engine.withReconcileLock(work),
+      listJobs: () => engine.listJobs(),
+      createJob: (...args) => engine.createJob(...args),
+      updateSchedule: (...args) => engine.updateSchedule(...args),
+      setEnabled: (...args) => engine.setEnabled(...args),
+      setPolicy: (...args) => engine.setPolicy(...args),
+      setJitter: (...args) => engine.setJitter(...args),
+      setOverlap: (...args) => engine.setOverlap(...args),
+      setPauseOnFailure: (...args) => engine.setPauseOnFailure(...args),
+      setExclude: (...args) => engine.setExclude(...args),
+      resume: (taskName, enabled) => engine.resume(taskName, enabled),
+      setDependency: (...args) => engine.setDependency(...args),
+      createJobs: async (jobs) => {
+        calls++;
+        if (calls > 1) throw new Error("database went away");
+        return engine.createJobs(jobs);
+      },
+      updateSchedules: (changes, at) => engine.updateSchedules(changes, at),
+      setEnabledMany: (changes) => engine.setEnabledMany(changes),
+    };
+    const partial = new ConfigReconciler({
+      target: failing,
+      registry,
+      logger: logs.logger,
+      now,
+      recorder: {
+        recordAudit: async (entries) => {
+          audited.push(...entries);
+        },
+        saveApplied: async () => {},
+      },
+    });
+    await expect(partial.reconcile(state(names.map((name) => ({ name }))))).rejects.toThrow(
+      "database went away",
+    );
+    const stored = await db.pool.query<{ count: string }>("SELECT count(*) FROM agenda_jobs");
+    const created = new Set(audited.filter((entry) => entry.field === "job").map((entry) => entry.task));
+    expect(Number(stored.rows[0]?.count)).toBe(created.size);
+    expect(created.size).toBeGreaterThan(0);
+    expect(created.size).toBeLessThan(names.length);
+  });
+
+  it("a config change of a few entries reads and plans only their rows; after drift, every row", async () => {
+    const tasks = [{ name: "report" }, { name: "cleanup" }, { name: "digest" }];
+    await reconciler.reconcile(state(tasks, "s1"));
+    const full = vi.spyOn(engine, "listJobs");
+    const named = vi.spyOn(engine, "listJobsNamed");
+    try {
+      const edited = await reconciler.reconcile(
+        state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }, { name: "digest" }], "s2"),
+      );
+      expect(full).not.toHaveBeenCalled();
+      expect(named.mock.calls).toEqual([[["report"]]]);
+      expect(edited.applied).toEqual([expect.objectContaining({ kind: "update", task: "report" })]);
+      expect(edited.plan.unchanged.sort()).toEqual(["cleanup", "digest"]);
+      expect((await row("report"))[0]).toMatchObject({ repeat_interval: "0 * * * *" });
+      // a task left out of the config is disabled by a pass of it alone
+      named.mockClear();
+      const s3 = state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }], "s3");
+      const removed = await reconciler.reconcile(s3);
+      expect(full).not.toHaveBeenCalled();
+      expect(named.mock.calls).toEqual([[["digest"]]]);
+      expect(removed.applied).toEqual([expect.objectContaining({ kind: "disable", task: "digest" })]);
+      expect(removed.enabledTasks).toEqual(new Set(["report", "cleanup"]));
+      // the anti-entropy pass that follows (of the snapshot in force) answers from the digest kept after those writes
+      await reconciler.reconcile(s3, "anti-entropy");
+      expect(full).not.toHaveBeenCalled();
+      // drift by hand on another row: the rows' digest is not the converged one, every row is planned
+      await db.pool.query("UPDATE agenda_jobs SET disabled = TRUE WHERE name = 'cleanup'");
+      const again = await reconciler.reconcile(
+        state([{ name: "report", cron: "0 9 * * *" }, { name: "cleanup" }], "s4"),
+      );
+      expect(full).toHaveBeenCalled();
+      expect(again.applied.map((action) => [action.kind, action.task]).sort()).toEqual([
+        ["enable", "cleanup"],
+        ["update", "report"],
+      ]);
+    } finally {
+      full.mockRestore();
+      named.mockRestore();
+    }
+  });
+
+  it("after a failed pass the next config change plans every row again", async () => {
+    const tasks = [{ name: "report" }, { name: "cleanup" }];
+    await reconciler.reconcile(state(tasks, "f1"));
+    const failing = vi
+      .spyOn(engine, "updateSchedules")
+      .mockRejectedValueOnce(new Error("database went away"));
+    const full = vi.spyOn(engine, "listJobs");
+    try {
+      await expect(
+        reconciler.reconcile(state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }], "f2")),
+      ).rejects.toThrow("database went away");
+      full.mockClear();
+      const retried = await reconciler.reconcile(
+        state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }], "f2"),
+      );
+      expect(full).toHaveBeenCalled();
+      expect(retried.applied).toEqual([expect.objectContaining({ kind: "update", task: "report" })]);
+    } finally {
+      failing.mockRestore();
+      full.mockRestore();
+    }
+  });
 });

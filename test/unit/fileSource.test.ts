@@ -144,4 +144,18 @@ describe("FileConfigSource and other files in its folder", () => {
       observer.close();
     }
   });
+
+  it("refuses a document over maxNodes before parsing it, and takes it with maxNodes raised", async () => {
+    const file = path.join(dir, "big.json");
+    const tasks = Array.from({ length: 40_000 }, (_, index) => ({
+      name: `t${index}`,
+      enabled: true,
+      cron: "0 9 * * *",
+    }));
+    await writeFile(file, JSON.stringify({ tasks }));
+    const big = { path: file, maxBytes: 16 * 1_048_576 };
+    await expect(new FileConfigSource(big).load()).rejects.toThrow(/refused before parsing: it .*120000/);
+    const loaded = await new FileConfigSource({ ...big, maxNodes: 500_000 }).load();
+    expect((loaded.content as { tasks: unknown[] }).tasks).toHaveLength(40_000);
+  });
 });

@@ -27,13 +27,15 @@ export interface JobRow {
   data: { after?: unknown } | null;
 }
 
-export async function selectTaskJobs(db: Queryable): Promise<JobRow[]> {
+/** Every task's job row, or only those of `names`. */
+export async function selectTaskJobs(db: Queryable, names?: readonly string[]): Promise<JobRow[]> {
   const result = await db.query<JobRow>(
     `SELECT id, name, disabled, repeat_interval, repeat_timezone, next_run_at, locked_at,
             last_run_at, last_finished_at, fail_count, fail_reason, last_modified_by,
             data->'policy' AS policy, data->'${PAUSE_DATA_KEY}' AS paused,
             CASE WHEN data ? 'after' THEN jsonb_build_object('after', data->'after') END AS data
-       FROM "${JOBS_TABLE}" WHERE type = 'single' ORDER BY name`,
+       FROM "${JOBS_TABLE}" WHERE type = 'single' ${names ? "AND name = ANY($1::text[])" : ""} ORDER BY name`,
+    names ? [names] : [],
   );
   return result.rows;
 }
