@@ -1,6 +1,7 @@
 import type { Pool } from "pg";
 import { calendarsOf } from "../core/policies/calendar.js";
 import { nextSlots, type SlotBudget, slotsBetween } from "../core/policies/schedule.js";
+import { runTriggerOf } from "../engine/engineApi.js";
 import { openSingleRecordBuckets, TaskBuckets } from "./timelineBuckets.js";
 import { marksOfRow, missedMark, openRunMark, type RunMark, type TimelineMark } from "./timelineMarks.js";
 import * as tsql from "./timelineSql.js";
@@ -101,6 +102,8 @@ interface PageContext {
   names: string[];
   /** The latest start of each task whose last run has not finished. */
   openRuns: Map<string, tsql.LastStartRow>;
+  /** Of those, the backfill runs whose slot row is held for them: running, not cut off. */
+  heldBackfillRuns: Set<string>;
   /** The last schedule or enable change of each task (the audit trail). */
   lastChanges: Map<string, Date>;
   /** Shared by the page's tasks. */
@@ -127,9 +130,25 @@ async function openPage(options: TimelineOptions, query: TimelineQuery): Promise
     jobs,
     names,
     openRuns: new Map(lastStarts.map((row) => [row.job_name, row])),
+    heldBackfillRuns: await heldBackfillRuns(options.pool, lastStarts),
     lastChanges,
     budget: { cronSteps: CRON_STEPS_PER_REQUEST },
   };
+}
+
+/**
+ * The backfill runs among the open starts that are still going: a backfill's runs go on their slot
+ * rows, not the task's job row, so its lock says nothing about them (src/status/timelineSql.ts).
+ */
+async function heldBackfillRuns(
+  pool: TimelineOptions["pool"],
+  starts: tsql.LastStartRow[],
+): Promise<Set<string>> {
+  const held = new Set<string>();
+  for (const start of starts)
+    if (runTriggerOf(start.trigger) === "backfill" && start.slot !== null)
+      if (await tsql.selectBackfillSlotHeld(pool, { ...start, slot: start.slot })) held.add(start.id);
+  return held;
 }
 
 /** The tasks asked for (all by default), each known, in name order from the cursor's task on. */
@@ -316,7 +335,7 @@ function unrecordedMarks(
   const marks: RunMark[] = [];
   const open = page.openRuns.get(name);
   if (open?.slot && inSegment(Date.parse(open.slot), segment)) {
-    const mark = openRunMark(open, job, page.now);
+    const mark = openRunMark(open, job, page.now, page.heldBackfillRuns.has(open.id));
     recorded.add(mark.slot.getTime());
     marks.push(mark);
   }

@@ -121,10 +121,18 @@ export function runMark(row: tsql.SlotRow): RunMark {
   };
 }
 
-/** The latest start of a task with no record after it: running while the job is locked, else cut off. */
-export function openRunMark(open: tsql.LastStartRow, job: tsql.TimelineJobRow, now: Date): RunMark {
+/**
+ * The latest start of a task with no record after it: running while the job is locked (a backfill
+ * run: while its slot row is held for it, `backfillHeld`), else cut off.
+ */
+export function openRunMark(
+  open: tsql.LastStartRow,
+  job: tsql.TimelineJobRow,
+  now: Date,
+  backfillHeld = false,
+): RunMark {
   const slot = new Date(open.slot ?? open.timestamp);
-  const running = job.locked_at !== null;
+  const running = runTriggerOf(open.trigger) === "backfill" ? backfillHeld : job.locked_at !== null;
   return {
     kind: "run",
     id: open.id,
