@@ -279,10 +279,12 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
     await this.#config.stop();
-    // this instance's shards end (or go back) while it is still registered live: none runs twice
-    await this.#definitions.sharded?.drain(drainTimeoutMs);
+    // one deadline for the shards and the runs (docs/sharding.md, "Shutdown"); the instance stays
+    // registered live until its shards ended or went back, so none is re-claimed while it runs here
+    const shards = this.#definitions.sharded?.drain(drainTimeoutMs);
+    const drained = this.#engine.drain(drainTimeoutMs, { keepRegisteredUntil: shards });
     // the prunes in flight end while the workers drain: a prune never delays the end of new runs
-    const [outcome] = await Promise.all([this.#engine.drain(drainTimeoutMs), this.#retention.settled()]);
+    const [outcome] = await Promise.all([drained, this.#retention.settled(), shards]);
     this.#definitions.close();
     if (outcome.handedOff.length > 0) {
       this.#logger.warn(
