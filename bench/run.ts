@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,isolation,search] [-- --keep]
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,isolation,search,backfill,sharding] [-- --keep]
  *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the contender workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
@@ -25,6 +25,7 @@ import { runMinuteLateness } from "./scenarios/latenessMinute.js";
 import { runReconcile } from "./scenarios/reconcile.js";
 import { runRolling } from "./scenarios/rolling.js";
 import { runSearch } from "./scenarios/search.js";
+import { runSharding } from "./scenarios/sharding.js";
 import { runTimerFloor } from "./scenarios/timerFloor.js";
 
 const SCENARIOS = [
@@ -40,6 +41,7 @@ const SCENARIOS = [
   "isolation",
   "search",
   "backfill",
+  "sharding",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -197,6 +199,10 @@ async function main(): Promise<void> {
       `backfill of ${sizes.backfillSlots} slots at concurrency 10 on 3 processes, one SIGKILLed midway`,
     );
     results.backfill = await runBackfill(context);
+  }
+  if (wanted("sharding")) {
+    progress("sharding: 1,000 shards on 3 processes, a SIGKILL, one of 4 stopping, a map of 50,000 items");
+    results.sharding = await runSharding(context);
   }
   if (wanted("isolation")) {
     progress("isolation: handler dispatch per mode, and the herd isolated");

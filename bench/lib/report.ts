@@ -13,6 +13,7 @@ import {
 } from "../scenarios/latenessMinute.js";
 import type { RollingFigures } from "../scenarios/rolling.js";
 import type { SearchFigures } from "../scenarios/search.js";
+import { type ShardingFigures, shardingRows } from "../scenarios/sharding.js";
 import type { FloorFigures, TimerFloorFigures } from "../scenarios/timerFloor.js";
 import {
   type Contender,
@@ -50,6 +51,8 @@ export interface Results {
   search?: SearchFigures;
   /** cronwarden only: a backfill with one process SIGKILLed midway. */
   backfill?: BackfillFigures;
+  /** cronwarden only: sharded tasks (issue 48's goals). */
+  sharding?: ShardingFigures;
 }
 
 type Figure = number | null;
@@ -175,6 +178,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
     : null;
   figures.rolling_tuned = rollingJson(results.rollingTuned);
   figures.backfill = results.backfill ?? null;
+  figures.sharding = results.sharding ?? null;
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -267,6 +271,7 @@ export function markdown(options: {
   if (results.rolling) rollingRows(row, results.rolling);
   if (results.rollingTuned) rollingRows(row, results.rollingTuned);
   if (results.backfill) backfillRows(row, results.backfill);
+  if (results.sharding) shardingRows(row, results.sharding);
   if (results.reconcile) reconcileRows(row, results.reconcile);
   const small = results.reconcileSmall;
   if (small) {

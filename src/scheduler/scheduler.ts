@@ -279,8 +279,7 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
     await this.#config.stop();
-    // one deadline for the shards and the runs (docs/sharding.md, "Shutdown"); the instance stays
-    // registered live until its shards ended or went back, so none is re-claimed while it runs here
+    // one deadline for shards and runs; registered live until the shards ended (docs/sharding.md, "Shutdown")
     const shards = this.#definitions.sharded?.drain(drainTimeoutMs);
     const drained = this.#engine.drain(drainTimeoutMs, { keepRegisteredUntil: shards });
     // the prunes in flight end while the workers drain: a prune never delays the end of new runs
@@ -342,6 +341,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** A sharded slot's shards (docs/sharding.md), its latest round unless `round` is given. */
   shards(taskName: string, scheduledAt: Date, round?: number) {
     return this.#definitions.sharded?.shards(taskName, scheduledAt, round) ?? Promise.resolve(undefined);
+  }
+  /** The shard progress of the sharded slots in [from, to) (the dashboard's timeline, docs/sharding.md). */
+  shardProgress(query: { from: Date; to: Date; tasks?: readonly string[] | undefined }) {
+    return this.#definitions.sharded?.progress(query) ?? Promise.resolve([]);
   }
 
   /** One run record by id, with its error stack and the handler's log lines. */
