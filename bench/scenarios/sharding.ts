@@ -46,6 +46,9 @@ export interface SlotFigures {
   /** Slot time -> the reduce's end, and first shard start -> the reduce's end (ms). */
   slotToReduceEndMs: number;
   firstStartToReduceEndMs: number;
+  /** Slot time -> the first shard's start; the last shard's end -> the reduce's end (ms). */
+  slotToFirstStartMs: number;
+  lastEndToReduceEndMs: number;
 }
 
 export interface ShardingFigures {
@@ -59,6 +62,8 @@ export interface ShardingFigures {
   sameInstancePct: number | null;
   kill: {
     slot: SlotFigures | null;
+    /** Shards the killed process was running by the record just before the kill. */
+    runningAtKill: number;
     /** Shards the killed process had claimed and not ended, re-claimed by another. */
     rerun: number;
     killToRerunMedianMs: number | null;
@@ -87,6 +92,7 @@ interface ShardRecord {
   assigned_to: string | null;
   runs: number;
   started_at: Date | null;
+  ended_at: Date | null;
 }
 
 interface SlotRecord {
@@ -156,7 +162,7 @@ async function waitForSlots(pool: pg.Pool, task: string, count: number, timeoutM
 
 async function shardsOf(pool: pg.Pool, task: string, scheduledAt: Date): Promise<ShardRecord[]> {
   const { rows } = await pool.query<ShardRecord>(
-    `SELECT shard_index, state, holder, assigned_to, runs, started_at FROM cronwarden_shards
+    `SELECT shard_index, state, holder, assigned_to, runs, started_at, ended_at FROM cronwarden_shards
       WHERE task_name = $1 AND scheduled_at = $2 ORDER BY shard_index`,
     [task, scheduledAt],
   );
@@ -176,6 +182,7 @@ async function slotFigures(pool: pg.Pool, slot: SlotRecord): Promise<SlotFigures
     ...shards.map((shard) => shard.started_at?.getTime() ?? Number.POSITIVE_INFINITY),
   );
   const reduceEnd = slot.reduce_ended_at?.getTime() ?? Number.NaN;
+  const lastEnd = Math.max(...shards.map((shard) => shard.ended_at?.getTime() ?? Number.NEGATIVE_INFINITY));
   return {
     scheduledAt: slot.scheduled_at.toISOString(),
     shards: shards.length,
@@ -187,6 +194,8 @@ async function slotFigures(pool: pg.Pool, slot: SlotRecord): Promise<SlotFigures
     busiestSharePct: round((Math.max(...perInstance.values()) / shards.length) * 100, 1) ?? Number.NaN,
     slotToReduceEndMs: Math.round(reduceEnd - slot.scheduled_at.getTime()),
     firstStartToReduceEndMs: Math.round(reduceEnd - firstStart),
+    slotToFirstStartMs: Math.round(firstStart - slot.scheduled_at.getTime()),
+    lastEndToReduceEndMs: Math.round(reduceEnd - lastEnd),
   };
 }
 
@@ -223,10 +232,17 @@ async function stableAndKill(context: BenchContext, figures: ShardingFigures): P
     let victim: Worker | undefined;
     let killedSlot: Date | undefined;
     for (const deadline = Date.now() + 60_000; Date.now() < deadline && !victim; ) {
-      const { rows } = await pool.query<{ scheduled_at: Date; coordinator: string; done: number }>(
+      const { rows } = await pool.query<{
+        scheduled_at: Date;
+        coordinator: string;
+        done: number;
+        running: number;
+      }>(
         `SELECT sl.scheduled_at, sl.coordinator,
                 (SELECT count(*)::int FROM cronwarden_shards s WHERE s.task_name = sl.task_name
-                    AND s.scheduled_at = sl.scheduled_at AND s.state = 'succeeded') AS done
+                    AND s.scheduled_at = sl.scheduled_at AND s.state = 'succeeded') AS done,
+                (SELECT count(*)::int FROM cronwarden_shards s WHERE s.task_name = sl.task_name
+                    AND s.scheduled_at = sl.scheduled_at AND s.state = 'running' AND s.holder = sl.coordinator) AS running
            FROM cronwarden_shard_slots sl
           WHERE sl.task_name = 'sharded' AND sl.scheduled_at > $1 AND sl.ended_at IS NULL
           ORDER BY sl.scheduled_at LIMIT 1`,
@@ -238,6 +254,7 @@ async function stableAndKill(context: BenchContext, figures: ShardingFigures): P
         victim?.kill("SIGKILL");
         killAt = Date.now();
         killedSlot = open.scheduled_at;
+        figures.kill.runningAtKill = open.running;
         context.progress(
           `sharding: SIGKILL to the coordinator ${open.coordinator} at ${open.done}/${SHARDS}`,
         );
@@ -354,7 +371,7 @@ export async function runSharding(context: BenchContext): Promise<ShardingFigure
     idealMs: Math.round((SHARDS * SHARD_MS) / (3 * concurrency)),
     slots: [],
     sameInstancePct: null,
-    kill: { slot: null, rerun: 0, killToRerunMedianMs: null, killToRerunMaxMs: null },
+    kill: { slot: null, runningAtKill: 0, rerun: 0, killToRerunMedianMs: null, killToRerunMaxMs: null },
     moved: { ranElsewherePct: null, assignmentMovedPct: null, stoppedInstanceSharePct: null },
     map: {
       items: context.quick ? 10_000 : 50_000,
@@ -410,6 +427,12 @@ export function shardingRows(row: (...cells: string[]) => void, figures: Shardin
   );
   row(
     "",
+    "slot -> first shard start / last shard end -> reduce end (ms)",
+    `${range(slots.map((slot) => slot.slotToFirstStartMs))} / ${range(slots.map((slot) => slot.lastEndToReduceEndMs))}`,
+    "n/a",
+  );
+  row(
+    "",
     "shards on the same instance in all 5 slots (%, goal >= 95)",
     show(figures.sameInstancePct, 1),
     "n/a",
@@ -417,9 +440,9 @@ export function shardingRows(row: (...cells: string[]) => void, figures: Shardin
   const kill = figures.kill;
   row(
     "",
-    "coordinator SIGKILLed at half: one claim / re-claimed / not succeeded; reduces; kill -> re-run median / max (ms, goal <= 2,000)",
+    "coordinator SIGKILLed at half, running N shards: one claim / re-claimed / not succeeded; reduces; kill -> re-run median / max (ms, goal <= 2,000)",
     kill.slot
-      ? `${kill.slot.succeededOnce}/${kill.slot.succeededReclaimed}/${kill.slot.notSucceeded}; ${kill.slot.reduceRuns}/${kill.slot.reduceCalls}; ${show(kill.killToRerunMedianMs)} / ${show(kill.killToRerunMaxMs)}`
+      ? `N = ${kill.runningAtKill}: ${kill.slot.succeededOnce}/${kill.slot.succeededReclaimed}/${kill.slot.notSucceeded}; ${kill.slot.reduceRuns}/${kill.slot.reduceCalls}; ${show(kill.killToRerunMedianMs)} / ${show(kill.killToRerunMaxMs)}`
       : "–",
     "n/a",
   );

@@ -62,6 +62,7 @@ export class ShardedTasks {
       execute: (run) => this.#runShard(run),
       onShardEnded: (ended) => emitter.emit("shard:finished", ended),
       onLocalEnd: (taskName) => this.#coordinator.nudge(taskName),
+      onNotify: (taskName) => this.#coordinator.nudge(taskName),
     });
   }
 

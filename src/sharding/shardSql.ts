@@ -268,17 +268,27 @@ export interface ShardEnd {
   error: string | null;
 }
 
-/** A shard's end, fenced on its holder and claim; false when the shard was taken over meanwhile. */
+/**
+ * A shard's end, fenced on its holder and claim: "taken" when the shard was taken over meanwhile;
+ * "last" when no other shard of its slot is queued or running any more (as this statement saw it:
+ * two last shards ending at once may both see the other running; the coordinator's poll covers that).
+ */
 export async function endShard(
   db: Queryable,
   instanceId: string,
   shard: HeldShard,
   end: ShardEnd,
-): Promise<boolean> {
-  const result = await db.query(
-    `UPDATE "${SHARDS_TABLE}"
-        SET state = $7, attempts = $8, duration_ms = $9, result = $10::jsonb, error = $11, ended_at = now(), lease_until = NULL
-      WHERE ${SLOT_MATCH} AND shard_index = $4 AND runs = $5 AND holder = $6 AND state = 'running'`,
+): Promise<"written" | "last" | "taken"> {
+  const result = await db.query<{ written: number; last: boolean | null }>(
+    `WITH ended AS (
+       UPDATE "${SHARDS_TABLE}"
+          SET state = $7, attempts = $8, duration_ms = $9, result = $10::jsonb, error = $11, ended_at = now(), lease_until = NULL
+        WHERE ${SLOT_MATCH} AND shard_index = $4 AND runs = $5 AND holder = $6 AND state = 'running'
+        RETURNING shard_index)
+     SELECT count(*)::int AS written,
+            bool_and(NOT EXISTS (SELECT 1 FROM "${SHARDS_TABLE}" o WHERE o.task_name = $1 AND o.scheduled_at = $2
+                       AND o.round = $3 AND o.shard_index <> $4 AND o.state IN ('queued', 'running'))) AS last
+       FROM ended`,
     [
       ...slotParams(shard),
       shard.index,
@@ -291,7 +301,8 @@ export async function endShard(
       end.error,
     ],
   );
-  return (result.rowCount ?? 0) > 0;
+  const row = result.rows[0];
+  return !row || row.written === 0 ? "taken" : row.last ? "last" : "written";
 }
 
 /** Gives shards this instance holds back to the queue (a drain that cut them off): another instance runs them. */

@@ -9,6 +9,7 @@ import {
   claimShards,
   endShard,
   type HeldShard,
+  notifyShards,
   releaseShards,
   renewShardLeases,
   selectOpenShardTasks,
@@ -56,6 +57,8 @@ export interface ShardWorkerDeps {
   onShardEnded?: (ended: ShardFinishedEvent) => void;
   /** Lets the coordinator on this instance hear of a shard that ended here at once. */
   onLocalEnd?: (taskName: string) => void;
+  /** A NOTIFY for a task's shards: new ones, or the last of a slot ended (its coordinator reads its progress). */
+  onNotify?: (taskName: string) => void;
 }
 
 export const STEAL_AFTER_MS = 1_000;
@@ -87,7 +90,10 @@ export class ShardWorker {
       pool: deps.pool,
       logger: deps.logger,
       clock: this.#clock,
-      onNotify: () => this.wake(),
+      onNotify: (taskName) => {
+        this.wake();
+        deps.onNotify?.(taskName);
+      },
     });
   }
 
@@ -236,7 +242,9 @@ export class ShardWorker {
     });
     if (ended.abandoned !== undefined) return; // its lease lost or cut off: another instance runs it
     const written = await endShard(deps.pool, deps.instanceId, held, ended);
-    if (!written) {
+    // the slot's last shard: its coordinator, on whichever instance, reads its progress now
+    if (written === "last") await notifyShards(deps.pool, held.taskName).catch(() => {});
+    if (written === "taken") {
       deps.logger.warn(
         { task: held.taskName, shard: held.index },
         "shard worker: the shard was taken over before its end was written; the taker's outcome counts",
