@@ -79,6 +79,8 @@ export interface ShardingFigures {
     items: number;
     durationS: number | null;
     idleTps: number | null;
+    /** The server's own autovacuum and autoanalyze runs in the window (pg_stat_all_tables): counted in the tps. */
+    idleAutovacuums: number | null;
     idleWindowS: number;
     rssMb: number | null;
     peakRssMb: number | null;
@@ -339,15 +341,23 @@ async function bigMap(context: BenchContext, figures: ShardingFigures): Promise<
       1,
     );
     await sleep(10_000);
+    const vacuums = async () =>
+      (
+        await pool.query<{ n: number }>(
+          "SELECT sum(autovacuum_count + autoanalyze_count)::int AS n FROM pg_stat_all_tables",
+        )
+      ).rows[0]?.n ?? 0;
+    const vacuumsBefore = await vacuums();
     const before = await context.pg.transactions("bench_shard_map");
     const began = performance.now();
     await sleep(figures.map.idleWindowS * 1000);
     const after = await context.pg.transactions("bench_shard_map");
     figures.map.idleTps = round((after - before) / ((performance.now() - began) / 1000), 2);
+    figures.map.idleAutovacuums = (await vacuums()) - vacuumsBefore;
     figures.map.rssMb = round((await worker.rssBytes()) / (1024 * 1024), 1);
     figures.map.peakRssMb = round((await peakRssBytes(worker.pid)) / (1024 * 1024), 1);
     context.progress(
-      `sharding: map slot ${figures.map.durationS} s; idle ${figures.map.idleTps} tps; VmRSS ${figures.map.rssMb} MB (peak ${figures.map.peakRssMb} MB)`,
+      `sharding: map slot ${figures.map.durationS} s; idle ${figures.map.idleTps} tps (${figures.map.idleAutovacuums} autovacuum runs); VmRSS ${figures.map.rssMb} MB (peak ${figures.map.peakRssMb} MB)`,
     );
   } finally {
     await Promise.all(workers.map((each) => each.stop()));
@@ -377,6 +387,7 @@ export async function runSharding(context: BenchContext): Promise<ShardingFigure
       items: context.quick ? 10_000 : 50_000,
       durationS: null,
       idleTps: null,
+      idleAutovacuums: null,
       idleWindowS: context.sizes.idleWindowMs / 1000,
       rssMb: null,
       peakRssMb: null,
@@ -455,8 +466,8 @@ export function shardingRows(row: (...cells: string[]) => void, figures: Shardin
   const map = figures.map;
   row(
     `sharding, a map of ${map.items.toLocaleString("en")} items, one process`,
-    `slot (s) / idle tps over ${map.idleWindowS} s after it (goal <= 1) / VmRSS, peak (MB, goal <= 120)`,
-    `${show(map.durationS, 1)} / ${show(map.idleTps, 2)} / ${show(map.rssMb, 1)}, ${show(map.peakRssMb, 1)}`,
+    `slot (s) / idle tps over ${map.idleWindowS} s after it (goal <= 1), autovacuum runs in it / VmRSS, peak (MB, goal <= 120)`,
+    `${show(map.durationS, 1)} / ${show(map.idleTps, 2)}, ${show(map.idleAutovacuums)} / ${show(map.rssMb, 1)}, ${show(map.peakRssMb, 1)}`,
     "n/a",
   );
 }

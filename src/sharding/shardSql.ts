@@ -270,16 +270,16 @@ export interface ShardEnd {
 
 /**
  * A shard's end, fenced on its holder and claim: "taken" when the shard was taken over meanwhile;
- * "last" when no other shard of its slot is queued or running any more (as this statement saw it:
- * two last shards ending at once may both see the other running; the coordinator's poll covers that).
+ * "tail" when no other shard of its slot was queued any more (the slot's last shards are running:
+ * the caller asks slotHasOpenShards after this commit, see src/sharding/shardWorker.ts).
  */
 export async function endShard(
   db: Queryable,
   instanceId: string,
   shard: HeldShard,
   end: ShardEnd,
-): Promise<"written" | "last" | "taken"> {
-  const result = await db.query<{ written: number; last: boolean | null }>(
+): Promise<"written" | "tail" | "taken"> {
+  const result = await db.query<{ written: number; tail: boolean | null }>(
     `WITH ended AS (
        UPDATE "${SHARDS_TABLE}"
           SET state = $7, attempts = $8, duration_ms = $9, result = $10::jsonb, error = $11, ended_at = now(), lease_until = NULL
@@ -287,7 +287,7 @@ export async function endShard(
         RETURNING shard_index)
      SELECT count(*)::int AS written,
             bool_and(NOT EXISTS (SELECT 1 FROM "${SHARDS_TABLE}" o WHERE o.task_name = $1 AND o.scheduled_at = $2
-                       AND o.round = $3 AND o.shard_index <> $4 AND o.state IN ('queued', 'running'))) AS last
+                       AND o.round = $3 AND o.state = 'queued')) AS tail
        FROM ended`,
     [
       ...slotParams(shard),
@@ -302,7 +302,16 @@ export async function endShard(
     ],
   );
   const row = result.rows[0];
-  return !row || row.written === 0 ? "taken" : row.last ? "last" : "written";
+  return !row || row.written === 0 ? "taken" : row.tail ? "tail" : "written";
+}
+
+/** Whether any shard of the slot is queued or running (read after a shard's end was committed). */
+export async function slotHasOpenShards(db: Queryable, key: SlotKey): Promise<boolean> {
+  const result = await db.query<{ open: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM "${SHARDS_TABLE}" WHERE ${SLOT_MATCH} AND state IN ('queued', 'running')) AS open`,
+    slotParams(key),
+  );
+  return result.rows[0]?.open ?? true;
 }
 
 /** Gives shards this instance holds back to the queue (a drain that cut them off): another instance runs them. */
@@ -341,6 +350,18 @@ export async function selectShards(db: Queryable, key: SlotKey): Promise<ShardRo
   const result = await db.query<ShardRow>(
     `SELECT shard_index, parameter, assigned_to, state, holder, runs, attempts, started_at, ended_at, duration_ms, result, error
        FROM "${SHARDS_TABLE}" WHERE ${SLOT_MATCH} ORDER BY shard_index`,
+    slotParams(key),
+  );
+  return result.rows;
+}
+
+/** Each shard's outcome and error, without its parameter and value (a slot of 100,000 shards stays small). */
+export async function selectShardOutcomes(
+  db: Queryable,
+  key: SlotKey,
+): Promise<{ shard_index: number; state: ShardRow["state"]; error: string | null }[]> {
+  const result = await db.query<{ shard_index: number; state: ShardRow["state"]; error: string | null }>(
+    `SELECT shard_index, state, error FROM "${SHARDS_TABLE}" WHERE ${SLOT_MATCH}`,
     slotParams(key),
   );
   return result.rows;

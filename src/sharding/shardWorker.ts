@@ -13,6 +13,7 @@ import {
   releaseShards,
   renewShardLeases,
   selectOpenShardTasks,
+  slotHasOpenShards,
 } from "./shardSql.js";
 
 /**
@@ -242,8 +243,11 @@ export class ShardWorker {
     });
     if (ended.abandoned !== undefined) return; // its lease lost or cut off: another instance runs it
     const written = await endShard(deps.pool, deps.instanceId, held, ended);
-    // the slot's last shard: its coordinator, on whichever instance, reads its progress now
-    if (written === "last") await notifyShards(deps.pool, held.taskName).catch(() => {});
+    // the slot's last shards: the one whose read after its own commit finds none open announces
+    // it (of two ending at once, the later read sees both ended), so the coordinator, on whichever
+    // instance, goes on to the reduce at once instead of at its next poll
+    if (written === "tail" && !(await slotHasOpenShards(deps.pool, held).catch(() => true)))
+      await notifyShards(deps.pool, held.taskName).catch(() => {});
     if (written === "taken") {
       deps.logger.warn(
         { task: held.taskName, shard: held.index },
