@@ -79,6 +79,9 @@ export interface ShardingFigures {
     items: number;
     durationS: number | null;
     idleTps: number | null;
+    /** The same window before the slot (the process idle since its start), and VmRSS then. */
+    idleTpsBefore: number | null;
+    rssMbBefore: number | null;
     /** The server's own autovacuum and autoanalyze runs in the window (pg_stat_all_tables): counted in the tps. */
     idleAutovacuums: number | null;
     idleWindowS: number;
@@ -331,7 +334,18 @@ async function bigMap(context: BenchContext, figures: ShardingFigures): Promise<
     mapItems: items,
   });
   const [worker] = workers as [Worker];
+  const window = async () => {
+    const before = await context.pg.transactions("bench_shard_map");
+    const began = performance.now();
+    await sleep(figures.map.idleWindowS * 1000);
+    const after = await context.pg.transactions("bench_shard_map");
+    return round((after - before) / ((performance.now() - began) / 1000), 2);
+  };
   try {
+    // the same process idle before the slot, for comparison: the engine's own statements
+    await sleep(10_000);
+    figures.map.idleTpsBefore = await window();
+    figures.map.rssMbBefore = round((await worker.rssBytes()) / (1024 * 1024), 1);
     const at = new Date(Math.ceil((Date.now() + 3_000) / 1000) * 1000);
     await writeConfig(configFile, [disabled[0], { name: "mapped", enabled: true, at: at.toISOString() }]);
     context.progress(`sharding: a map of ${items.toLocaleString("en")} items at ${at.toISOString()}`);
@@ -348,16 +362,12 @@ async function bigMap(context: BenchContext, figures: ShardingFigures): Promise<
         )
       ).rows[0]?.n ?? 0;
     const vacuumsBefore = await vacuums();
-    const before = await context.pg.transactions("bench_shard_map");
-    const began = performance.now();
-    await sleep(figures.map.idleWindowS * 1000);
-    const after = await context.pg.transactions("bench_shard_map");
-    figures.map.idleTps = round((after - before) / ((performance.now() - began) / 1000), 2);
+    figures.map.idleTps = await window();
     figures.map.idleAutovacuums = (await vacuums()) - vacuumsBefore;
     figures.map.rssMb = round((await worker.rssBytes()) / (1024 * 1024), 1);
     figures.map.peakRssMb = round((await peakRssBytes(worker.pid)) / (1024 * 1024), 1);
     context.progress(
-      `sharding: map slot ${figures.map.durationS} s; idle ${figures.map.idleTps} tps (${figures.map.idleAutovacuums} autovacuum runs); VmRSS ${figures.map.rssMb} MB (peak ${figures.map.peakRssMb} MB)`,
+      `sharding: map slot ${figures.map.durationS} s; idle ${figures.map.idleTps} tps (before it ${figures.map.idleTpsBefore}) (${figures.map.idleAutovacuums} autovacuum runs); VmRSS ${figures.map.rssMb} MB (peak ${figures.map.peakRssMb} MB)`,
     );
   } finally {
     await Promise.all(workers.map((each) => each.stop()));
@@ -387,6 +397,8 @@ export async function runSharding(context: BenchContext): Promise<ShardingFigure
       items: context.quick ? 10_000 : 50_000,
       durationS: null,
       idleTps: null,
+      idleTpsBefore: null,
+      rssMbBefore: null,
       idleAutovacuums: null,
       idleWindowS: context.sizes.idleWindowMs / 1000,
       rssMb: null,
@@ -466,8 +478,8 @@ export function shardingRows(row: (...cells: string[]) => void, figures: Shardin
   const map = figures.map;
   row(
     `sharding, a map of ${map.items.toLocaleString("en")} items, one process`,
-    `slot (s) / idle tps over ${map.idleWindowS} s after it (goal <= 1), autovacuum runs in it / VmRSS, peak (MB, goal <= 120)`,
-    `${show(map.durationS, 1)} / ${show(map.idleTps, 2)}, ${show(map.idleAutovacuums)} / ${show(map.rssMb, 1)}, ${show(map.peakRssMb, 1)}`,
+    `slot (s) / idle tps over ${map.idleWindowS} s after it (goal <= 1), autovacuum runs in it, before the slot / VmRSS after, peak, before (MB, goal <= 120)`,
+    `${show(map.durationS, 1)} / ${show(map.idleTps, 2)}, ${show(map.idleAutovacuums)}, ${show(map.idleTpsBefore, 2)} / ${show(map.rssMb, 1)}, ${show(map.peakRssMb, 1)}, ${show(map.rssMbBefore, 1)}`,
     "n/a",
   );
 }
