@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,isolation,search] [-- --keep]
+ * `npm run bench [-- --quick] [-- --only=lateness,lateness-minute,herd,herd-3,idle,failover,partition,rolling,reconcile,isolation,search,backfill,sharding] [-- --keep]
  *  [-- --node-flags="--max-semi-space-size=2"]` (node options of the contender workers, which run under plain node)
  *
  * cronwarden against raw Agenda on one machine: one embedded PostgreSQL in a temp dir, one
@@ -27,6 +27,7 @@ import { runReconcile } from "./scenarios/reconcile.js";
 import { runRolling } from "./scenarios/rolling.js";
 import { runScale } from "./scenarios/scale.js";
 import { runSearch } from "./scenarios/search.js";
+import { runSharding } from "./scenarios/sharding.js";
 import { runTimerFloor } from "./scenarios/timerFloor.js";
 
 const SCENARIOS = [
@@ -45,6 +46,7 @@ const SCENARIOS = [
   "backfill",
   "pause-all",
   "scale",
+  "sharding",
 ] as const;
 type Scenario = (typeof SCENARIOS)[number];
 
@@ -217,6 +219,10 @@ async function main(): Promise<void> {
   if (wanted("scale")) {
     progress(`scale: ${sizes.scaleTasks} tasks on 3 instances`);
     results.scale = await runScale(context, sizes.scaleTasks, sizes.scaleEdits);
+  }
+  if (wanted("sharding")) {
+    progress("sharding: 1,000 shards on 3 processes, a SIGKILL, one of 4 stopping, a map of 50,000 items");
+    results.sharding = await runSharding(context);
   }
   if (wanted("isolation")) {
     progress("isolation: handler dispatch per mode, and the herd isolated");

@@ -12,7 +12,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 import pg from "pg";
 import { createLogger, createScheduler, FileConfigSource, handleShutdownSignals } from "../src/index.js";
 import { hashToUnit } from "./lib/random.js";
-import { type InstanceSpec, type JournalLine, taskNameOf } from "./lib/spec.js";
+import {
+  type InstanceSpec,
+  type JournalLine,
+  MAX_SHARD_MS,
+  SHARDED_TASK,
+  type ShardJournalLine,
+  taskNameOf,
+} from "./lib/spec.js";
 
 const text = process.env.CHAOS_SPEC;
 if (!text) throw new Error("CHAOS_SPEC is not set: instances are started by chaos/run.ts");
@@ -74,6 +81,44 @@ for (let index = 0; index < spec.taskCount; index++) {
   });
 }
 
+// The sharded task: each shard and the reduce write their start and end to the shard journal,
+// synchronously like the handlers above (chaos/lib/shardCheck.ts reads it).
+const shardJournal = openSync(spec.shardJournalFile ?? spec.journalFile.replace("journal-", "shards-"), "a");
+const shardRecord = (line: ShardJournalLine) => writeSync(shardJournal, `${JSON.stringify(line)}\n`);
+const shardLine = (context: { taskName: string; scheduledAt: Date }, index: number) => ({
+  task: context.taskName,
+  slot: context.scheduledAt.toISOString(),
+  index,
+  instance: instanceId,
+  pid: process.pid,
+});
+scheduler.register({
+  name: SHARDED_TASK,
+  handler: async (context) => {
+    const index = context.shard?.index ?? -1;
+    shardRecord({ ...shardLine(context, index), event: "shard-start", at: Date.now() });
+    const workMs = Math.floor(hashToUnit(`${spec.seed}:${context.runKey}:${index}`) * MAX_SHARD_MS);
+    try {
+      await sleep(workMs, undefined, { signal: context.signal });
+    } catch (error) {
+      const message = String((error as Error).message ?? error);
+      shardRecord({ ...shardLine(context, index), event: "shard-end", at: Date.now(), error: message });
+      throw error;
+    }
+    shardRecord({ ...shardLine(context, index), event: "shard-end", at: Date.now(), error: null });
+    return { index };
+  },
+  reduce: async (context, results) => {
+    shardRecord({
+      ...shardLine(context, -1),
+      event: "reduce-start",
+      at: Date.now(),
+      results: results.length,
+    });
+    shardRecord({ ...shardLine(context, -1), event: "reduce-end", at: Date.now(), error: null });
+  },
+});
+
 // As the reference service does (service/runService.ts): logged, never fatal; the chaos run counts these lines.
 process.on("unhandledRejection", (reason) => {
   logger.error(
@@ -92,6 +137,7 @@ handleShutdownSignals({
     );
     await pool.end();
     closeSync(journal);
+    closeSync(shardJournal);
   },
 });
 

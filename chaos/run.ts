@@ -28,8 +28,9 @@ import {
 } from "./lib/documents.js";
 import { ChaosInstance } from "./lib/instanceProcess.js";
 import { createRandom } from "./lib/random.js";
-import { readAudit, readJournals, readLogRows } from "./lib/record.js";
-import type { InstanceSpec } from "./lib/spec.js";
+import { readAudit, readJournals, readLogRows, readShardJournals, readShardRecord } from "./lib/record.js";
+import { checkShards } from "./lib/shardCheck.js";
+import { type InstanceSpec, SHARDED_TASK } from "./lib/spec.js";
 
 interface Options {
   durationMs: number;
@@ -151,6 +152,7 @@ async function main(): Promise<number> {
       databaseUrl,
       configFile,
       journalFile: path.join(logDir, `journal-${label}-${generation}.jsonl`),
+      shardJournalFile: path.join(logDir, `shards-${label}-${generation}.jsonl`),
       logFile: path.join(logDir, `${label}-${generation}.log`),
       taskCount: options.taskCount,
       seed: options.seed,
@@ -352,6 +354,7 @@ async function verify(run: RunRecord): Promise<boolean> {
   client.on("error", () => {});
   await client.connect();
   let verdictInput: Parameters<typeof checkRecord>[0];
+  let shardInput: Parameters<typeof checkShards>[0];
   try {
     const handlerRuns = await importJournals(client, run.logDir);
     const logRows = await readLogRows(client);
@@ -376,6 +379,15 @@ async function verify(run: RunRecord): Promise<boolean> {
       changeToleranceMs: SETTINGS.processEveryMs + 1_000,
       takeoverWindowMs: 2 * SETTINGS.lockLifetimeMs + 2 * SETTINGS.processEveryMs,
       unhandledRejections,
+      shardedTasks: [SHARDED_TASK],
+    };
+    shardInput = {
+      ...(await readShardRecord(client)),
+      executions: await readShardJournals(run.logDir),
+      logRows,
+      processes: run.processes,
+      pgDown: run.pgDown,
+      tasks: [SHARDED_TASK],
     };
   } finally {
     await client.end();
@@ -389,8 +401,13 @@ async function verify(run: RunRecord): Promise<boolean> {
       out(`--- its last log messages (${logFile}):\n${await lastMessages(logFile)}`);
     }
   }
-  const verdict = checkRecord(verdictInput);
-  const figures = { ...verdict.figures, ...run.counts };
+  const records = checkRecord(verdictInput);
+  const shards = checkShards(shardInput);
+  const verdict = {
+    violations: [...records.violations, ...shards.violations],
+    notes: [...records.notes, ...shards.notes],
+  };
+  const figures = { ...records.figures, ...shards.figures, ...run.counts };
   // what the orchestrator saw, beside the logs and journals, for whoever digs into a failed run
   const saved: SavedRun = {
     seed: run.seed,
@@ -527,6 +544,13 @@ const FIGURE_ROWS: Array<[string, string]> = [
   ["unfinishedAtStop", "handlers unfinished at stop"],
   ["crashes", "crashes"],
   ["unhandledRejections", "unhandled rejections"],
+  ["shardedSlotsEnded", "sharded slots ended (chaos-sharded, 30 shards, a reduce)"],
+  ["shardedSlotsOpen", "  still open at the stop"],
+  ["shardsChecked", "  their shards"],
+  ["shardsFailed", "    failed (accounted for)"],
+  ["shardsReclaimed", "    claimed again (holder dead, lease lapsed, given back)"],
+  ["shardReturnsRepeated", "    returned twice after a kill or an outage"],
+  ["reduceRepeated", "  reduces started twice (holder died during it)"],
   ["kills", "SIGKILLs"],
   ["restarts", "instance restarts"],
   ["pgRestarts", "PostgreSQL restarts"],

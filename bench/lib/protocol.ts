@@ -33,6 +33,12 @@ export interface ContenderSpec {
    * "worker"` (docs/isolation.md); absent: an in-process handler function.
    */
   isolatedModule?: string;
+  /**
+   * cronwarden only (bench/scenarios/sharding.ts): registers "sharded" (its shards from the config's
+   * `shards:`) and "mapped" (a map of `mapItems` items), each shard taking `shardMs`, each with a
+   * reduce that inserts a row into `bench_reduces`.
+   */
+  sharding?: { shardMs: number; mapItems: number };
 }
 
 /** The reconcile worker's setup (cronwarden only). */

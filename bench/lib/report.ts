@@ -15,6 +15,7 @@ import type { PauseAllFigures } from "../scenarios/pauseAll.js";
 import type { RollingFigures } from "../scenarios/rolling.js";
 import type { ScaleFigures } from "../scenarios/scale.js";
 import type { SearchFigures } from "../scenarios/search.js";
+import { type ShardingFigures, shardingRows } from "../scenarios/sharding.js";
 import type { FloorFigures, TimerFloorFigures } from "../scenarios/timerFloor.js";
 import {
   type Contender,
@@ -58,6 +59,8 @@ export interface Results {
   pauseAll?: PauseAllFigures;
   /** cronwarden only: many tasks on 3 instances (bench/scenarios/scale.ts). */
   scale?: ScaleFigures;
+  /** cronwarden only: sharded tasks (issue 48's goals). */
+  sharding?: ShardingFigures;
 }
 
 type Figure = number | null;
@@ -195,6 +198,7 @@ export function jsonLine(results: Results, sizes: Sizes, quick: boolean, commit:
         rss_mb_idle: results.herdMemory.rssMb?.idle ?? null,
       }
     : null;
+  figures.sharding = results.sharding ?? null;
   figures.mode = quick ? "quick" : "full";
   figures.commit = commit;
   figures.sizes = {
@@ -289,6 +293,7 @@ export function markdown(options: {
   if (results.rollingTuned) rollingRows(row, results.rollingTuned);
   if (results.backfill) backfillRows(row, results.backfill);
   if (results.pauseAll) pauseAllRows(row, results.pauseAll);
+  if (results.sharding) shardingRows(row, results.sharding);
   if (results.reconcile) reconcileRows(row, results.reconcile);
   if (results.scale) scaleRows(row, results.scale);
   const memory = results.herdMemory;

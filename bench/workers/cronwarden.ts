@@ -47,6 +47,26 @@ for (let index = 0; index < spec.tasks.count; index++) {
     },
   });
 }
+if (spec.sharding) {
+  const { shardMs, mapItems } = spec.sharding;
+  const handler = async (context: { signal: AbortSignal; shard?: { index: number } }) => {
+    if (shardMs > 0) await sleep(shardMs, undefined, { signal: context.signal });
+    return context.shard?.index ?? null;
+  };
+  const reduce = async (context: { taskName: string; scheduledAt: Date }, results: readonly unknown[]) => {
+    await pool.query(
+      "INSERT INTO bench_reduces (task, slot, instance, results, at) VALUES ($1, $2, $3, $4, clock_timestamp())",
+      [context.taskName, context.scheduledAt, `${worker.label}:${worker.pid}`, results.length],
+    );
+  };
+  scheduler.register({ name: "sharded", handler, reduce });
+  scheduler.register({
+    name: "mapped",
+    handler,
+    map: () => Array.from({ length: mapItems }, (_, index) => `item-${index}`),
+    reduce,
+  });
+}
 scheduler.on("run:finished", (event) => {
   // an isolated handler runs in a worker thread, which cannot reach the orchestrator: its "start"
   // is reported when its run ends (a handler that returns at once: an upper bound of its start)

@@ -7,12 +7,14 @@ import { createHash } from "node:crypto";
 import { rename, writeFile } from "node:fs/promises";
 import YAML from "yaml";
 import type { Random } from "./random.js";
-import { taskNameOf } from "./spec.js";
+import { SHARD_COUNT, SHARDED_TASK, taskNameOf } from "./spec.js";
 
 export interface TaskState {
   name: string;
   enabled: boolean;
   cron: string;
+  /** The sharded task's static shards (docs/sharding.md). */
+  shards?: number;
 }
 
 /** 6-field crons firing every 5, 6 or 10 s at a fixed offset: every gap is the step (60 is a multiple of it). */
@@ -23,17 +25,27 @@ export function cronPool(): string[] {
   return crons;
 }
 
+/** The tasks, then the sharded task (every 10 s, SHARD_COUNT shards, a reduce: chaos/instance.ts). */
 export function initialState(taskCount: number, random: Random): TaskState[] {
   const crons = cronPool();
-  return Array.from({ length: taskCount }, (_, index) => ({
+  const tasks: TaskState[] = Array.from({ length: taskCount }, (_, index) => ({
     name: taskNameOf(index),
     enabled: true,
     cron: random.pick(crons),
   }));
+  tasks.push({ name: SHARDED_TASK, enabled: true, cron: "0/10 * * * * *", shards: SHARD_COUNT });
+  return tasks;
 }
 
 export function renderValid(state: TaskState[]): string {
-  return YAML.stringify({ tasks: state.map(({ name, enabled, cron }) => ({ name, enabled, cron })) });
+  return YAML.stringify({
+    tasks: state.map(({ name, enabled, cron, shards }) => ({
+      name,
+      enabled,
+      cron,
+      ...(shards === undefined ? {} : { shards }),
+    })),
+  });
 }
 
 /** A valid edit of `state` (in place); returns what it did, for the event log. */

@@ -7,7 +7,8 @@ import { readdir, readFile } from "node:fs/promises";
 import path from "node:path";
 import type pg from "pg";
 import type { AuditRow, HandlerRun, LogRow } from "./check.js";
-import type { JournalLine } from "./spec.js";
+import type { ShardExecution, ShardRowRecord, ShardSlotRow } from "./shardCheck.js";
+import type { JournalLine, ShardJournalLine } from "./spec.js";
 
 /** Every handler execution in the `journal-*` files of `logDir` (one per start line, with its end if any). */
 export async function readJournals(logDir: string): Promise<HandlerRun[]> {
@@ -111,4 +112,100 @@ export async function readAudit(client: pg.ClientBase): Promise<AuditRow[]> {
       revision: row.revision,
     }),
   );
+}
+
+/** Every shard and reduce execution in the `shards-*` journals of `logDir` (one per start, with its end if any). */
+export async function readShardJournals(logDir: string): Promise<ShardExecution[]> {
+  const all: ShardExecution[] = [];
+  const latest = new Map<string, ShardExecution>();
+  for (const file of await readdir(logDir)) {
+    if (!file.startsWith("shards-")) continue;
+    const text = await readFile(path.join(logDir, file), "utf8");
+    for (const line of text.split("\n")) {
+      if (!line.trim()) continue;
+      let entry: ShardJournalLine;
+      try {
+        entry = JSON.parse(line) as ShardJournalLine;
+      } catch {
+        continue; // a line cut by a SIGKILL mid-write
+      }
+      const k = `${entry.instance}|${entry.task}|${entry.slot}|${entry.index}`;
+      if (entry.event === "shard-start" || entry.event === "reduce-start") {
+        const run: ShardExecution = {
+          task: entry.task,
+          slot: Date.parse(entry.slot),
+          index: entry.index,
+          instance: entry.instance,
+          startedAt: entry.at,
+          finishedAt: null,
+          error: null,
+        };
+        all.push(run);
+        latest.set(k, run);
+      } else {
+        const run = latest.get(k);
+        if (run) {
+          run.finishedAt = entry.at;
+          run.error = entry.error ?? null;
+        }
+      }
+    }
+  }
+  return all;
+}
+
+/** The sharded slots and their shards, as the shard check reads them. */
+export async function readShardRecord(
+  client: pg.ClientBase,
+): Promise<{ slots: ShardSlotRow[]; shards: ShardRowRecord[] }> {
+  const exists = await client.query<{ ok: boolean }>(
+    "SELECT to_regclass('cronwarden_shard_slots') IS NOT NULL AS ok",
+  );
+  if (!exists.rows[0]?.ok) return { slots: [], shards: [] };
+  const slots = await client.query<{
+    task_name: string;
+    scheduled_at: Date;
+    round: number;
+    shard_count: number;
+    reduce_state: string;
+    reduce_runs: number;
+    reduce_holder: string | null;
+    outcome: string | null;
+    detail: string | null;
+  }>(
+    "SELECT task_name, scheduled_at, round, shard_count, reduce_state, reduce_runs, reduce_holder, outcome, detail FROM cronwarden_shard_slots",
+  );
+  const shards = await client.query<{
+    task_name: string;
+    scheduled_at: Date;
+    round: number;
+    shard_index: number;
+    state: string;
+    holder: string | null;
+    runs: number;
+    error: string | null;
+  }>("SELECT task_name, scheduled_at, round, shard_index, state, holder, runs, error FROM cronwarden_shards");
+  return {
+    slots: slots.rows.map((row) => ({
+      task: row.task_name,
+      slot: row.scheduled_at.getTime(),
+      round: row.round,
+      shardCount: row.shard_count,
+      reduceState: row.reduce_state,
+      reduceRuns: row.reduce_runs,
+      reduceHolder: row.reduce_holder,
+      outcome: row.outcome,
+      detail: row.detail,
+    })),
+    shards: shards.rows.map((row) => ({
+      task: row.task_name,
+      slot: row.scheduled_at.getTime(),
+      round: row.round,
+      index: row.shard_index,
+      state: row.state,
+      holder: row.holder,
+      runs: row.runs,
+      error: row.error,
+    })),
+  };
 }

@@ -6,6 +6,8 @@ export interface InstanceSpec {
   databaseUrl: string;
   configFile: string;
   journalFile: string;
+  /** The sharded task's journal: its shards' and reduce's starts and ends (chaos/lib/shardCheck.ts). */
+  shardJournalFile?: string;
   logFile: string;
   taskCount: number;
   seed: number;
@@ -50,4 +52,27 @@ export type JournalLine =
 
 export function taskNameOf(index: number): string {
   return `chaos-${String(index).padStart(3, "0")}`;
+}
+
+/** The chaos run's sharded task (docs/sharding.md): static shards from its config entry, with a reduce. */
+export const SHARDED_TASK = "chaos-sharded";
+export const SHARD_COUNT = 30;
+/** A shard's handler takes 0 to this many ms (from the seed, the slot and the shard). */
+export const MAX_SHARD_MS = 1_000;
+
+/** One line of an instance's shard journal: a shard's handler or the reduce was entered, or it ended. */
+export interface ShardJournalLine {
+  event: "shard-start" | "shard-end" | "reduce-start" | "reduce-end";
+  task: string;
+  /** ctx.scheduledAt, ISO. */
+  slot: string;
+  /** The shard's index; -1 for the reduce. */
+  index: number;
+  instance: string;
+  pid: number;
+  at: number;
+  /** On an end: null when it returned, else the error it threw. */
+  error?: string | null;
+  /** On a reduce's start: how many results it got. */
+  results?: number;
 }

@@ -21,4 +21,5 @@ export type AdminScheduler = SchedulerEventSource &
     | "fleet"
     | "slotActions"
     | "shards"
+    | "shardProgress"
   >;

@@ -60,9 +60,11 @@ const shardQuery = z
   })
   .strict();
 
+const shardProgressQuery = slotsQuery.pick({ from: true, to: true, tasks: true }).strict();
+
 const cursorShape = z.object({ task: z.string(), slot: z.string(), id: z.string().uuid() });
 
-/** GET /slots (the timeline), GET /runs/:id (run detail) and a sharded slot's shards. */
+/** GET /slots (the timeline), GET /runs/:id (run detail), a sharded slot's shards and slots' shard progress. */
 export function timelineRoutes(app: FastifyInstance, scheduler: AdminScheduler): void {
   // a sharded slot's shards (docs/sharding.md, "Seeing it"): state, instance, duration, outcome
   app.get("/tasks/:name/slots/:slot/shards", async (request) => {
@@ -76,6 +78,17 @@ export function timelineRoutes(app: FastifyInstance, scheduler: AdminScheduler):
     if (!found)
       throw new HttpError(404, `task "${params.name}" has no sharded slot at ${params.slot.toISOString()}`);
     return shardsAnswer(found);
+  });
+
+  // the shard progress of the sharded slots in a range (the dashboard's timeline)
+  app.get("/sharded-slots", async (request) => {
+    const query = parseOr400(shardProgressQuery, request.query, "query");
+    const to = query.to ?? new Date();
+    const from = query.from ?? new Date(to.getTime() - DEFAULT_RANGE_MS);
+    if (from >= to) throw new HttpError(400, "invalid query: from must be before to");
+    if (to.getTime() - from.getTime() > MAX_RANGE_MS)
+      throw new HttpError(400, "invalid query: the range from..to may span at most 31 days");
+    return { slots: await scheduler.shardProgress({ from, to, tasks: query.tasks }) };
   });
 
   app.get("/slots", async (request) => {

@@ -21,7 +21,7 @@ const auditQuery = z.object({
 });
 
 /**
- * The web dashboard, served by the admin server: four static files and cronstrue's browser
+ * The web dashboard, served by the admin server: five static files and cronstrue's browser
  * build (cron in words), read once at start-up. No build step, no CDN. Plus `GET /audit`, the
  * audit trail the config page shows drift repairs from.
  */
@@ -35,6 +35,10 @@ export function dashboardRoutes(app: FastifyInstance, scheduler: DashboardSchedu
     },
     "ops.js": {
       body: readFileSync(path.join(assetsDir, "ops.js"), "utf8"),
+      type: "text/javascript; charset=utf-8",
+    },
+    "shards.js": {
+      body: readFileSync(path.join(assetsDir, "shards.js"), "utf8"),
       type: "text/javascript; charset=utf-8",
     },
     "style.css": {

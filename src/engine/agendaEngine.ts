@@ -195,9 +195,13 @@ export class AgendaEngine {
   /**
    * Stops taking new runs and waits for running ones up to `timeoutMs`. Runs still going at the
    * deadline are cut off and handed off: recorded interrupted, their slot released for the other
-   * instances to re-run at once, instead of failing them (src/engine/claimedRuns.ts).
+   * instances to re-run at once, instead of failing them (src/engine/claimedRuns.ts). The
+   * instance stays registered live until `keepRegisteredUntil` settles as well.
    */
-  async drain(timeoutMs: number): Promise<DrainOutcome> {
+  async drain(
+    timeoutMs: number,
+    options: { keepRegisteredUntil?: Promise<unknown> } = {},
+  ): Promise<DrainOutcome> {
     const parts = this.#parts;
     if (!parts || !this.#started) {
       // a start that failed at its channel's connect left the channel reconnecting
@@ -216,6 +220,9 @@ export class AgendaEngine {
     await parts.dependencies.stop();
     await parts.channel.disconnect().catch(() => {});
     await parts.recorder.flush();
+    // the shards this instance holds end or go back first: registered live until then, none of
+    // them is claimed as a dead instance's while it still runs here (src/sharding/shardWorker.ts)
+    await options.keepRegisteredUntil?.catch(() => {});
     // last: until here a crash is not a clean stop (runs still saving their end)
     await parts.liveness?.stop();
     return drained;

@@ -279,10 +279,11 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
     const drainTimeoutMs = options.drainTimeoutMs ?? this.settings.drainTimeoutMs;
     this.#logger.info({ drainTimeoutMs }, "stopping: no new runs; waiting for running ones");
     await this.#config.stop();
-    // this instance's shards end (or go back) while it is still registered live: none runs twice
-    await this.#definitions.sharded?.drain(drainTimeoutMs);
+    // one deadline for shards and runs; registered live until the shards ended (docs/sharding.md, "Shutdown")
+    const shards = this.#definitions.sharded?.drain(drainTimeoutMs);
+    const drained = this.#engine.drain(drainTimeoutMs, { keepRegisteredUntil: shards });
     // the prunes in flight end while the workers drain: a prune never delays the end of new runs
-    const [outcome] = await Promise.all([this.#engine.drain(drainTimeoutMs), this.#retention.settled()]);
+    const [outcome] = await Promise.all([drained, this.#retention.settled(), shards]);
     this.#definitions.close();
     if (outcome.handedOff.length > 0) {
       this.#logger.warn(
@@ -340,6 +341,10 @@ export class Scheduler extends EventEmitter<SchedulerEvents> {
   /** A sharded slot's shards (docs/sharding.md), its latest round unless `round` is given. */
   shards(taskName: string, scheduledAt: Date, round?: number) {
     return this.#definitions.sharded?.shards(taskName, scheduledAt, round) ?? Promise.resolve(undefined);
+  }
+  /** The shard progress of the sharded slots in [from, to) (the dashboard's timeline, docs/sharding.md). */
+  shardProgress(query: { from: Date; to: Date; tasks?: readonly string[] | undefined }) {
+    return this.#definitions.sharded?.progress(query) ?? Promise.resolve([]);
   }
 
   /** One run record by id, with its error stack and the handler's log lines. */

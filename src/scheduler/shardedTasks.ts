@@ -7,6 +7,11 @@ import { type EngineRun, runTriggerOf } from "../engine/engineApi.js";
 import type { ShardRun } from "../sharding/shardExecution.js";
 import type { StaticShards } from "../sharding/shardPlan.js";
 import {
+  type ShardProgressQuery,
+  type SlotProgress,
+  selectShardProgress,
+} from "../sharding/shardProgress.js";
+import {
   readLatestSlot,
   readSlot,
   type ShardRow,
@@ -57,6 +62,7 @@ export class ShardedTasks {
       execute: (run) => this.#runShard(run),
       onShardEnded: (ended) => emitter.emit("shard:finished", ended),
       onLocalEnd: (taskName) => this.#coordinator.nudge(taskName),
+      onNotify: (taskName) => this.#coordinator.nudge(taskName),
     });
   }
 
@@ -126,6 +132,11 @@ export class ShardedTasks {
     const key: SlotKey = { taskName, scheduledAt, round: round ?? latest.round };
     const slot = round === undefined ? latest : await readSlot(this.#deps.pool, key);
     return slot && { slot, shards: await selectShards(this.#deps.pool, key) };
+  }
+
+  /** The shard progress of the sharded slots in a range (the dashboard's timeline). */
+  progress(query: ShardProgressQuery): Promise<SlotProgress[]> {
+    return selectShardProgress(this.#deps.pool, query);
   }
 
   /** One shard attempt: the task's handler with `ctx.shard`, through the reporter (logs, secrets). */

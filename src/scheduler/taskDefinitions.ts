@@ -45,7 +45,7 @@ export class TaskDefinitions {
     else await reporter.run(task, run);
   }
 
-  /** The shard worker, after the engine's start, and its drain, before the engine's. */
+  /** The shard worker, started after the engine and drained beside it (Scheduler stop()). */
   get sharded(): ShardedTasks | undefined {
     return this.#sharded;
   }

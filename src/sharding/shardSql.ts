@@ -268,17 +268,27 @@ export interface ShardEnd {
   error: string | null;
 }
 
-/** A shard's end, fenced on its holder and claim; false when the shard was taken over meanwhile. */
+/**
+ * A shard's end, fenced on its holder and claim: "taken" when the shard was taken over meanwhile;
+ * "tail" when no other shard of its slot was queued any more (the slot's last shards are running:
+ * the caller asks slotHasOpenShards after this commit, see src/sharding/shardWorker.ts).
+ */
 export async function endShard(
   db: Queryable,
   instanceId: string,
   shard: HeldShard,
   end: ShardEnd,
-): Promise<boolean> {
-  const result = await db.query(
-    `UPDATE "${SHARDS_TABLE}"
-        SET state = $7, attempts = $8, duration_ms = $9, result = $10::jsonb, error = $11, ended_at = now(), lease_until = NULL
-      WHERE ${SLOT_MATCH} AND shard_index = $4 AND runs = $5 AND holder = $6 AND state = 'running'`,
+): Promise<"written" | "tail" | "taken"> {
+  const result = await db.query<{ written: number; tail: boolean | null }>(
+    `WITH ended AS (
+       UPDATE "${SHARDS_TABLE}"
+          SET state = $7, attempts = $8, duration_ms = $9, result = $10::jsonb, error = $11, ended_at = now(), lease_until = NULL
+        WHERE ${SLOT_MATCH} AND shard_index = $4 AND runs = $5 AND holder = $6 AND state = 'running'
+        RETURNING shard_index)
+     SELECT count(*)::int AS written,
+            bool_and(NOT EXISTS (SELECT 1 FROM "${SHARDS_TABLE}" o WHERE o.task_name = $1 AND o.scheduled_at = $2
+                       AND o.round = $3 AND o.state = 'queued')) AS tail
+       FROM ended`,
     [
       ...slotParams(shard),
       shard.index,
@@ -291,7 +301,17 @@ export async function endShard(
       end.error,
     ],
   );
-  return (result.rowCount ?? 0) > 0;
+  const row = result.rows[0];
+  return !row || row.written === 0 ? "taken" : row.tail ? "tail" : "written";
+}
+
+/** Whether any shard of the slot is queued or running (read after a shard's end was committed). */
+export async function slotHasOpenShards(db: Queryable, key: SlotKey): Promise<boolean> {
+  const result = await db.query<{ open: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM "${SHARDS_TABLE}" WHERE ${SLOT_MATCH} AND state IN ('queued', 'running')) AS open`,
+    slotParams(key),
+  );
+  return result.rows[0]?.open ?? true;
 }
 
 /** Gives shards this instance holds back to the queue (a drain that cut them off): another instance runs them. */
@@ -330,6 +350,18 @@ export async function selectShards(db: Queryable, key: SlotKey): Promise<ShardRo
   const result = await db.query<ShardRow>(
     `SELECT shard_index, parameter, assigned_to, state, holder, runs, attempts, started_at, ended_at, duration_ms, result, error
        FROM "${SHARDS_TABLE}" WHERE ${SLOT_MATCH} ORDER BY shard_index`,
+    slotParams(key),
+  );
+  return result.rows;
+}
+
+/** Each shard's outcome and error, without its parameter and value (a slot of 100,000 shards stays small). */
+export async function selectShardOutcomes(
+  db: Queryable,
+  key: SlotKey,
+): Promise<{ shard_index: number; state: ShardRow["state"]; error: string | null }[]> {
+  const result = await db.query<{ shard_index: number; state: ShardRow["state"]; error: string | null }>(
+    `SELECT shard_index, state, error FROM "${SHARDS_TABLE}" WHERE ${SLOT_MATCH}`,
     slotParams(key),
   );
   return result.rows;

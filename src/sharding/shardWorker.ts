@@ -9,9 +9,11 @@ import {
   claimShards,
   endShard,
   type HeldShard,
+  notifyShards,
   releaseShards,
   renewShardLeases,
   selectOpenShardTasks,
+  slotHasOpenShards,
 } from "./shardSql.js";
 
 /**
@@ -56,6 +58,8 @@ export interface ShardWorkerDeps {
   onShardEnded?: (ended: ShardFinishedEvent) => void;
   /** Lets the coordinator on this instance hear of a shard that ended here at once. */
   onLocalEnd?: (taskName: string) => void;
+  /** A NOTIFY for a task's shards: new ones, or the last of a slot ended (its coordinator reads its progress). */
+  onNotify?: (taskName: string) => void;
 }
 
 export const STEAL_AFTER_MS = 1_000;
@@ -87,7 +91,10 @@ export class ShardWorker {
       pool: deps.pool,
       logger: deps.logger,
       clock: this.#clock,
-      onNotify: () => this.wake(),
+      onNotify: (taskName) => {
+        this.wake();
+        deps.onNotify?.(taskName);
+      },
     });
   }
 
@@ -236,7 +243,12 @@ export class ShardWorker {
     });
     if (ended.abandoned !== undefined) return; // its lease lost or cut off: another instance runs it
     const written = await endShard(deps.pool, deps.instanceId, held, ended);
-    if (!written) {
+    // the slot's last shards: the one whose read after its own commit finds none open announces
+    // it (of two ending at once, the later read sees both ended), so the coordinator, on whichever
+    // instance, goes on to the reduce at once instead of at its next poll
+    if (written === "tail" && !(await slotHasOpenShards(deps.pool, held).catch(() => true)))
+      await notifyShards(deps.pool, held.taskName).catch(() => {});
+    if (written === "taken") {
       deps.logger.warn(
         { task: held.taskName, shard: held.index },
         "shard worker: the shard was taken over before its end was written; the taker's outcome counts",

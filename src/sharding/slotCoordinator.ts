@@ -17,6 +17,7 @@ import {
   type SlotKey,
   type SlotRow,
   selectRegisteredInstances,
+  selectShardOutcomes,
   selectShards,
   slotProgress,
 } from "./shardSql.js";
@@ -113,7 +114,7 @@ export class SlotCoordinator {
     if (row.outcome !== null) return { outcome: row.outcome, detail: row.detail ?? "" };
     await this.#untilShardsEnded(key, slot);
     const reduce = await this.#reduce(key, slot);
-    const shards = await selectShards(this.#deps.pool, key);
+    const shards = await selectShardOutcomes(this.#deps.pool, key);
     const derived = deriveSlotOutcome(
       shards.map((shard) => ({
         index: shard.shard_index,

@@ -159,6 +159,27 @@ async function seeingIt(urls: string[], at: Date): Promise<void> {
   });
   expect(missing.status).toBe(404);
 
+  // the slots of a range with their shards counted (the dashboard's timeline)
+  const range = `from=${new Date(at.getTime() - 60_000).toISOString()}&to=${new Date(at.getTime() + 60_000).toISOString()}`;
+  const progress = await fetch(`${url}/sharded-slots?${range}&tasks=sharded`, { headers: auth });
+  expect(progress.status).toBe(200);
+  expect(((await progress.json()) as { slots: unknown[] }).slots).toEqual([
+    expect.objectContaining({
+      task: "sharded",
+      slot: at.toISOString(),
+      round: 1,
+      shardCount: SHARDS,
+      counts: { queued: 0, running: 0, succeeded: SHARDS, failed: 0, skipped: 0 },
+      failed: [],
+      reduce: "succeeded",
+      outcome: "succeeded",
+    }),
+  ]);
+  const backwards = await fetch(`${url}/sharded-slots?from=${at.toISOString()}&to=2001-01-01T00:00:00Z`, {
+    headers: auth,
+  });
+  expect(backwards.status).toBe(400);
+
   const out: string[] = [];
   const code = await runCli(["shards", "sharded", "--slot", at.toISOString()], {
     out: (line) => out.push(line),

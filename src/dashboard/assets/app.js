@@ -1,5 +1,13 @@
 // cronwarden dashboard: a read-only view of the admin API (plus run-now). No build step, no CDN.
 import { drawDeathMarks, loadDeathMarks, opsSection, opsView, refreshBanner } from "./ops.js";
+import {
+  attachShardProgress,
+  bucketShardLine,
+  drawShardProgress,
+  loadShardProgress,
+  shardLine,
+  shardSection,
+} from "./shards.js";
 
 const REFRESH_MS = 5000;
 const TOKEN_KEY = "cronwarden-admin-token";
@@ -576,6 +584,7 @@ function localInput(iso) {
 
 async function runView(id) {
   const run = await api(`/runs/${encodeURIComponent(id)}`);
+  const shards = run.slot ? await shardSection(api, html, badge, duration, run) : "";
   const row = (label, value) => (value === "" || value == null ? "" : `<dt>${label}</dt><dd>${value}</dd>`);
   const logs = (run.logs ?? [])
     .map(
@@ -604,6 +613,7 @@ async function runView(id) {
     <p class="small">What the handler logged through <code>ctx.logger</code> during this attempt (secrets redacted; up to 200 lines or 64 KB).</p>
     ${logs ? `<div class="scroll"><table id="run-logs"><thead><tr><th>Time</th><th>Level</th><th>Message</th></tr></thead><tbody>${logs}</tbody></table></div>` : `<p id="run-logs-none">None.</p>`}
     ${run.logsDropped ? `<p class="small" id="run-logs-dropped">${run.logsDropped} more line(s) left out (size limit).</p>` : ""}
+    ${shards}
     ${rerunSection(run)}`;
   wireRerun(run);
   return { refresh: run.outcome === "running" };
@@ -762,10 +772,12 @@ async function timelineView(params) {
   const plot = document.getElementById("tl-plot");
   const width = Math.max(120, plot.clientWidth);
   const started = performance.now();
-  const [data, deaths] = await Promise.all([
+  const [data, deaths, shardProgress] = await Promise.all([
     loadSlots(shown, from, to, width),
     loadDeathMarks(api, html, from, to),
+    loadShardProgress(api, shown, from, to),
   ]);
+  attachShardProgress(data.marks, shardProgress);
   const loaded = performance.now();
   Object.assign(timeline, {
     marks: data.marks,
@@ -977,6 +989,7 @@ function drawTimeline() {
     else ctx.fill(paths[outcome]);
   }
   ctx.globalAlpha = 1;
+  drawShardProgress(ctx, timeline.marks, colors, (row) => AXIS + row * ROW + ROW / 2);
   if (timeline.selected?.x !== undefined) {
     const mark = timeline.selected;
     ctx.strokeStyle = colors.now;
@@ -1074,7 +1087,7 @@ function describeMark(mark) {
     const counts = Object.entries(mark.outcomes)
       .map(([outcome, count]) => `${count} ${outcome}`)
       .join(", ");
-    return `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}<br>${mark.count} marks from ${html(new Date(mark.slot).toLocaleString())}: ${html(counts)}${mark.maxDurationMs ? `<br>longest ${html(duration(mark.maxDurationMs))}` : ""}${mark.maxLatenessMs ? `, latest start ${html(duration(mark.maxLatenessMs))} after its slot` : ""}${mark.id ? `<br><a class="tl-open" href="#/runs/${html(mark.id)}">open its most severe run</a>` : ""}<br><a href="#/tasks/${encodeURIComponent(mark.task)}?from=${encodeURIComponent(mark.slot)}&to=${encodeURIComponent(new Date(Date.parse(mark.until) + 3_600_000).toISOString())}">these runs</a>`;
+    return `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}<br>${mark.count} marks from ${html(new Date(mark.slot).toLocaleString())}: ${html(counts)}${mark.maxDurationMs ? `<br>longest ${html(duration(mark.maxDurationMs))}` : ""}${mark.maxLatenessMs ? `, latest start ${html(duration(mark.maxLatenessMs))} after its slot` : ""}${mark.id ? `<br><a class="tl-open" href="#/runs/${html(mark.id)}">open its most severe run</a>` : ""}<br><a href="#/tasks/${encodeURIComponent(mark.task)}?from=${encodeURIComponent(mark.slot)}&to=${encodeURIComponent(new Date(Date.parse(mark.until) + 3_600_000).toISOString())}">these runs</a>${mark.shardSlots ? `<br>${bucketShardLine(mark.shardSlots, html)}` : ""}`;
   }
   const parts = [
     `<strong>${html(mark.task)}</strong> ${badge(mark.outcome)}${mark.final === false ? ' <span class="small">retried</span>' : ""}`,
@@ -1086,6 +1099,7 @@ function describeMark(mark) {
   if (mark.attempt) parts.push(`attempt ${mark.attempt}`);
   if (mark.trigger === "manual") parts.push("run now");
   if (mark.rerunOf) parts.push("re-run");
+  if (mark.shards) parts.push(shardLine(mark.shards, html));
   if (mark.reason) parts.push(`<span class="error-text">${html(mark.reason)}</span>`);
   if (mark.id) parts.push(`<a class="tl-open" href="#/runs/${html(mark.id)}">open run</a>`);
   return parts.join("<br>");
@@ -1181,7 +1195,13 @@ function fillMarkTable() {
                 .join(", "),
             )}</span>`
           : ""
-      }${mark.reason ? ` <span class="small">${html(mark.reason)}</span>` : ""}</td>
+      }${mark.reason ? ` <span class="small">${html(mark.reason)}</span>` : ""}${
+        mark.shards
+          ? `<br>${shardLine(mark.shards, html)}`
+          : mark.shardSlots
+            ? `<br>${bucketShardLine(mark.shardSlots, html)}`
+            : ""
+      }</td>
       <td>${mark.startedAt ? `${html(duration(mark.latenessMs ?? 0))} late` : ""}</td>
       <td>${html(duration(mark.durationMs ?? mark.maxDurationMs))}</td>
       <td>${mark.id ? `<a href="#/runs/${html(mark.id)}">open</a>` : ""}</td></tr>`,
