@@ -1,6 +1,7 @@
 import type { Pool } from "pg";
 import { type Clock, type ClockTimer, systemClock } from "../core/clock.js";
 import { type Logger, toError } from "../core/logger.js";
+import { retryWhileDisconnected } from "../db/retry.js";
 import type { ShardOutcome } from "./outcome.js";
 import { runShardAttempts, type ShardRun, type ShardTaskPolicy } from "./shardExecution.js";
 import { ShardListener } from "./shardListener.js";
@@ -64,6 +65,8 @@ export interface ShardWorkerDeps {
 
 export const STEAL_AFTER_MS = 1_000;
 export const OPEN_POLL_MS = 500;
+/** How long a shard's end is retried while the database is unreachable (as the run's own rows are). */
+const END_RETRY_MS = 10 * 60_000;
 
 interface Running {
   held: HeldShard;
@@ -242,7 +245,12 @@ export class ShardWorker {
       clock: this.#clock,
     });
     if (ended.abandoned !== undefined) return; // its lease lost or cut off: another instance runs it
-    const written = await endShard(deps.pool, deps.instanceId, held, ended);
+    // retried while the database is unreachable: fenced on this claim, so a late write of an end
+    // the lease lost meanwhile is refused, and the taker's outcome counts
+    const written = await retryWhileDisconnected(() => endShard(deps.pool, deps.instanceId, held, ended), {
+      maxElapsedMs: END_RETRY_MS,
+      clock: this.#clock,
+    });
     // the slot's last shards: the one whose read after its own commit finds none open announces
     // it (of two ending at once, the later read sees both ended), so the coordinator, on whichever
     // instance, goes on to the reduce at once instead of at its next poll

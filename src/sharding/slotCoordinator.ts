@@ -1,6 +1,7 @@
 import type { Pool } from "pg";
 import { type Clock, systemClock } from "../core/clock.js";
 import { type Logger, toError } from "../core/logger.js";
+import { retryWhileDisconnected } from "../db/retry.js";
 import { assignShards } from "./assignment.js";
 import { deriveSlotOutcome, type ReduceState, type ShardOutcome, type SlotOutcome } from "./outcome.js";
 import { mapItems, type StaticShards, staticParameters, storedJson } from "./shardPlan.js";
@@ -88,6 +89,12 @@ export interface SlotCoordinatorDeps {
 }
 
 const PROGRESS_POLL_MS = 500;
+/**
+ * How long a coordinator's statements are retried while the database is unreachable (a restart, a
+ * failover): as long as the run's own rows are (src/engine/runRecorder.ts). The slot run's signal
+ * (its lock lost, the drain's deadline) ends the wait sooner.
+ */
+const DISCONNECTED_RETRY_MS = 10 * 60_000;
 const KEEP_SLOTS = 50;
 /** Triggers that open a new round of a slot whose shards all ended (an operator asked for it again). */
 const NEW_ROUND_TRIGGERS = new Set(["rerun", "backfill", "manual"]);
@@ -107,14 +114,28 @@ export class SlotCoordinator {
     for (const wake of this.#waiters.get(taskName) ?? []) wake();
   }
 
+  /**
+   * A statement of the slot's, retried while the database is unreachable: each is a read, or a
+   * write that is the same when made twice (the slot's insert, the fenced ends); the reduce's claim
+   * is read back (#claimReduce). The run's signal stops the retries.
+   */
+  #db<T>(signal: AbortSignal, operation: () => Promise<T>): Promise<T> {
+    return retryWhileDisconnected(
+      () => (signal.aborted ? Promise.reject(toError(signal.reason)) : operation()),
+      { maxElapsedMs: DISCONNECTED_RETRY_MS, clock: this.#clock },
+    );
+  }
+
   /** Coordinates one slot to its end; the derived outcome (the caller fails the run when it failed). */
   async coordinate(slot: SlotToCoordinate): Promise<SlotOutcome> {
+    const db = <T>(operation: () => Promise<T>) => this.#db(slot.signal, operation);
+    const { pool } = this.#deps;
     const row = await this.#open(slot);
     const key: SlotKey = { taskName: slot.taskName, scheduledAt: slot.scheduledAt, round: row.round };
     if (row.outcome !== null) return { outcome: row.outcome, detail: row.detail ?? "" };
     await this.#untilShardsEnded(key, slot);
     const reduce = await this.#reduce(key, slot);
-    const shards = await selectShardOutcomes(this.#deps.pool, key);
+    const shards = await db(() => selectShardOutcomes(pool, key));
     const derived = deriveSlotOutcome(
       shards.map((shard) => ({
         index: shard.shard_index,
@@ -123,17 +144,19 @@ export class SlotCoordinator {
       })),
       reduce,
     );
-    await endSlot(this.#deps.pool, key, derived);
-    const stored = (await readSlot(this.#deps.pool, key)) ?? row;
+    await db(() => endSlot(pool, key, derived));
+    const stored = (await db(() => readSlot(pool, key))) ?? row;
     const outcome: SlotOutcome = {
       outcome: stored.outcome ?? derived.outcome,
       detail: stored.detail ?? derived.detail,
     };
+    const first = await db(() => firstShardStart(pool, key));
     await this.#ended(
       key,
       stored,
       outcome,
       shards.map((shard) => shard.state as ShardOutcome),
+      first,
     );
     return outcome;
   }
@@ -141,14 +164,17 @@ export class SlotCoordinator {
   /** The slot's row: the one stored (resumed), or a new one with its shards. */
   async #open(slot: SlotToCoordinate): Promise<SlotRow> {
     const { pool, instanceId } = this.#deps;
-    const latest = await readLatestSlot(pool, slot.taskName, slot.scheduledAt);
+    const db = <T>(operation: () => Promise<T>) => this.#db(slot.signal, operation);
+    const latest = await db(() => readLatestSlot(pool, slot.taskName, slot.scheduledAt));
     const newRound = latest?.ended_at && NEW_ROUND_TRIGGERS.has(slot.trigger);
     if (latest && !newRound) {
       if (latest.ended_at === null) {
-        await markCoordinator(
-          pool,
-          { taskName: slot.taskName, scheduledAt: slot.scheduledAt, round: latest.round },
-          instanceId,
+        await db(() =>
+          markCoordinator(
+            pool,
+            { taskName: slot.taskName, scheduledAt: slot.scheduledAt, round: latest.round },
+            instanceId,
+          ),
         );
         slot.logger.info(
           { round: latest.round, shards: latest.shard_count },
@@ -164,24 +190,28 @@ export class SlotCoordinator {
             storedJson(`shardParameters[${index}] of task "${slot.taskName}"`, value),
           )
         : mapItems(slot.taskName, await slot.source.map());
-    const assigned = assignShards(slot.taskName, parameters.length, await selectRegisteredInstances(pool));
-    const client = await pool.connect();
-    try {
-      await insertSlot(client, {
-        taskName: slot.taskName,
-        scheduledAt: slot.scheduledAt,
-        round,
-        source: slot.source.kind,
-        trigger: slot.trigger,
-        openedBy: instanceId,
-        hasReduce: slot.reduce !== undefined,
-        parameters,
-        assigned,
-      });
-    } finally {
-      client.release();
-    }
-    const stored = await readLatestSlot(pool, slot.taskName, slot.scheduledAt);
+    const instances = await db(() => selectRegisteredInstances(pool));
+    const assigned = assignShards(slot.taskName, parameters.length, instances);
+    // the insert is made once however often it is sent (ON CONFLICT DO NOTHING)
+    await db(async () => {
+      const client = await pool.connect();
+      try {
+        await insertSlot(client, {
+          taskName: slot.taskName,
+          scheduledAt: slot.scheduledAt,
+          round,
+          source: slot.source.kind,
+          trigger: slot.trigger,
+          openedBy: instanceId,
+          hasReduce: slot.reduce !== undefined,
+          parameters,
+          assigned,
+        });
+      } finally {
+        client.release();
+      }
+    });
+    const stored = await db(() => readLatestSlot(pool, slot.taskName, slot.scheduledAt));
     if (!stored)
       throw new Error(
         `the sharded slot of "${slot.taskName}" at ${slot.scheduledAt.toISOString()} was not stored`,
@@ -196,7 +226,7 @@ export class SlotCoordinator {
   /** Waits until no shard of the slot is queued or running; the run's signal ends the wait (thrown). */
   async #untilShardsEnded(key: SlotKey, slot: SlotToCoordinate): Promise<void> {
     for (;;) {
-      const progress = await slotProgress(this.#deps.pool, key);
+      const progress = await this.#db(slot.signal, () => slotProgress(this.#deps.pool, key));
       if ((progress.queued ?? 0) + (progress.running ?? 0) === 0) return;
       if (slot.signal.aborted) throw toError(slot.signal.reason);
       await this.#pause(key.taskName, slot.signal);
@@ -223,9 +253,9 @@ export class SlotCoordinator {
 
   /** The reduce, once: claimed, run and ended here, or already ended (or going on a live instance: waited for). */
   async #reduce(key: SlotKey, slot: SlotToCoordinate): Promise<{ state: ReduceState; error: string | null }> {
-    const { pool, instanceId } = this.#deps;
+    const { pool } = this.#deps;
     for (;;) {
-      const row = await readSlot(pool, key);
+      const row = await this.#db(slot.signal, () => readSlot(pool, key));
       if (
         !row ||
         row.reduce_state === "none" ||
@@ -234,10 +264,31 @@ export class SlotCoordinator {
       )
         return { state: row?.reduce_state ?? "none", error: row?.reduce_error ?? null };
       if (!slot.reduce) return { state: "none", error: null };
-      if (await claimReduce(pool, key, instanceId)) return this.#runReduce(key, slot, slot.reduce);
+      if (await this.#claimReduce(key, slot.signal)) return this.#runReduce(key, slot, slot.reduce);
       if (slot.signal.aborted) throw toError(slot.signal.reason);
       await this.#pause(key.taskName, slot.signal);
     }
+  }
+
+  /**
+   * The reduce's claim, retried while the database is unreachable: a claim whose answer was lost is
+   * read back (the slot's reduce running, held by this instance), so it is neither lost nor made twice.
+   */
+  async #claimReduce(key: SlotKey, signal: AbortSignal): Promise<boolean> {
+    const { pool, instanceId } = this.#deps;
+    let unanswered = false;
+    return this.#db(signal, async () => {
+      if (unanswered) {
+        const row = await readSlot(pool, key);
+        if (row?.reduce_state === "running" && row.reduce_holder === instanceId) return true;
+      }
+      try {
+        return await claimReduce(pool, key, instanceId);
+      } catch (error) {
+        unanswered = true;
+        throw error;
+      }
+    });
   }
 
   async #runReduce(
@@ -245,7 +296,7 @@ export class SlotCoordinator {
     slot: SlotToCoordinate,
     reduce: (results: ShardResult[]) => Promise<unknown>,
   ): Promise<{ state: ReduceState; error: string | null }> {
-    const shards = await selectShards(this.#deps.pool, key);
+    const shards = await this.#db(slot.signal, () => selectShards(this.#deps.pool, key));
     const results: ShardResult[] = shards.map((shard) => ({
       index: shard.shard_index,
       parameter: shard.parameter,
@@ -266,14 +317,19 @@ export class SlotCoordinator {
       slot.logger.error({ err: toError(error) }, `reduce failed: ${end.error}`);
     }
     if (slot.signal.aborted) throw toError(slot.signal.reason); // the next owner runs the reduce again
-    await endReduce(this.#deps.pool, key, this.#deps.instanceId, end);
+    await this.#db(slot.signal, () => endReduce(this.#deps.pool, key, this.#deps.instanceId, end));
     return end;
   }
 
-  async #ended(key: SlotKey, row: SlotRow, outcome: SlotOutcome, states: ShardOutcome[]): Promise<void> {
+  async #ended(
+    key: SlotKey,
+    row: SlotRow,
+    outcome: SlotOutcome,
+    states: ShardOutcome[],
+    first: Date | null,
+  ): Promise<void> {
     const counts: Record<ShardOutcome, number> = { succeeded: 0, failed: 0, skipped: 0 };
     for (const state of states) counts[state] = (counts[state] ?? 0) + 1;
-    const first = await firstShardStart(this.#deps.pool, key);
     const end = row.reduce_ended_at ?? row.ended_at;
     await pruneSlots(this.#deps.pool, key.taskName, this.#deps.keepSlots ?? KEEP_SLOTS).catch(
       (error: unknown) =>
