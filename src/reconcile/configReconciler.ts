@@ -11,6 +11,7 @@ import { applyFirstInBatches, batchTarget } from "./batchApply.js";
 import { forEachConcurrently } from "./concurrently.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
 import { changedTasks } from "./scopedPlan.js";
+import { type ConvergedStore, SharedConverged } from "./sharedConverged.js";
 
 /** Actions applied at once; leaves most of a default pool of 10 to the runs. */
 const APPLY_CONCURRENCY = 4;
@@ -70,6 +71,8 @@ export interface ReconcileRecorder {
   /** Read once, in order; a reconcile passes a generator (see AuditLog.record). */
   recordAudit(entries: Iterable<AuditEntry>): Promise<void>;
   saveApplied(state: DesiredState, appliedBy: string): Promise<void>;
+  /** The instances' shared record of the last converged pass (src/reconcile/sharedConverged.ts). */
+  converged?: ConvergedStore;
 }
 
 /**
@@ -105,6 +108,7 @@ export class ConfigReconciler {
   readonly #logger: Logger;
   readonly #recorder: ReconcileRecorder | undefined;
   readonly #now: () => Date;
+  readonly #shared: SharedConverged;
   #last: ReconcileResult | undefined;
   /**
    * The last pass that found nothing to apply, with the rows' digest read before its plan: an
@@ -135,6 +139,7 @@ export class ConfigReconciler {
     this.#logger = options.logger.child({ component: "reconciler" });
     this.#recorder = options.recorder;
     this.#now = options.now ?? (() => new Date());
+    this.#shared = new SharedConverged(options.recorder?.converged, this.#logger);
   }
 
   get lastResult(): ReconcileResult | undefined {
@@ -194,7 +199,7 @@ export class ConfigReconciler {
     const live = await this.#target.listJobs();
     const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
     const result = await this.#applyPlan(desired, trigger, plan, live, undefined);
-    if (digest !== undefined && result.applied.length === 0)
+    if (digest !== undefined && result.applied.length === 0) {
       this.#converged = {
         desired,
         digest,
@@ -202,6 +207,8 @@ export class ConfigReconciler {
         plan,
         enabledTasks: result.enabledTasks,
       };
+      await this.#shared.record(desired, this.#registry.names(), digest);
+    }
     return result;
   }
 
@@ -209,7 +216,9 @@ export class ConfigReconciler {
    * A config change planned for the entries it changed alone (src/reconcile/scopedPlan.ts): when
    * the last converged pass was of the previous snapshot and the rows' digest is still its, every
    * other row matches the new snapshot already, so only the changed tasks' rows are read. Then
-   * the digest after the writes is converged for the new snapshot: no full read follows.
+   * the digest after the writes is converged for the new snapshot: no full read follows. The
+   * rows' digest may also be the one another instance recorded after its pass of this same
+   * snapshot (src/reconcile/sharedConverged.ts): every row matches it too.
    * Undefined: a full pass is needed (no converged pass, drift, too many changes).
    */
   async #scopedPass(desired: DesiredState): Promise<ReconcileResult | undefined> {
@@ -221,7 +230,8 @@ export class ConfigReconciler {
     const scope = changedTasks(converged.desired, desired);
     if (!scope) return undefined;
     const [digest, live] = await Promise.all([digestOf(), readNamed([...scope])]);
-    if (digest !== converged.digest) return undefined;
+    if (digest !== converged.digest && !(await this.#shared.converged(desired, registered, digest)))
+      return undefined;
     this.#converged = undefined;
     const plan = planReconcile(desired, live, registered, this.#now(), scope);
     const result = await this.#applyPlan(desired, "config", plan, live, converged.enabledTasks);
@@ -238,6 +248,7 @@ export class ConfigReconciler {
       plan: { actions: [...quiet, ...orphans], unchanged: desired.tasks.map((task) => task.name) },
       enabledTasks: result.enabledTasks,
     };
+    await this.#shared.record(desired, registered, after);
     return result;
   }
 
