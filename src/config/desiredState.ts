@@ -177,7 +177,8 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
   const memo = options.memo?.begin(options.defaultTimezone, options.rules);
   top.data.tasks.forEach((raw, index) => {
     let read = memo?.reuse(index, raw);
-    if (!read) {
+    if (read) memo?.keepReused(index, raw, read);
+    else {
       const name = readableName(raw);
       const entry = entrySchema.safeParse(raw);
       if (!entry.success) {
@@ -190,8 +191,8 @@ export function parseDesiredState(document: unknown, options: ParseOptions): Des
         return;
       }
       read = checked;
+      memo?.keep(index, raw, read, options.rules, options.defaultTimezone);
     }
-    memo?.keep(index, raw, read, options.rules, options.defaultTimezone);
     const indexes = indexesByName.get(read.task.name);
     if (indexes) indexes.push(index);
     else indexesByName.set(read.task.name, [index]);

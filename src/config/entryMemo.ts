@@ -44,6 +44,12 @@ export class EntryMemo {
     return read !== undefined && sameValue(this.#raws[index], raw) ? read : undefined;
   }
 
+  /** Keeps an answer `reuse` gave: it was kept because it cannot change by itself, which still holds. */
+  keepReused(index: number, raw: unknown, read: EntryRead): void {
+    this.#nextRaws[index] = raw;
+    this.#nextReads[index] = read;
+  }
+
   /** Keeps what a valid entry became, when its answer cannot change by itself. */
   keep(index: number, raw: unknown, read: EntryRead, rules: CronRules, defaultTimezone: string): void {
     const fields = raw as Record<string, unknown>;

@@ -242,6 +242,11 @@ export class AgendaEngine {
     return sql.selectPlannedColumnsDigest(this.#options.pool);
   }
 
+  /** The digest of the named rows alone, and with `all` of every row too (sql/jobs.ts). */
+  plannedDigests(names: readonly string[], all: boolean): Promise<{ all?: string; named: string }> {
+    return sql.selectPlannedDigests(this.#options.pool, names, all);
+  }
+
   /** The job rows' writes (src/engine/jobWrites.ts); prepare() makes them. */
   #writes(): JobWrites {
     return this.#require().writes;

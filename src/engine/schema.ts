@@ -8,7 +8,12 @@ import {
 import type { Pool, PoolClient } from "pg";
 import { CronwardenError } from "../core/errors.js";
 import { withAdvisoryLock } from "../db/advisoryLock.js";
-import { AUDIT_TABLE, DESIRED_STATE_TABLE, STORE_MIGRATIONS } from "../store/schema.js";
+import {
+  ADD_CONVERGED_COLUMNS,
+  AUDIT_TABLE,
+  DESIRED_STATE_TABLE,
+  STORE_MIGRATIONS,
+} from "../store/schema.js";
 import {
   ADD_INSTANCE_COLUMNS,
   BACKFILL_SLOTS_TABLE,
@@ -69,6 +74,8 @@ export const SCHEMA_TABLE = "cronwarden_schema";
  *    becomes the partition of the times before, with its rows; retention drops whole partitions
  *    (on a large run log this step reads every row once and builds its primary key (id, timestamp)).
  * 12: sharded tasks (docs/sharding.md): a row per sharded slot and one per shard (src/engine/sql/shards.ts).
+ * 13: the shared record of the last converged reconcile (revision, planner key, rows' digest) beside
+ *    the applied snapshot (src/store/statements.ts SAVE_CONVERGED, src/reconcile/sharedConverged.ts).
  */
 const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   ...STORE_MIGRATIONS,
@@ -129,6 +136,9 @@ const MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<void>> = [
   (client) => partitionRunLog(client, createRunLogIndexes),
   async (client) => {
     await client.query(CREATE_SHARD_TABLES);
+  },
+  async (client) => {
+    await client.query(ADD_CONVERGED_COLUMNS);
   },
 ];
 

@@ -10,7 +10,9 @@ import { auditEntries } from "./auditEntries.js";
 import { applyFirstInBatches, batchTarget } from "./batchApply.js";
 import { forEachConcurrently } from "./concurrently.js";
 import { type LiveJob, planReconcile, type ReconcileAction, type ReconcilePlan } from "./reconcilePlan.js";
+import { replaceRows } from "./rowsDigest.js";
 import { changedTasks } from "./scopedPlan.js";
+import { type ConvergedStore, SharedConverged } from "./sharedConverged.js";
 
 /** Actions applied at once; leaves most of a default pool of 10 to the runs. */
 const APPLY_CONCURRENCY = 4;
@@ -27,6 +29,11 @@ export interface ReconcileTarget {
    * without it every anti-entropy pass reads and plans every row.
    */
   plannedColumnsDigest?(): Promise<string>;
+  /**
+   * The same digest of the named rows alone and, with `all`, of every row (src/reconcile/rowsDigest.ts).
+   * Optional: without it every config change reads and plans every row.
+   */
+  plannedDigests?(names: readonly string[], all: boolean): Promise<{ all?: string; named: string }>;
   createJob(
     taskName: string,
     cron: string,
@@ -70,6 +77,8 @@ export interface ReconcileRecorder {
   /** Read once, in order; a reconcile passes a generator (see AuditLog.record). */
   recordAudit(entries: Iterable<AuditEntry>): Promise<void>;
   saveApplied(state: DesiredState, appliedBy: string): Promise<void>;
+  /** The instances' shared record of the last converged pass (src/reconcile/sharedConverged.ts). */
+  converged?: ConvergedStore;
 }
 
 /**
@@ -105,6 +114,7 @@ export class ConfigReconciler {
   readonly #logger: Logger;
   readonly #recorder: ReconcileRecorder | undefined;
   readonly #now: () => Date;
+  readonly #shared: SharedConverged;
   #last: ReconcileResult | undefined;
   /**
    * The last pass that found nothing to apply, with the rows' digest read before its plan: an
@@ -135,6 +145,7 @@ export class ConfigReconciler {
     this.#logger = options.logger.child({ component: "reconciler" });
     this.#recorder = options.recorder;
     this.#now = options.now ?? (() => new Date());
+    this.#shared = new SharedConverged(options.recorder?.converged, this.#logger);
   }
 
   get lastResult(): ReconcileResult | undefined {
@@ -194,7 +205,7 @@ export class ConfigReconciler {
     const live = await this.#target.listJobs();
     const plan = planReconcile(desired, live, this.#registry.names(), this.#now());
     const result = await this.#applyPlan(desired, trigger, plan, live, undefined);
-    if (digest !== undefined && result.applied.length === 0)
+    if (digest !== undefined && result.applied.length === 0) {
       this.#converged = {
         desired,
         digest,
@@ -202,30 +213,47 @@ export class ConfigReconciler {
         plan,
         enabledTasks: result.enabledTasks,
       };
+      await this.#shared.record(desired, this.#registry.names(), digest);
+    }
     return result;
   }
 
   /**
    * A config change planned for the entries it changed alone (src/reconcile/scopedPlan.ts): when
-   * the last converged pass was of the previous snapshot and the rows' digest is still its, every
-   * other row matches the new snapshot already, so only the changed tasks' rows are read. Then
-   * the digest after the writes is converged for the new snapshot: no full read follows.
-   * Undefined: a full pass is needed (no converged pass, drift, too many changes).
+   * the last converged pass was of the previous snapshot and every other row is still as it left
+   * them, they match the new snapshot already, so only the changed tasks' rows are read. Whether
+   * they are is known after the writes, from one digest of every row: less the changed rows as
+   * they are now, plus as they were when read (src/reconcile/rowsDigest.ts), it must be the
+   * converged digest, or the one another instance recorded for this same snapshot
+   * (src/reconcile/sharedConverged.ts). The changed rows are right either way (planned from
+   * their own read); anything else (drift) is then read and planned in full, in the same pass.
+   * Undefined: a full pass is needed (no converged pass, too many changes).
    */
   async #scopedPass(desired: DesiredState): Promise<ReconcileResult | undefined> {
     const converged = this.#converged;
     const readNamed = this.#target.listJobsNamed?.bind(this.#target);
-    const digestOf = this.#target.plannedColumnsDigest?.bind(this.#target);
+    const digests = this.#target.plannedDigests?.bind(this.#target);
     const registered = this.#registry.names();
-    if (!converged || !readNamed || !digestOf || converged.registered !== registered.size) return undefined;
+    if (!converged || !readNamed || !digests || converged.registered !== registered.size) return undefined;
     const scope = changedTasks(converged.desired, desired);
     if (!scope) return undefined;
-    const [digest, live] = await Promise.all([digestOf(), readNamed([...scope])]);
-    if (digest !== converged.digest) return undefined;
+    const names = [...scope];
+    const [live, before] = await Promise.all([readNamed(names), digests(names, false)]);
     this.#converged = undefined;
     const plan = planReconcile(desired, live, registered, this.#now(), scope);
     const result = await this.#applyPlan(desired, "config", plan, live, converged.enabledTasks);
-    const after = result.applied.length > 0 ? await digestOf() : digest;
+    const after = await digests(names, true);
+    const was = after.all === undefined ? undefined : replaceRows(after.all, after.named, before.named);
+    if (
+      after.all === undefined ||
+      was === undefined ||
+      (was !== converged.digest && !(await this.#shared.converged(desired, registered, was)))
+    ) {
+      const full = await this.#pass(desired, "config");
+      const merged = { ...full, applied: [...result.applied, ...full.applied] };
+      if (full.applied.length > 0) await this.#confirm(desired, merged);
+      return merged;
+    }
     // the plan an anti-entropy pass answers with: nothing to write; the orphans out of scope are the previous pass's
     const quiet = plan.actions.filter((action) => action.kind === "reject" || action.kind === "orphan");
     const orphans = converged.plan.actions.filter(
@@ -233,11 +261,12 @@ export class ConfigReconciler {
     );
     this.#converged = {
       desired,
-      digest: after,
+      digest: after.all,
       registered: registered.size,
       plan: { actions: [...quiet, ...orphans], unchanged: desired.tasks.map((task) => task.name) },
       enabledTasks: result.enabledTasks,
     };
+    await this.#shared.record(desired, registered, after.all);
     return result;
   }
 

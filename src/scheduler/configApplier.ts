@@ -67,6 +67,7 @@ export class ConfigApplier {
             revision: state.revision,
             appliedBy,
           }),
+        converged: store,
       },
     });
     this.#watcher = this.#watcherFor(deps.source, deps.settings);

@@ -1,5 +1,18 @@
 import type { Pool } from "pg";
-import { LOAD_DESIRED_STATE, SAVE_DESIRED_STATE, STORED_REVISION } from "./statements.js";
+import {
+  LOAD_CONVERGED,
+  LOAD_DESIRED_STATE,
+  SAVE_CONVERGED,
+  SAVE_DESIRED_STATE,
+  STORED_REVISION,
+} from "./statements.js";
+
+/** A reconcile that converged: the revision it applied, what its plan depended on, the rows' digest after it. */
+export interface ConvergedRecord {
+  revision: string;
+  key: string;
+  digest: string;
+}
 
 /** The last applied valid config document, kept in PostgreSQL per namespace. */
 export interface StoredDesiredState {
@@ -66,6 +79,23 @@ export class DesiredStateStore {
           appliedAt: row.applied_at,
           appliedBy: row.applied_by,
         }
+      : undefined;
+  }
+
+  /** Records a converged reconcile for the other instances (src/reconcile/sharedConverged.ts). */
+  async saveConverged(record: ConvergedRecord): Promise<void> {
+    await this.#pool.query(SAVE_CONVERGED, [this.#namespace, record.revision, record.key, record.digest]);
+  }
+
+  async loadConverged(): Promise<ConvergedRecord | undefined> {
+    const result = await this.#pool.query<{
+      converged_revision: string;
+      converged_key: string;
+      converged_digest: string;
+    }>(LOAD_CONVERGED, [this.#namespace]);
+    const row = result.rows[0];
+    return row
+      ? { revision: row.converged_revision, key: row.converged_key, digest: row.converged_digest }
       : undefined;
   }
 }

@@ -48,3 +48,14 @@ export const STORE_MIGRATIONS: ReadonlyArray<(client: PoolClient) => Promise<voi
     );
   },
 ];
+
+/**
+ * The shared record of the last converged reconcile (schema step 13, src/engine/schema.ts): the
+ * revision it applied, the key of what its plan depended on, and the job rows' digest after it.
+ * Nullable: a snapshot saved before any pass converged has none.
+ */
+export const ADD_CONVERGED_COLUMNS = `
+  ALTER TABLE "${DESIRED_STATE_TABLE}"
+    ADD COLUMN IF NOT EXISTS converged_revision TEXT,
+    ADD COLUMN IF NOT EXISTS converged_key TEXT,
+    ADD COLUMN IF NOT EXISTS converged_digest TEXT`;

@@ -26,6 +26,21 @@ export const STORED_REVISION = `
 export const LOAD_DESIRED_STATE = `
   SELECT document, source, revision, applied_at, applied_by FROM "${DESIRED_STATE_TABLE}" WHERE namespace = $1`;
 
+/**
+ * The shared record of a converged reconcile on the namespace's row (src/reconcile/sharedConverged.ts).
+ * An UPDATE, not an upsert: the row is the applied snapshot's, saved by the config pass before
+ * any pass converges; with no snapshot saved there is nothing to record against. Only the three
+ * small columns change, so the stored document is not written again.
+ */
+export const SAVE_CONVERGED = `
+  UPDATE "${DESIRED_STATE_TABLE}" SET converged_revision = $2, converged_key = $3, converged_digest = $4
+   WHERE namespace = $1`;
+
+/** The shared record of the last converged reconcile, if any. */
+export const LOAD_CONVERGED = `
+  SELECT converged_revision, converged_key, converged_digest FROM "${DESIRED_STATE_TABLE}"
+   WHERE namespace = $1 AND converged_digest IS NOT NULL`;
+
 /** Parameters of one audit row, in the column order of insertAuditRows(). */
 export const AUDIT_COLUMNS = 10;
 

@@ -31,4 +31,19 @@ describe("DesiredStateStore", () => {
     await store.save({ document, source: "etcd /cron", revision: "r2", appliedBy: "three" });
     expect(await store.load()).toMatchObject({ document, source: "etcd /cron", appliedBy: "three" });
   });
+
+  it("keeps the shared converged record beside the snapshot, only once a snapshot is stored", async () => {
+    const store = new DesiredStateStore(db.pool, "converged");
+    const record = { revision: "r1", key: "3:abc", digest: "3:def" };
+    await store.saveConverged(record);
+    expect(await store.loadConverged()).toBeUndefined();
+    const document = { tasks: [] };
+    await store.save({ document, source: "file a.json", revision: "r1", appliedBy: "one" });
+    expect(await store.loadConverged()).toBeUndefined();
+    await store.saveConverged(record);
+    expect(await store.loadConverged()).toEqual(record);
+    // the snapshot is untouched, and another namespace has no record
+    expect(await store.load()).toMatchObject({ document, revision: "r1", appliedBy: "one" });
+    expect(await new DesiredStateStore(db.pool, "default").loadConverged()).toBeUndefined();
+  });
 });

@@ -78,7 +78,7 @@ it("an idle instance at default settings sends at most one statement a second ov
     const began = performance.now();
     // a minute holds every periodic statement at least once; the first anti-entropy pass comes a
     // minute and a quarter poll after the start (src/core/periodic.ts): the count runs until it
-    const digest = (text: string) => text.includes("md5(");
+    const digest = (text: string) => text.includes("hashtextextended(");
     await new Promise((resolve) => setTimeout(resolve, 61_000));
     for (let waited = 0; !statements.some(digest) && waited < 15_000; waited += 100)
       await new Promise((resolve) => setTimeout(resolve, 100));

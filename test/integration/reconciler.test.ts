@@ -7,6 +7,7 @@ import { RECONCILE_LOCK_KEY } from "../../src/engine/sql.js";
 import { ConfigReconciler, type ReconcileTarget } from "../../src/reconcile/configReconciler.js";
 import { TaskRegistry } from "../../src/scheduler/taskRegistry.js";
 import type { AuditEntry } from "../../src/store/auditLog.js";
+import { DesiredStateStore } from "../../src/store/desiredStateStore.js";
 import { createTestDatabase, type TestDatabase } from "../helpers/database.js";
 import { LogCapture } from "../helpers/logs.js";
 
@@ -516,6 +517,75 @@ describe("ConfigReconciler against Agenda's table", () => {
       );
       expect(full).toHaveBeenCalled();
       expect(again.applied.map((action) => [action.kind, action.task]).sort()).toEqual([
+        ["enable", "cleanup"],
+        ["update", "report"],
+      ]);
+    } finally {
+      full.mockRestore();
+      named.mockRestore();
+    }
+  });
+
+  it("an instance that finds the rows as another instance's converged pass of the same snapshot left them plans its changed entries alone; drift is still planned in full", async () => {
+    await db.pool.query("DELETE FROM cronwarden_desired_state");
+    const store = new DesiredStateStore(db.pool, "shared");
+    const registry = new TaskRegistry();
+    for (const name of ["report", "cleanup", "digest"]) registry.register({ name, handler: async () => {} });
+    const instance = () =>
+      new ConfigReconciler({
+        target: engine,
+        registry,
+        logger: logs.logger,
+        now,
+        recorder: {
+          recordAudit: async () => {},
+          saveApplied: (desired, appliedBy) => store.save({ ...desired, appliedBy }),
+          converged: store,
+        },
+      });
+    const [a, b] = [instance(), instance()];
+    const tasks = [{ name: "report" }, { name: "cleanup" }, { name: "digest" }];
+    await a.reconcile(state(tasks, "m1"));
+    await b.reconcile(state(tasks, "m1"));
+    const full = vi.spyOn(engine, "listJobs");
+    const named = vi.spyOn(engine, "listJobsNamed");
+    try {
+      // a applies the edit; b, seeing the rows' digest changed by a's writes, reads the edited row alone
+      const s2 = state(
+        [{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }, { name: "digest" }],
+        "m2",
+      );
+      expect((await a.reconcile(s2)).applied).toEqual([
+        expect.objectContaining({ kind: "update", task: "report" }),
+      ]);
+      named.mockClear();
+      const followed = await b.reconcile(s2);
+      expect(full).not.toHaveBeenCalled();
+      expect(named.mock.calls).toEqual([[["report"]]]);
+      expect(followed.applied).toEqual([]);
+      expect(followed.enabledTasks).toEqual(new Set(["report", "cleanup", "digest"]));
+      // and its next anti-entropy pass answers from the digest, as a's does
+      await b.reconcile(s2, "anti-entropy");
+      await a.reconcile(s2, "anti-entropy");
+      expect(full).not.toHaveBeenCalled();
+      // a record of another revision is not trusted: b, still at m2, meets a's rows of m3 and plans every row
+      const s3 = state(
+        [{ name: "report", cron: "0 9 * * *" }, { name: "cleanup" }, { name: "digest" }],
+        "m3",
+      );
+      await a.reconcile(s3);
+      expect(full).not.toHaveBeenCalled();
+      await b.reconcile(state([{ name: "report", cron: "0 * * * *" }, { name: "cleanup" }], "m2b"));
+      expect(full).toHaveBeenCalled();
+      // drift by hand after a converged pass: the rows' digest is no record's, every row is planned and repaired
+      await a.reconcile(s3);
+      full.mockClear();
+      await db.pool.query("UPDATE agenda_jobs SET disabled = TRUE WHERE name = 'cleanup'");
+      const repaired = await a.reconcile(
+        state([{ name: "report", cron: "0 10 * * *" }, { name: "cleanup" }, { name: "digest" }], "m4"),
+      );
+      expect(full).toHaveBeenCalled();
+      expect(repaired.applied.map((action) => [action.kind, action.task]).sort()).toEqual([
         ["enable", "cleanup"],
         ["update", "report"],
       ]);

@@ -46,6 +46,10 @@ describe("EntryMemo: a ConfigWatcher's unchanged entries are not validated again
     expect(byName(second, "b")?.cron).toBe("30 minutes");
     expect(byName(second, "d")).not.toBe(byName(first, "d"));
     expect(second.rejected.map((entry) => entry.name)).toEqual(["bad"]);
+    // a reused answer is kept for the next document too, not only a freshly read one
+    const again = parseDesiredState(document(edited), { ...options, memo });
+    expect(byName(again, "a")).toBe(byName(first, "a"));
+    expect(byName(again, "b")).toBe(byName(second, "b"));
     // other rules: nothing is reused
     const third = parseDesiredState(document(edited), { ...options, rules: { minIntervalMs: 1_000 }, memo });
     expect(byName(third, "a")).not.toBe(byName(second, "a"));

@@ -33,6 +33,18 @@ describe("changedTasks: the tasks a new snapshot changed (src/reconcile/scopedPl
     expect(changedTasks(before, desired([...many(300), task("gone")]))).toEqual(new Set());
   });
 
+  it("the same task object at the same place is unchanged; moved or rebuilt equal entries are compared by value", () => {
+    const tasks = many(300);
+    const moved = [...tasks.slice(1), tasks[0] as DesiredTask];
+    expect(changedTasks(desired(tasks), desired(moved))).toEqual(new Set());
+    const rebuilt = tasks.map((each) => ({ ...each }));
+    expect(changedTasks(desired(tasks), desired(rebuilt))).toEqual(new Set());
+    const edited = [...tasks];
+    edited[5] = task("t5", { enabled: false });
+    edited.push(task("t-new"));
+    expect(changedTasks(desired(tasks), desired(edited.slice(1)))).toEqual(new Set(["t0", "t5", "t-new"]));
+  });
+
   it("compares every field, nested ones included", () => {
     const base = task("a", {
       catchUp: { windowMs: 60_000, runs: "latest" },

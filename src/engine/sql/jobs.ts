@@ -40,22 +40,52 @@ export async function selectTaskJobs(db: Queryable, names?: readonly string[]): 
   return result.rows;
 }
 
+/** The text of a task row's columns the reconcile planner reads (selectTaskJobs as taskJobOfRow maps it). */
+const PLANNED_ROW_TEXT = `json_build_array(name, disabled, repeat_interval, repeat_timezone, next_run_at IS NULL,
+  data->'policy', data->'${PAUSE_DATA_KEY}', data->'after')::text`;
+
 /**
- * One digest of every task row's columns that the reconcile planner reads (selectTaskJobs as
- * taskJobOfRow maps it: the schedule, the flags, the policies, the pause, the dependency, and
- * whether a next run is set), computed by the database: an anti-entropy pass compares it with the
- * last converged pass's instead of reading and planning every row again
- * (src/reconcile/configReconciler.ts).
+ * A digest of rows' planned columns: their count and two sums of 64-bit hashes of each row's
+ * text. A sum, not a hash of the rows in order: the digest of every row but some is computable
+ * from the digest of all and of those (src/reconcile/rowsDigest.ts), so a reconcile of a few
+ * rows reads the digest of every row once, after its writes (src/reconcile/configReconciler.ts).
+ */
+const DIGEST_OF = (filter: string) =>
+  `count(*) ${filter} || ':' || coalesce(sum(h0) ${filter}, 0) || ':' || coalesce(sum(h1) ${filter}, 0)`;
+const HASHED_ROWS = `SELECT name, hashtextextended(t, 0) AS h0, hashtextextended(t, 1) AS h1
+   FROM (SELECT name, ${PLANNED_ROW_TEXT} AS t FROM "${JOBS_TABLE}" WHERE type = 'single'`;
+
+/**
+ * The digest of every task row's planned columns (the schedule, the flags, the policies, the
+ * pause, the dependency, and whether a next run is set), computed by the database: an
+ * anti-entropy pass compares it with the last converged pass's instead of reading and planning
+ * every row again (src/reconcile/configReconciler.ts).
  */
 export async function selectPlannedColumnsDigest(db: Queryable): Promise<string> {
   const result = await db.query<{ digest: string }>(
-    `SELECT count(*) || ':' || coalesce(md5(string_agg(
-              json_build_array(name, disabled, repeat_interval, repeat_timezone, next_run_at IS NULL,
-                               data->'policy', data->'${PAUSE_DATA_KEY}', data->'after')::text,
-              E'\n' ORDER BY name)), '') AS digest
-       FROM "${JOBS_TABLE}" WHERE type = 'single'`,
+    `SELECT ${DIGEST_OF("")} AS digest FROM (${HASHED_ROWS}) AS rows) AS hashed`,
   );
   return result.rows[0]?.digest ?? "";
+}
+
+/** The digest of the named task rows alone (by the name index) and, with `all`, of every task row too. */
+export async function selectPlannedDigests(
+  db: Queryable,
+  names: readonly string[],
+  all: boolean,
+): Promise<{ all?: string; named: string }> {
+  const named = DIGEST_OF("FILTER (WHERE name = ANY($1::text[]))");
+  const result = all
+    ? await db.query<{ all_rows: string; named: string }>(
+        `SELECT ${DIGEST_OF("")} AS all_rows, ${named} AS named FROM (${HASHED_ROWS}) AS rows) AS hashed`,
+        [names],
+      )
+    : await db.query<{ named: string }>(
+        `SELECT ${named} AS named FROM (${HASHED_ROWS} AND name = ANY($1::text[])) AS rows) AS hashed`,
+        [names],
+      );
+  const row = result.rows[0] as { all_rows?: string; named: string } | undefined;
+  return { ...(row?.all_rows === undefined ? {} : { all: row.all_rows }), named: row?.named ?? "" };
 }
 
 export async function selectJobFlags(
