@@ -147,7 +147,10 @@ export class ShardWorker {
     this.#clock.clearTimeout(this.#pollTimer);
     await this.#passing;
     const all = Promise.all([...this.#running.values()].map((running) => running.done));
-    await Promise.race([all, this.#clock.sleep(timeoutMs)]);
+    // the deadline's timer is cleared once the shards end: a pending one would keep the process alive
+    const deadline = new AbortController();
+    await Promise.race([all, this.#clock.sleep(timeoutMs, deadline.signal).catch(() => {})]);
+    deadline.abort();
     const left = [...this.#running.values()];
     for (const running of left) running.stop.abort(new Error("cut off at shutdown"));
     await releaseShards(
