@@ -4,7 +4,7 @@ import path from "node:path";
 import type { Pool } from "pg";
 import { afterAll, afterEach, beforeAll } from "vitest";
 import { createTestDatabase, type TestDatabase } from "./database.js";
-import type { ServiceProcess } from "./processes.js";
+import { ServiceProcess } from "./processes.js";
 
 /** What a test file that runs the service as OS processes shares: one database, a folder, its children. */
 export interface ProcessSuite {
@@ -58,4 +58,27 @@ export async function emptyJobTables(pool: Pool): Promise<void> {
     IF to_regclass('agenda_jobs') IS NOT NULL THEN TRUNCATE agenda_jobs, agenda_logs; END IF;
     IF to_regclass('cronwarden_run_starts') IS NOT NULL THEN TRUNCATE cronwarden_run_starts; END IF;
   END $$`);
+}
+
+/**
+ * An instance of the fixture service (test/fixtures/instance.ts) on the suite's database, named
+ * `id`, reading `configFile`, with the fleet tests' quick settings: a 1 s minimum interval, a
+ * 500 ms poll and a 3 s lock lifetime, each overridden by `env` like any other variable. The caller
+ * pushes it to `suite.processes`.
+ */
+export function fixtureInstance(
+  suite: ProcessSuite,
+  id: string,
+  configFile: string,
+  env: NodeJS.ProcessEnv = {},
+): ServiceProcess {
+  return new ServiceProcess("test/fixtures/instance.ts", {
+    DATABASE_URL: suite.db.url,
+    CRONWARDEN_CONFIG_FILE: configFile,
+    CRONWARDEN_INSTANCE_ID: id,
+    CRONWARDEN_MIN_INTERVAL_MS: "1000",
+    CRONWARDEN_PROCESS_EVERY_MS: "500",
+    CRONWARDEN_LOCK_LIFETIME_MS: "3000",
+    ...env,
+  });
 }

@@ -3,8 +3,8 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
-import { ServiceProcess } from "../helpers/processes.js";
-import { processSuite } from "../helpers/processSuite.js";
+import type { ServiceProcess } from "../helpers/processes.js";
+import { fixtureInstance, processSuite } from "../helpers/processSuite.js";
 import { STARTS } from "../helpers/runStarts.js";
 
 /**
@@ -39,18 +39,12 @@ describe("a handler that blocks the event loop", () => {
         { name: "slow", enabled: false },
       ]),
     );
-    const peers = ["b1", "b2"].map(
-      (name) =>
-        new ServiceProcess("test/fixtures/instance.ts", {
-          DATABASE_URL: suite.db.url,
-          CRONWARDEN_CONFIG_FILE: configFile,
-          CRONWARDEN_INSTANCE_ID: name,
-          CRONWARDEN_MIN_INTERVAL_MS: "1000",
-          CRONWARDEN_PROCESS_EVERY_MS: "500",
-          CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
-          CRONWARDEN_STALL_WARN_MS: String(LOCK_LIFETIME_MS),
-          BUSY_TASK_MS: String(BUSY_MS),
-        }),
+    const peers = ["b1", "b2"].map((name) =>
+      fixtureInstance(suite, name, configFile, {
+        CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
+        CRONWARDEN_STALL_WARN_MS: String(LOCK_LIFETIME_MS),
+        BUSY_TASK_MS: String(BUSY_MS),
+      }),
     );
     suite.processes.push(...peers);
     await Promise.all(
@@ -123,19 +117,13 @@ describe("a handler that blocks the event loop", () => {
         { name: "slow", enabled: false },
       ]),
     );
-    const peers = ["k1", "k2"].map(
-      (name) =>
-        new ServiceProcess("test/fixtures/instance.ts", {
-          DATABASE_URL: suite.db.url,
-          CRONWARDEN_CONFIG_FILE: configFile,
-          CRONWARDEN_INSTANCE_ID: name,
-          CRONWARDEN_MIN_INTERVAL_MS: "1000",
-          CRONWARDEN_PROCESS_EVERY_MS: "500",
-          CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
-          CRONWARDEN_ADMIN_TOKEN: token,
-          CRONWARDEN_STALL_WARN_MS: String(LOCK_LIFETIME_MS),
-          BUSY_TASK_MS: String(BUSY_MS),
-        }),
+    const peers = ["k1", "k2"].map((name) =>
+      fixtureInstance(suite, name, configFile, {
+        CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
+        CRONWARDEN_ADMIN_TOKEN: token,
+        CRONWARDEN_STALL_WARN_MS: String(LOCK_LIFETIME_MS),
+        BUSY_TASK_MS: String(BUSY_MS),
+      }),
     );
     suite.processes.push(...peers);
     const [url] = await Promise.all(
@@ -205,16 +193,11 @@ describe("a handler that blocks the event loop", () => {
         { name: "slow", enabled: false },
       ]),
     );
-    const peers = ["s1", "s2"].map(
-      (name) =>
-        new ServiceProcess("test/fixtures/instance.ts", {
-          DATABASE_URL: suite.db.url,
-          CRONWARDEN_CONFIG_FILE: configFile,
-          CRONWARDEN_INSTANCE_ID: name,
-          CRONWARDEN_PROCESS_EVERY_MS: "500",
-          CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
-          BUSY_TASK_MS: String(4 * LOCK_LIFETIME_MS),
-        }),
+    const peers = ["s1", "s2"].map((name) =>
+      fixtureInstance(suite, name, configFile, {
+        CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
+        BUSY_TASK_MS: String(4 * LOCK_LIFETIME_MS),
+      }),
     );
     suite.processes.push(...peers);
     await Promise.all(

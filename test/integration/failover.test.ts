@@ -3,8 +3,8 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { type ConfigEntry, yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
-import { ServiceProcess } from "../helpers/processes.js";
-import { processSuite } from "../helpers/processSuite.js";
+import type { ServiceProcess } from "../helpers/processes.js";
+import { fixtureInstance, processSuite } from "../helpers/processSuite.js";
 import { STARTS } from "../helpers/runStarts.js";
 
 /** Several service processes against one PostgreSQL: exactly once per slot, and takeover after a crash. */
@@ -17,17 +17,12 @@ const PROCESS_EVERY_MS = 500;
 async function cluster(names: string[], config: ConfigEntry[], environment: NodeJS.ProcessEnv = {}) {
   const configFile = path.join(suite.dir, `${names.join("-")}.yaml`);
   await writeFile(configFile, yamlOf(config));
-  const peers = names.map(
-    (name) =>
-      new ServiceProcess("test/fixtures/instance.ts", {
-        DATABASE_URL: suite.db.url,
-        CRONWARDEN_CONFIG_FILE: configFile,
-        CRONWARDEN_INSTANCE_ID: name,
-        CRONWARDEN_MIN_INTERVAL_MS: "1000",
-        CRONWARDEN_PROCESS_EVERY_MS: String(PROCESS_EVERY_MS),
-        CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
-        ...environment,
-      }),
+  const peers = names.map((name) =>
+    fixtureInstance(suite, name, configFile, {
+      CRONWARDEN_PROCESS_EVERY_MS: String(PROCESS_EVERY_MS),
+      CRONWARDEN_LOCK_LIFETIME_MS: String(LOCK_LIFETIME_MS),
+      ...environment,
+    }),
   );
   suite.processes.push(...peers);
   await Promise.all(

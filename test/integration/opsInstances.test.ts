@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/main.js";
 import { type ConfigEntry, yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
-import { ServiceProcess } from "../helpers/processes.js";
-import { processSuite } from "../helpers/processSuite.js";
+import type { ServiceProcess } from "../helpers/processes.js";
+import { fixtureInstance, processSuite } from "../helpers/processSuite.js";
 import { STARTS } from "../helpers/runStarts.js";
 
 /**
@@ -23,18 +23,11 @@ const PERIOD = 2_000;
 async function cluster(names: string[], config: ConfigEntry[], environment: NodeJS.ProcessEnv = {}) {
   const configFile = path.join(suite.dir, `${names.join("-")}.yaml`);
   await writeFile(configFile, yamlOf(config));
-  const peers = names.map(
-    (name) =>
-      new ServiceProcess("test/fixtures/instance.ts", {
-        DATABASE_URL: suite.db.url,
-        CRONWARDEN_CONFIG_FILE: configFile,
-        CRONWARDEN_INSTANCE_ID: name,
-        CRONWARDEN_MIN_INTERVAL_MS: "1000",
-        CRONWARDEN_PROCESS_EVERY_MS: "500",
-        CRONWARDEN_LOCK_LIFETIME_MS: "3000",
-        CRONWARDEN_TOKENS: `ops:operator:${TOKEN},watcher:viewer:${VIEWER}`,
-        ...environment,
-      }),
+  const peers = names.map((name) =>
+    fixtureInstance(suite, name, configFile, {
+      CRONWARDEN_TOKENS: `ops:operator:${TOKEN},watcher:viewer:${VIEWER}`,
+      ...environment,
+    }),
   );
   suite.processes.push(...peers);
   const urls = await Promise.all(

@@ -3,8 +3,7 @@ import path from "node:path";
 import { describe, expect, it } from "vitest";
 import { type ConfigEntry, yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
-import { ServiceProcess } from "../helpers/processes.js";
-import { processSuite } from "../helpers/processSuite.js";
+import { fixtureInstance, processSuite } from "../helpers/processSuite.js";
 
 /**
  * A graceful stop of an instance in the middle of a sharded slot (docs/sharding.md, "Shutdown"):
@@ -39,19 +38,12 @@ describe("stopping an instance in the middle of a sharded slot", () => {
     ];
     await writeFile(configFile, yamlOf(entries({ name: "sharded", enabled: false, shards: SHARDS })));
     const names = ["t1", "t2", "t3"];
-    const peers = names.map(
-      (name) =>
-        new ServiceProcess("test/fixtures/instance.ts", {
-          DATABASE_URL: suite.db.url,
-          CRONWARDEN_CONFIG_FILE: configFile,
-          CRONWARDEN_INSTANCE_ID: name,
-          CRONWARDEN_MIN_INTERVAL_MS: "1000",
-          CRONWARDEN_PROCESS_EVERY_MS: "500",
-          CRONWARDEN_LOCK_LIFETIME_MS: "3000",
-          CRONWARDEN_MAX_CONCURRENCY: "5",
-          CRONWARDEN_DRAIN_TIMEOUT_MS: String(DRAIN_MS),
-          SHARD_TASK_MS: String(SHARD_MS),
-        }),
+    const peers = names.map((name) =>
+      fixtureInstance(suite, name, configFile, {
+        CRONWARDEN_MAX_CONCURRENCY: "5",
+        CRONWARDEN_DRAIN_TIMEOUT_MS: String(DRAIN_MS),
+        SHARD_TASK_MS: String(SHARD_MS),
+      }),
     );
     suite.processes.push(...peers);
     await Promise.all(

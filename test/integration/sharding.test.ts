@@ -4,8 +4,8 @@ import { describe, expect, it } from "vitest";
 import { runCli } from "../../src/cli/main.js";
 import { type ConfigEntry, yamlOf } from "../helpers/harness.js";
 import { pollUntil } from "../helpers/poll.js";
-import { ServiceProcess } from "../helpers/processes.js";
-import { processSuite } from "../helpers/processSuite.js";
+import type { ServiceProcess } from "../helpers/processes.js";
+import { fixtureInstance, processSuite } from "../helpers/processSuite.js";
 
 /**
  * Sharded tasks on three OS processes against one PostgreSQL (docs/sharding.md): every shard
@@ -38,20 +38,13 @@ async function cluster(
     { name: "slow", enabled: false },
   ];
   await writeFile(configFile, yamlOf(disabled));
-  const peers = ["s1", "s2", "s3"].map(
-    (name) =>
-      new ServiceProcess("test/fixtures/instance.ts", {
-        DATABASE_URL: suite.db.url,
-        CRONWARDEN_CONFIG_FILE: configFile,
-        CRONWARDEN_INSTANCE_ID: name,
-        CRONWARDEN_MIN_INTERVAL_MS: "1000",
-        CRONWARDEN_PROCESS_EVERY_MS: "500",
-        CRONWARDEN_LOCK_LIFETIME_MS: "3000",
-        CRONWARDEN_MAX_CONCURRENCY: "5",
-        SHARD_TASK_MS: String(shardMs),
-        MAP_ITEMS: "30",
-        CRONWARDEN_ADMIN_TOKEN: TOKEN,
-      }),
+  const peers = ["s1", "s2", "s3"].map((name) =>
+    fixtureInstance(suite, name, configFile, {
+      CRONWARDEN_MAX_CONCURRENCY: "5",
+      SHARD_TASK_MS: String(shardMs),
+      MAP_ITEMS: "30",
+      CRONWARDEN_ADMIN_TOKEN: TOKEN,
+    }),
   );
   suite.processes.push(...peers);
   const urls = await Promise.all(
