@@ -204,10 +204,12 @@ export function checkShards(input: ShardCheckInput): ShardVerdict {
     if (slot.reduceRuns > 1) figures.reduceRepeated++;
   }
 
-  // a failed slot run of a sharded task: its slot's derived outcome, nothing else
+  // a failed slot run of a sharded task: its slot's derived outcome, nothing else (a run cut off at
+  // a drain or whose lock was taken is not final: another instance re-runs the slot)
   const oldestKept = Math.min(...input.slots.map((slot) => slot.slot));
   const strayFailures = input.logRows
     .filter((row) => row.event === "fail" && input.tasks.includes(row.task) && row.slot !== null)
+    .filter((row) => row.outcome !== "interrupted" && row.outcome !== "lock-lost")
     .filter((row) => (row.slot as number) >= oldestKept)
     .filter((row) => latestRound.get(slotKey(row.task, row.slot as number))?.outcome !== "failed")
     .map((row) => `${row.task} slot ${iso(row.slot as number)} on ${row.instance}: ${row.error}`);
